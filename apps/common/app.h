@@ -1,0 +1,20 @@
+#pragma once
+// What every mrf program shares: one-line errors with a non-zero exit, and progress on stderr.
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace mrf::app {
+
+/// Runs `body` and turns any failure into "NAME: error: MESSAGE" on stderr.
+/// Exit codes: 0 success, 1 bad input or failed solve, 2 bad command line.
+int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const std::function<int()>& body);
+
+/// Prints "NAME: MESSAGE" to stderr unless quiet; for progress on long runs.
+void Progress(const std::string& program, const std::string& message);
+
+/// Sets whether Progress() prints (programs turn it off with --quiet or --json).
+void SetQuiet(bool quiet);
+
+}  // namespace mrf::app

@@ -1,0 +1,40 @@
+// Run-time GPU availability for builds with CUDA (mrf/device.h).
+#include <cuda_runtime.h>
+
+#include <cstdio>
+
+#include "mrf/device.h"
+
+namespace mrf {
+
+int CudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return count;
+}
+
+std::string CudaUnavailableReason() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("no CUDA device found (") + cudaGetErrorString(status) + ")";
+  }
+  if (count == 0) return "no CUDA device found";
+  return {};
+}
+
+std::string CudaDeviceDescription() {
+  if (CudaDeviceCount() == 0) return {};
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return {};
+  char text[256];
+  std::snprintf(text, sizeof text, "%s, %.1f GiB, %d SMs", prop.name,
+                static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), prop.multiProcessorCount);
+  return text;
+}
+
+}  // namespace mrf

@@ -1,0 +1,19 @@
+#pragma once
+/// @file device.h
+/// @brief Run-time questions about GPUs, answered without including CUDA headers.
+
+#include <string>
+
+namespace mrf {
+
+/// True when this build contains the CUDA backends.
+bool CudaCompiledIn();
+/// Number of usable CUDA devices now (0 in CPU-only builds or when none is present).
+int CudaDeviceCount();
+/// Empty when a CUDA device is usable; otherwise a one-line reason
+/// ("built without CUDA", "no CUDA device found: ...").
+std::string CudaUnavailableReason();
+/// Name and memory of device 0, e.g. "NVIDIA H100 80GB HBM3, 79.2 GiB", or "" without one.
+std::string CudaDeviceDescription();
+
+}  // namespace mrf

@@ -1,0 +1,176 @@
+#include "mrf/model.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace mrf {
+
+const char* ToString(PairwiseKind kind) {
+  switch (kind) {
+    case PairwiseKind::kPotts: return "potts";
+    case PairwiseKind::kTruncatedLinear: return "linear";
+    case PairwiseKind::kTruncatedQuadratic: return "quadratic";
+    case PairwiseKind::kTable: return "table";
+  }
+  return "?";
+}
+
+PairwiseKind ParsePairwiseKind(const std::string& name) {
+  for (PairwiseKind k : {PairwiseKind::kPotts, PairwiseKind::kTruncatedLinear, PairwiseKind::kTruncatedQuadratic,
+                         PairwiseKind::kTable})
+    if (name == ToString(k)) return k;
+  throw Error("unknown smoothness kind '" + name + "' (expected potts, linear, quadratic or table)");
+}
+
+Cost Pairwise::MaxDistance(Label num_labels) const {
+  switch (kind) {
+    case PairwiseKind::kPotts: return num_labels > 1 ? 1 : 0;
+    case PairwiseKind::kTruncatedLinear: return std::min<std::int64_t>(num_labels - 1, truncation);
+    case PairwiseKind::kTruncatedQuadratic:
+      return static_cast<Cost>(std::min<std::int64_t>(std::int64_t{num_labels - 1} * (num_labels - 1), truncation));
+    case PairwiseKind::kTable: {
+      std::int64_t m = 0;
+      for (Cost c : table) m = std::max<std::int64_t>(m, c < 0 ? -std::int64_t{c} : c);
+      return static_cast<Cost>(std::min<std::int64_t>(m, kMaxCost));
+    }
+  }
+  return 0;
+}
+
+bool Pairwise::IsMetric(Label L, std::string* why) const {
+  auto fail = [&](const std::string& msg) {
+    if (why) *why = msg;
+    return false;
+  };
+  if (kind == PairwiseKind::kPotts || kind == PairwiseKind::kTruncatedLinear) return true;
+  for (Label a = 0; a < L; ++a)
+    for (Label b = 0; b < L; ++b) {
+      const Cost ab = distance(a, b, L);
+      if (a == b && ab != 0) return fail("V(" + std::to_string(a) + "," + std::to_string(a) + ") is not 0");
+      if (ab < 0) return fail("V(" + std::to_string(a) + "," + std::to_string(b) + ") is negative");
+      if (ab != distance(b, a, L))
+        return fail("V(" + std::to_string(a) + "," + std::to_string(b) + ") != V(" + std::to_string(b) + "," +
+                    std::to_string(a) + ")");
+    }
+  for (Label a = 0; a < L; ++a)
+    for (Label b = 0; b < L; ++b)
+      for (Label c = 0; c < L; ++c)
+        if (std::int64_t{distance(a, c, L)} > std::int64_t{distance(a, b, L)} + distance(b, c, L))
+          return fail("triangle inequality fails: V(" + std::to_string(a) + "," + std::to_string(c) + ") > V(" +
+                      std::to_string(a) + "," + std::to_string(b) + ") + V(" + std::to_string(b) + "," +
+                      std::to_string(c) + ")");
+  return true;
+}
+
+bool Model::Validate(std::string* error) const {
+  auto fail = [&](const std::string& msg) {
+    if (error) *error = msg;
+    return false;
+  };
+  const std::int64_t n = topology.num_nodes();
+  if (n <= 0) return fail("model has no nodes");
+  if (num_labels < 1) return fail("model needs at least 1 label (num_labels = " + std::to_string(num_labels) + ")");
+  if (static_cast<std::int64_t>(unary.size()) != n * num_labels)
+    return fail("unary costs: expected " + std::to_string(n) + " nodes x " + std::to_string(num_labels) +
+                " labels = " + std::to_string(n * num_labels) + " values, got " + std::to_string(unary.size()));
+  if (!(cost_scale > 0) || !std::isfinite(cost_scale))
+    return fail("cost scale must be a positive finite number (got " + std::to_string(cost_scale) + ")");
+  if (pairwise.lambda < 0) return fail("smoothness lambda is negative (" + std::to_string(pairwise.lambda) + ")");
+  if (pairwise.truncation < 0)
+    return fail("smoothness truncation is negative (" + std::to_string(pairwise.truncation) + ")");
+  if (pairwise.kind == PairwiseKind::kTable &&
+      static_cast<std::int64_t>(pairwise.table.size()) != std::int64_t{num_labels} * num_labels)
+    return fail("pairwise table: expected " + std::to_string(num_labels) + " x " + std::to_string(num_labels) +
+                " values, got " + std::to_string(pairwise.table.size()));
+
+  const EdgeId slots = topology.num_edge_slots();
+  Cost max_weight = 1;
+  if (!edge_weights.empty()) {
+    if (static_cast<EdgeId>(edge_weights.size()) != slots)
+      return fail("edge weights: expected one per edge slot (" + std::to_string(slots) + "), got " +
+                  std::to_string(edge_weights.size()));
+    max_weight = 0;
+    for (EdgeId s = 0; s < slots; ++s) {
+      const Cost w = edge_weights[static_cast<std::size_t>(s)];
+      if (w < 0) {
+        NodeId p = -1, q = -1;
+        topology.edge_endpoints(s, &p, &q);
+        return fail("edge weight " + std::to_string(w) + " of edge " + std::to_string(p) + "-" + std::to_string(q) +
+                    " (slot " + std::to_string(s) + ") is negative");
+      }
+      max_weight = std::max(max_weight, w);
+    }
+  }
+  // Every pairwise term must fit a 32-bit Cost: weight * lambda * distance.
+  const __int128 max_term = static_cast<__int128>(max_weight) * pairwise.lambda * pairwise.MaxDistance(num_labels);
+  if (max_term > kMaxCost) {
+    std::ostringstream msg;
+    msg << "pairwise term overflows 32 bits: edge weight " << max_weight << " x lambda " << pairwise.lambda
+        << " x distance " << pairwise.MaxDistance(num_labels) << " > " << kMaxCost;
+    return fail(msg.str());
+  }
+  // Any labelling's energy must fit a 64-bit sum (bounded without scanning the costs).
+  const __int128 bound = static_cast<__int128>(n) * (std::int64_t{kMaxCost} + 1) + static_cast<__int128>(slots) * max_term;
+  if (bound > std::numeric_limits<Energy>::max())
+    return fail("model is too large: its energy could overflow a 64-bit sum");
+  return true;
+}
+
+void Model::ValidateOrThrow() const {
+  std::string error;
+  if (!Validate(&error)) throw Error(error);
+}
+
+EnergyBreakdown EvaluateEnergy(const Model& model, const Labeling& labels) {
+  const NodeId n = model.num_nodes();
+  if (static_cast<std::int64_t>(labels.size()) != n)
+    throw Error("labelling has " + std::to_string(labels.size()) + " labels for a model of " + std::to_string(n) +
+                " nodes");
+  EnergyBreakdown e;
+  for (NodeId p = 0; p < n; ++p) {
+    const Label l = labels[p];
+    if (l < 0 || l >= model.num_labels)
+      throw Error("label " + std::to_string(l) + " at node " + std::to_string(p) + " is outside 0.." +
+                  std::to_string(model.num_labels - 1));
+    e.data += model.unary_cost(p, l);
+  }
+  model.topology.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
+    e.smoothness += model.pairwise_cost(slot, labels[p], labels[q]);
+  });
+  e.total = e.data + e.smoothness;
+  return e;
+}
+
+bool IsSubmodularBinary(const Model& model, std::string* why) {
+  if (model.num_labels != 2) {
+    if (why) *why = "model has " + std::to_string(model.num_labels) + " labels, not 2";
+    return false;
+  }
+  const Pairwise& v = model.pairwise;
+  const std::int64_t excess =
+      std::int64_t{v.distance(0, 1, 2)} + v.distance(1, 0, 2) - v.distance(0, 0, 2) - v.distance(1, 1, 2);
+  if (excess >= 0 || v.lambda == 0) return true;
+  bool ok = true;
+  model.topology.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
+    if (ok && model.edge_weight(slot) > 0) {
+      ok = false;
+      if (why)
+        *why = "edge " + std::to_string(p) + "-" + std::to_string(q) +
+               " is not submodular: V(0,1) + V(1,0) < V(0,0) + V(1,1)";
+    }
+  });
+  return ok;
+}
+
+Cost QuantizeCost(double value, double scale, const std::string& what, bool allow_negative) {
+  if (std::isnan(value)) throw Error(what + " is NaN");
+  if (std::isinf(value)) throw Error(what + " is infinite");
+  if (!allow_negative && value < 0) throw Error(what + " is negative (" + std::to_string(value) + ")");
+  const double scaled = std::round(value * scale);
+  if (!(std::fabs(scaled) <= static_cast<double>(kMaxCost)))
+    throw Error(what + " = " + std::to_string(value) + " x scale " + std::to_string(scale) +
+                " does not fit a 32-bit cost");
+  return static_cast<Cost>(scaled);
+}
+
+}  // namespace mrf

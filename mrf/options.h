@@ -1,0 +1,80 @@
+#pragma once
+/// @file options.h
+/// @brief Options for mrf::Solve, with validation that names the broken field.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "mrf/result.h"
+#include "mrf/types.h"
+
+namespace mrf {
+
+/// Which inference algorithm to run.
+enum class Algorithm {
+  kAuto,       ///< Max-flow for submodular two-label models, else expansion for metrics, else BP.
+  kMaxFlow,    ///< One exact graph cut (two labels, submodular).
+  kExpansion,  ///< Alpha-expansion.
+  kSwap,       ///< Alpha-beta swap.
+  kIcm,        ///< Iterated conditional modes.
+  kBeliefPropagation,  ///< Min-sum loopy belief propagation.
+};
+/// Where to run.
+enum class Device {
+  kAuto,  ///< The GPU when one is present and a GPU solver fits, else the CPU.
+  kCpu,   ///< CPU only.
+  kCuda,  ///< NVIDIA GPU only.
+};
+/// Order in which expansion/swap visit labels.
+enum class LabelOrder {
+  kSequential,  ///< 0, 1, ..., L-1 every cycle.
+  kRandom,      ///< A fresh permutation every cycle, from `seed`.
+};
+
+const char* ToString(Algorithm a);   ///< auto, maxflow, expansion, swap, icm, bp
+const char* ToString(Device d);      ///< auto, cpu, cuda
+const char* ToString(LabelOrder o);  ///< sequential, random
+/// Parses a command-line name; throws mrf::Error listing the accepted names.
+Algorithm ParseAlgorithm(const std::string& name);
+/// Parses a command-line name; throws mrf::Error listing the accepted names.
+Device ParseDevice(const std::string& name);
+/// Parses a command-line name; throws mrf::Error listing the accepted names.
+LabelOrder ParseLabelOrder(const std::string& name);
+
+/// Belief-propagation specific settings.
+struct BpOptions {
+  /// Message schedule: "bpm" (right, left, down, up sweeps), "sync" (all messages at once) or
+  /// "tiled" (tiles swept raster then reverse raster, inner iterations inside each tile).
+  std::string schedule = "bpm";
+  int tile_size = 0;          ///< Tiled schedule: tile side in pixels; 0 picks one.
+  int inner_iterations = 1;   ///< Tiled schedule: BP-M iterations inside a tile per visit.
+  bool coarse_to_fine = false;  ///< Initialise messages from a coarser grid (GPU BP).
+};
+
+/// Everything mrf::Solve can be told. Defaults give a sensible solve.
+struct SolveOptions {
+  /// A solver name from the registry ("cpu-bk", "cuda-pr", "cpu-expansion", ...) or "auto"
+  /// to choose from `algorithm` and `device`.
+  std::string solver = "auto";
+  Algorithm algorithm = Algorithm::kAuto;  ///< Used when solver is "auto".
+  Device device = Device::kAuto;           ///< Used when solver is "auto".
+  /// Binary max-flow engine used inside expansion and swap moves ("auto", "cpu-bk", ...).
+  std::string maxflow_backend = "auto";
+  int max_iterations = 100;        ///< Cycles (expansion, swap), iterations (BP, ICM).
+  LabelOrder label_order = LabelOrder::kSequential;  ///< Expansion/swap label order.
+  std::uint64_t seed = 0;          ///< Seed for every random choice; same seed, same result.
+  Labeling initial_labels;         ///< Starting labelling; empty means all label 0.
+  double time_limit_s = 0;         ///< Stop after this many seconds (0 = no limit).
+  int num_threads = 0;             ///< TBB threads (0 = TBB's default).
+  /// Expansion/swap: truncate terms that break submodularity instead of rejecting the model.
+  bool truncate_nonsubmodular = false;
+  BpOptions bp;                    ///< Belief-propagation settings.
+  /// Called after each iteration; return false to stop (the best labelling so far is kept).
+  std::function<bool(const IterationRecord&)> callback;
+
+  /// True when every field is in range; otherwise writes a message naming the field.
+  bool IsValid(std::string* error) const;
+};
+
+}  // namespace mrf

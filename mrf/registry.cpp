@@ -1,0 +1,130 @@
+#include "mrf/registry.h"
+
+#include <algorithm>
+
+#include "mrf/binary_graph.h"
+#include "mrf/device.h"
+#include "mrf/model.h"
+
+namespace mrf {
+
+const Registry& Registry::Global() {
+  static const Registry registry = [] {
+    Registry r;
+    RegisterBuiltinSolvers(r);
+    return r;
+  }();
+  return registry;
+}
+
+namespace {
+
+// The model-level solve of a max-flow engine: one exact graph cut of a two-label model.
+void SolveWithOneCut(const SolverEntry& entry, const Model& model, Result* out) {
+  Energy offset = 0;
+  StGraph graph = BuildBinaryGraph(model, &offset);
+  std::unique_ptr<MaxFlowEngine> engine = entry.make_engine();
+  const std::string cannot = engine->CannotSolve(model.topology);
+  if (!cannot.empty()) throw Error(entry.name + " cannot solve this model: " + cannot);
+  engine->Solve(graph, out);
+  out->flow += graph.constant() + offset;
+  out->has_lower_bound = true;
+  out->lower_bound = out->flow;  // exact: the minimum energy equals the maximum flow
+  if (out->message == "Solve was not called") out->message = "exact minimum cut found";
+}
+
+}  // namespace
+
+void Registry::Add(SolverEntry entry) {
+  if (Find(entry.name)) throw Error("solver '" + entry.name + "' is registered twice");
+  if (!entry.unavailable_reason) entry.unavailable_reason = [] { return std::string(); };
+  if (entry.make_engine && !entry.solve) {
+    const std::string name = entry.name;
+    auto make = entry.make_engine;
+    entry.solve = [name, make](const Model& model, const SolveOptions&, Result* out) {
+      SolverEntry e;
+      e.name = name;
+      e.make_engine = make;
+      SolveWithOneCut(e, model, out);
+    };
+  }
+  entries_.push_back(std::move(entry));
+}
+
+const SolverEntry* Registry::Find(const std::string& name) const {
+  for (const SolverEntry& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+std::vector<std::string> Registry::Names(Algorithm algorithm) const {
+  std::vector<std::string> names;
+  for (const SolverEntry& e : entries_)
+    if (algorithm == Algorithm::kAuto || e.algorithm == algorithm) names.push_back(e.name);
+  return names;
+}
+
+std::string Registry::NameList(Algorithm algorithm) const {
+  std::string list;
+  for (const std::string& n : Names(algorithm)) list += (list.empty() ? "" : ", ") + n;
+  return list;
+}
+
+bool Registry::IsCompiledIn(const std::string& name) const {
+  const SolverEntry* e = Find(name);
+  return e && e->compiled_in;
+}
+
+bool Registry::IsAvailable(const std::string& name, std::string* why) const {
+  const SolverEntry* e = Find(name);
+  std::string reason;
+  if (!e) reason = "unknown solver '" + name + "'";
+  else if (!e->compiled_in) reason = "not compiled in (this build has no CUDA)";
+  else reason = e->unavailable_reason();
+  if (why) *why = reason;
+  return reason.empty();
+}
+
+const SolverEntry& Registry::Choose(const std::string& name, Algorithm algorithm, Device device,
+                                    std::string* note,
+                                    const std::function<std::string(const SolverEntry&)>& accepts) const {
+  if (name != "auto") {
+    const SolverEntry* e = Find(name);
+    if (!e) throw Error("unknown backend '" + name + "' (known: " + NameList() + ")");
+    if (algorithm != Algorithm::kAuto && e->algorithm != algorithm)
+      throw Error("backend '" + name + "' runs " + ToString(e->algorithm) + ", not " + ToString(algorithm) +
+                  " (" + ToString(algorithm) + " backends: " + NameList(algorithm) + ")");
+    if (device != Device::kAuto && e->device != device)
+      throw Error("backend '" + name + "' runs on " + ToString(e->device) + ", not " + ToString(device));
+    std::string why;
+    if (!IsAvailable(name, &why)) throw Error("backend '" + name + "' is unavailable: " + why);
+    if (accepts) {
+      const std::string cannot = accepts(*e);
+      if (!cannot.empty()) throw Error("backend '" + name + "' cannot solve this problem: " + cannot);
+    }
+    return *e;
+  }
+  // auto: GPU solvers first when the device is auto, then by priority.
+  std::vector<const SolverEntry*> candidates;
+  for (const SolverEntry& e : entries_)
+    if ((algorithm == Algorithm::kAuto || e.algorithm == algorithm) && (device == Device::kAuto || e.device == device))
+      candidates.push_back(&e);
+  std::stable_sort(candidates.begin(), candidates.end(), [](const SolverEntry* a, const SolverEntry* b) {
+    if (a->device != b->device) return a->device == Device::kCuda;
+    return a->priority > b->priority;
+  });
+  std::string skipped;
+  for (const SolverEntry* e : candidates) {
+    std::string why;
+    if (IsAvailable(e->name, &why) && accepts) why = accepts(*e);
+    if (why.empty()) {
+      if (note) *note = skipped;
+      return *e;
+    }
+    if (skipped.empty()) skipped = e->name + " skipped: " + why;
+  }
+  throw Error(std::string("no available ") + ToString(algorithm) + " solver on device " + ToString(device) +
+              (skipped.empty() ? std::string() : " (" + skipped + ")"));
+}
+
+}  // namespace mrf

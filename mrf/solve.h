@@ -1,0 +1,24 @@
+#pragma once
+/// @file solve.h
+/// @brief The single entry point: minimise a model's energy with any registered solver.
+
+#include "mrf/model.h"
+#include "mrf/options.h"
+#include "mrf/result.h"
+
+namespace mrf {
+
+/// Minimises the energy of `model`.
+///
+/// Validates options and model, picks a solver (see Registry::Choose), runs it, and scores the
+/// labelling with the reference evaluator. Never throws: any failure is reported in the result
+/// (ok = false, message). When the device was left on auto and a GPU solver fails at run time
+/// (out of memory, failed launch), the CPU solver of the same algorithm runs instead and the
+/// result records the fallback.
+Result Solve(const Model& model, const SolveOptions& options = {});
+
+/// Picks the algorithm `auto` means for this model: max-flow for submodular two-label models,
+/// expansion for metric pairwise terms, otherwise belief propagation.
+Algorithm AutoAlgorithm(const Model& model);
+
+}  // namespace mrf

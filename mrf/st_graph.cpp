@@ -1,0 +1,204 @@
+#include "mrf/st_graph.h"
+
+#include <chrono>
+#include <exception>
+#include <new>
+
+#include "mrf/registry.h"
+
+namespace mrf {
+
+StGraph::StGraph() = default;
+StGraph::~StGraph() = default;
+StGraph::StGraph(StGraph&&) noexcept = default;
+StGraph& StGraph::operator=(StGraph&&) noexcept = default;
+
+StGraph::StGraph(const Topology& grid) : topology_(grid) {
+  if (!grid.is_grid()) throw Error("StGraph(Topology) needs a grid topology; use the default constructor for general graphs");
+  source_cap_.assign(grid.num_nodes(), 0);
+  sink_cap_.assign(grid.num_nodes(), 0);
+  cap_.assign(static_cast<std::size_t>(grid.num_edge_slots()), 0);
+  rev_cap_.assign(static_cast<std::size_t>(grid.num_edge_slots()), 0);
+}
+
+void StGraph::reserve(NodeId nodes, EdgeId edges) {
+  source_cap_.reserve(nodes);
+  sink_cap_.reserve(nodes);
+  cap_.reserve(static_cast<std::size_t>(edges));
+  rev_cap_.reserve(static_cast<std::size_t>(edges));
+}
+
+NodeId StGraph::add_node(NodeId count) {
+  const NodeId first = topology_.AddNodes(count);
+  source_cap_.resize(topology_.num_nodes(), 0);
+  sink_cap_.resize(topology_.num_nodes(), 0);
+  changes_.structure_changed = true;
+  return first;
+}
+
+void StGraph::CheckNode(NodeId node, const char* call) const {
+  if (node < 0 || node >= num_nodes())
+    throw Error(std::string(call) + ": node " + std::to_string(node) + " does not exist (graph has " +
+                std::to_string(num_nodes()) + " nodes)");
+}
+
+void StGraph::MarkNode(NodeId node) {
+  if (!changes_.structure_changed) changes_.nodes.push_back(node);
+}
+
+void StGraph::MarkEdge(EdgeId edge) {
+  if (!changes_.structure_changed) changes_.edges.push_back(edge);
+}
+
+void StGraph::add_tweights(NodeId node, Energy cap_source, Energy cap_sink) {
+  CheckNode(node, "add_tweights");
+  Energy s = CheckedAdd(source_cap_[node], cap_source, "terminal capacity");
+  Energy t = CheckedAdd(sink_cap_[node], cap_sink, "terminal capacity");
+  // Keep both terminal capacities non-negative: adding d to both raises every cut by d.
+  const Energy shift = std::max<Energy>({Energy{0}, -s, -t});
+  if (shift > 0) {
+    s = CheckedAdd(s, shift, "terminal capacity");
+    t = CheckedAdd(t, shift, "terminal capacity");
+    constant_ = CheckedAdd(constant_, -shift, "flow constant");
+  }
+  source_cap_[node] = s;
+  sink_cap_[node] = t;
+  MarkNode(node);
+}
+
+void StGraph::set_tweights(NodeId node, Energy cap_source, Energy cap_sink) {
+  CheckNode(node, "set_tweights");
+  if (cap_source < 0 || cap_sink < 0)
+    throw Error("set_tweights: capacities of node " + std::to_string(node) + " must be non-negative (got " +
+                std::to_string(cap_source) + ", " + std::to_string(cap_sink) + ")");
+  source_cap_[node] = cap_source;
+  sink_cap_[node] = cap_sink;
+  MarkNode(node);
+}
+
+namespace {
+void CheckEdgeCaps(NodeId from, NodeId to, Cost cap, Cost rev_cap) {
+  if (cap < 0 || rev_cap < 0)
+    throw Error("edge " + std::to_string(from) + "->" + std::to_string(to) + " has a negative capacity (" +
+                std::to_string(cap) + ", " + std::to_string(rev_cap) + ")");
+}
+Cost CheckedCapacitySum(Cost a, Cost b, EdgeId slot) {
+  Cost sum = 0;
+  if (__builtin_add_overflow(a, b, &sum))
+    throw Error("capacity of edge slot " + std::to_string(slot) + " overflows 32 bits");
+  return sum;
+}
+}  // namespace
+
+EdgeId StGraph::add_edge(NodeId from, NodeId to, Cost cap, Cost rev_cap) {
+  CheckNode(from, "add_edge");
+  CheckNode(to, "add_edge");
+  CheckEdgeCaps(from, to, cap, rev_cap);
+  if (!topology_.is_grid()) {
+    const EdgeId e = topology_.AddEdge(from, to);
+    cap_.push_back(cap);
+    rev_cap_.push_back(rev_cap);
+    changes_.structure_changed = true;
+    return e;
+  }
+  const EdgeId slot = topology_.grid_slot(from, to);
+  if (slot < 0)
+    throw Error("add_edge: nodes " + std::to_string(from) + " and " + std::to_string(to) +
+                " are not neighbours in the " + topology_.Describe());
+  NodeId slot_from = 0, slot_to = 0;
+  topology_.edge_endpoints(slot, &slot_from, &slot_to);
+  if (slot_from != from) std::swap(cap, rev_cap);
+  cap_[slot] = CheckedCapacitySum(cap_[slot], cap, slot);
+  rev_cap_[slot] = CheckedCapacitySum(rev_cap_[slot], rev_cap, slot);
+  MarkEdge(slot);
+  return slot;
+}
+
+void StGraph::add_to_edge_slot(EdgeId edge, Cost cap, Cost rev_cap) {
+  if (edge < 0 || edge >= num_edge_slots()) throw Error("edge slot " + std::to_string(edge) + " does not exist");
+  if (cap < 0 || rev_cap < 0) throw Error("edge slot " + std::to_string(edge) + " given a negative capacity");
+  cap_[edge] = CheckedCapacitySum(cap_[edge], cap, edge);
+  rev_cap_[edge] = CheckedCapacitySum(rev_cap_[edge], rev_cap, edge);
+  MarkEdge(edge);
+}
+
+void StGraph::set_edge(EdgeId edge, Cost cap, Cost rev_cap) {
+  NodeId from = -1, to = -1;
+  if (edge < 0 || edge >= num_edge_slots() || !topology_.edge_endpoints(edge, &from, &to))
+    throw Error("set_edge: edge slot " + std::to_string(edge) + " holds no edge");
+  CheckEdgeCaps(from, to, cap, rev_cap);
+  cap_[edge] = cap;
+  rev_cap_[edge] = rev_cap;
+  MarkEdge(edge);
+}
+
+Energy StGraph::CutCapacity(const Labeling& sink_side) const {
+  if (static_cast<NodeId>(sink_side.size()) != num_nodes())
+    throw Error("cut has " + std::to_string(sink_side.size()) + " entries for " + std::to_string(num_nodes()) +
+                " nodes");
+  Energy total = constant_;
+  for (NodeId v = 0; v < num_nodes(); ++v) total += sink_side[v] ? source_cap_[v] : sink_cap_[v];
+  topology_.ForEachEdge([&](EdgeId e, NodeId p, NodeId q) {
+    if (!sink_side[p] && sink_side[q]) total += cap_[e];
+    if (sink_side[p] && !sink_side[q]) total += rev_cap_[e];
+  });
+  return total;
+}
+
+Segment StGraph::what_segment(NodeId node) const {
+  if (sink_side_.empty()) throw Error("what_segment: maxflow() has not computed a cut yet");
+  CheckNode(node, "what_segment");
+  return sink_side_[node] ? Segment::kSink : Segment::kSource;
+}
+
+Result StGraph::maxflow(const std::string& backend, bool reuse) {
+  const auto start = std::chrono::steady_clock::now();
+  Result result;
+  result.backend_requested = backend;
+  try {
+    if (num_nodes() == 0) throw Error("maxflow: the graph has no nodes");
+    const bool resolve = reuse && engine_ && !changes_.structure_changed && engine_->SupportsResolve() &&
+                         (backend == "auto" || backend == engine_->name());
+    if (!resolve) {
+      std::string note;
+      const SolverEntry& entry = Registry::Global().Choose(
+          backend, Algorithm::kMaxFlow, Device::kAuto, &note,
+          [this](const SolverEntry& e) { return e.make_engine ? e.make_engine()->CannotSolve(topology_) : std::string("not an engine"); });
+      engine_ = entry.make_engine();
+      result.fallback_reason = note;
+      engine_->Solve(*this, &result);
+    } else {
+      engine_->Resolve(*this, &result);
+    }
+    result.backend_used = engine_->name();
+    changes_ = GraphChanges{};
+    changes_.structure_changed = false;
+    if (static_cast<NodeId>(result.labels.size()) != num_nodes())
+      throw Error(result.backend_used + " returned a cut of " + std::to_string(result.labels.size()) +
+                  " nodes for a graph of " + std::to_string(num_nodes()));
+    result.flow += constant_;
+    result.energy = CutCapacity(result.labels);
+    if (result.energy != result.flow)
+      throw Error("internal error in " + result.backend_used + ": cut capacity " + std::to_string(result.energy) +
+                  " differs from flow " + std::to_string(result.flow));
+    result.has_lower_bound = true;
+    result.lower_bound = result.flow;
+    result.ok = true;
+    if (result.message == "Solve was not called") result.message = "maximum flow found";
+    sink_side_ = result.labels;
+    flow_ = result.flow;
+  } catch (const std::bad_alloc&) {
+    engine_.reset();
+    result.ok = false;
+    result.message = "out of memory while computing the maximum flow";
+  } catch (const std::exception& e) {
+    engine_.reset();
+    result.ok = false;
+    result.message = e.what();
+  }
+  result.timings.total_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace mrf

@@ -1,0 +1,148 @@
+#pragma once
+/// @file st_graph.h
+/// @brief An s-t graph for binary problems, with the calls users of Kolmogorov's maxflow library know.
+///
+/// @code
+///   mrf::StGraph g;
+///   g.add_node(2);
+///   g.add_tweights(0, 3, 9);    // source->0 capacity 3, 0->sink capacity 9
+///   g.add_tweights(1, 8, 1);
+///   g.add_edge(0, 1, 3, 4);     // 0->1 capacity 3, 1->0 capacity 4
+///   mrf::Result r = g.maxflow("cpu-bk");   // or "auto"
+///   bool zero_on_source_side = g.what_segment(0) == mrf::Segment::kSource;
+/// @endcode
+///
+/// Changing capacities after a solve and calling maxflow() again re-solves from the previous
+/// residual graph when the engine supports it (dynamic graph cuts, Kohli and Torr).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mrf/result.h"
+#include "mrf/topology.h"
+#include "mrf/types.h"
+
+namespace mrf {
+
+class MaxFlowEngine;
+
+/// Which side of the minimum cut a node is on.
+enum class Segment { kSource = 0, kSink = 1 };
+
+/// What changed since the last solve; engines use it to re-solve incrementally.
+struct GraphChanges {
+  std::vector<NodeId> nodes;  ///< Nodes whose terminal capacities changed (may repeat).
+  std::vector<EdgeId> edges;  ///< Edge slots whose capacities changed (may repeat).
+  bool structure_changed = true;  ///< Nodes or edges were added: a re-solve must start afresh.
+};
+
+/// A directed graph with a source and a sink. Two shapes:
+/// - general (default constructor): add_node() and add_edge() between any two nodes;
+/// - grid-shaped (constructed from a grid Topology): all nodes exist from the start and add_edge()
+///   accepts grid neighbours only, accumulating into the edge slot they share. Grid engines
+///   (push-relabel on the GPU) need this shape.
+///
+/// Terminal capacities may be given negative, as in Kolmogorov's library: the graph keeps them
+/// non-negative by adding the same amount to both terminal edges of the node, and remembers the
+/// amount in constant(), which maxflow() includes in the reported flow.
+class StGraph {
+ public:
+  /// A general graph with no nodes.
+  StGraph();
+  /// A grid-shaped graph over `grid` (which must be a grid kind), all capacities zero.
+  explicit StGraph(const Topology& grid);
+  ~StGraph();
+  StGraph(StGraph&&) noexcept;             ///< Movable.
+  StGraph& operator=(StGraph&&) noexcept;  ///< Movable.
+  StGraph(const StGraph&) = delete;
+  StGraph& operator=(const StGraph&) = delete;
+
+  /// Reserves room for a general graph of this many nodes and edges.
+  void reserve(NodeId nodes, EdgeId edges);
+  /// Adds `count` nodes to a general graph; returns the id of the first.
+  NodeId add_node(NodeId count = 1);
+  /// Adds capacity to the edges source->node and node->sink (accumulates; may be negative).
+  void add_tweights(NodeId node, Energy cap_source, Energy cap_sink);
+  /// Adds an edge from->to with capacity `cap` and to->from with `rev_cap` (both >= 0).
+  /// General graphs get a new edge; grid graphs add to the slot shared by the two neighbours.
+  /// Returns the edge slot.
+  EdgeId add_edge(NodeId from, NodeId to, Cost cap, Cost rev_cap);
+  /// Adds capacity to a known edge slot, in the slot's own direction (fast path for builders).
+  void add_to_edge_slot(EdgeId edge, Cost cap, Cost rev_cap);
+  /// Replaces the terminal capacities of a node (for re-solving).
+  void set_tweights(NodeId node, Energy cap_source, Energy cap_sink);
+  /// Replaces the capacities of an edge slot, given in the slot's own direction (for re-solving).
+  void set_edge(EdgeId edge, Cost cap, Cost rev_cap);
+
+  /// Computes a maximum flow with the named engine ("auto" picks the best available one).
+  /// With `reuse`, a graph solved before by the same engine whose capacities changed since is
+  /// re-solved incrementally. Never throws: errors end up in the result (ok = false, message).
+  /// result.flow is the max-flow value; result.energy is the capacity of the cut that was found,
+  /// computed independently from the graph; for a correct engine the two are equal.
+  Result maxflow(const std::string& backend = "auto", bool reuse = true);
+  /// The side of the last computed cut that `node` is on.
+  Segment what_segment(NodeId node) const;
+  /// Value of the last computed flow (constant() included).
+  Energy flow() const { return flow_; }
+
+  /// Node and edge layout.
+  const Topology& topology() const { return topology_; }
+  NodeId num_nodes() const { return topology_.num_nodes(); }  ///< Number of nodes.
+  EdgeId num_edge_slots() const { return topology_.num_edge_slots(); }  ///< Number of edge slots.
+  Energy source_cap(NodeId node) const { return source_cap_[node]; }  ///< Capacity source->node.
+  Energy sink_cap(NodeId node) const { return sink_cap_[node]; }      ///< Capacity node->sink.
+  Cost edge_cap(EdgeId e) const { return cap_[e]; }          ///< Capacity in the slot's direction.
+  Cost edge_rev_cap(EdgeId e) const { return rev_cap_[e]; }  ///< Capacity against it.
+  const std::vector<Energy>& source_caps() const { return source_cap_; }  ///< All source capacities.
+  const std::vector<Energy>& sink_caps() const { return sink_cap_; }      ///< All sink capacities.
+  const std::vector<Cost>& edge_caps() const { return cap_; }             ///< All forward capacities.
+  const std::vector<Cost>& edge_rev_caps() const { return rev_cap_; }     ///< All reverse capacities.
+  /// Amount added to every flow because of negative terminal capacities (<= 0).
+  Energy constant() const { return constant_; }
+  /// Changes since the last solve.
+  const GraphChanges& changes() const { return changes_; }
+  /// Capacity of the cut whose sink side is given (1 = sink side, one entry per node),
+  /// constant() included. Independent of any engine: used to check them.
+  Energy CutCapacity(const Labeling& sink_side) const;
+
+ private:
+  void MarkNode(NodeId node);
+  void MarkEdge(EdgeId edge);
+  void CheckNode(NodeId node, const char* call) const;
+
+  Topology topology_;
+  std::vector<Energy> source_cap_, sink_cap_;
+  std::vector<Cost> cap_, rev_cap_;
+  Energy constant_ = 0;
+  GraphChanges changes_;
+  std::unique_ptr<MaxFlowEngine> engine_;  // kept for re-solves
+  Labeling sink_side_;
+  Energy flow_ = -1;
+};
+
+/// A max-flow engine: the binary-cut interface every backend (CPU or GPU) implements.
+/// Engines may throw mrf::Error or std::bad_alloc; callers turn that into a failed Result.
+class MaxFlowEngine {
+ public:
+  virtual ~MaxFlowEngine() = default;
+  /// Registry name, e.g. "cpu-bk".
+  virtual std::string name() const = 0;
+  /// Empty when this engine can solve graphs of this shape; otherwise why not (e.g. "needs a
+  /// grid-shaped graph"). Must be cheap: it is asked before anything is built.
+  virtual std::string CannotSolve(const Topology& topology) const {
+    (void)topology;
+    return {};
+  }
+  /// Computes a maximum flow from scratch. Must set out->flow (without graph.constant()),
+  /// out->labels (the cut: 0 = source side, 1 = sink side, one per node) and out->timings; may add
+  /// out->iterations and out->log.
+  virtual void Solve(const StGraph& graph, Result* out) = 0;
+  /// True when Resolve() reuses the previous residual graph.
+  virtual bool SupportsResolve() const { return false; }
+  /// Re-solves after the capacity changes listed in graph.changes(); the structure is the one of
+  /// the last Solve(). The default solves from scratch.
+  virtual void Resolve(const StGraph& graph, Result* out) { Solve(graph, out); }
+};
+
+}  // namespace mrf

@@ -1,0 +1,150 @@
+// The model, its one energy evaluator, validation messages and quantisation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "mrf/model.h"
+#include "support/test_support.h"
+
+namespace mrf {
+namespace {
+
+TEST(Topology, GridEdgeCountsMatchSlotsThatHoldEdges) {
+  for (const Topology& t : {Topology::Grid2D(5, 3, 4), Topology::Grid2D(5, 3, 8), Topology::Grid3D(4, 3, 2),
+                            Topology::Grid2D(1, 7, 4), Topology::Grid2D(7, 1, 8)}) {
+    EdgeId counted = 0;
+    t.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
+      NodeId a = -1, b = -1;
+      ASSERT_TRUE(t.edge_endpoints(slot, &a, &b));
+      EXPECT_EQ(a, p);
+      EXPECT_EQ(b, q);
+      EXPECT_EQ(t.grid_slot(p, q), slot);
+      EXPECT_EQ(t.grid_slot(q, p), slot);
+      ++counted;
+    });
+    EXPECT_EQ(counted, t.num_edges()) << t.Describe();
+    EdgeId existing = 0;
+    NodeId a, b;
+    for (EdgeId s = 0; s < t.num_edge_slots(); ++s) existing += t.edge_endpoints(s, &a, &b);
+    EXPECT_EQ(existing, counted) << t.Describe();
+  }
+}
+
+TEST(Topology, EightConnectedNeighboursAreTheDiagonals) {
+  const Topology t = Topology::Grid2D(3, 3, 8);
+  // Centre node 4 = (1,1): right 5, down 7, down-right 8, down-left 6.
+  EXPECT_EQ(t.neighbor(4, 0), 5);
+  EXPECT_EQ(t.neighbor(4, 1), 7);
+  EXPECT_EQ(t.neighbor(4, 2), 8);
+  EXPECT_EQ(t.neighbor(4, 3), 6);
+  EXPECT_EQ(t.neighbor(3, 3), -1);  // left column has no down-left neighbour
+  EXPECT_EQ(t.neighbor(8, 0), -1);
+}
+
+TEST(Topology, RejectsBadShapesWithMessages) {
+  EXPECT_THROW(Topology::Grid2D(0, 5), Error);
+  EXPECT_THROW(Topology::Grid2D(4, 4, 6), Error);
+  EXPECT_THROW(Topology::EdgeList(3, {0, 1}, {1}), Error);
+  try {
+    Topology::EdgeList(3, {0}, {7});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside 0..2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Model, EvaluatorSumsUnaryAndWeightedPairwiseTerms) {
+  Model m;
+  m.topology = Topology::Grid2D(2, 2, 4);  // edges 0-1, 2-3 (right), 0-2, 1-3 (down)
+  m.num_labels = 3;
+  m.unary = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  m.pairwise.kind = PairwiseKind::kTruncatedLinear;
+  m.pairwise.lambda = 10;
+  m.pairwise.truncation = 1;
+  m.edge_weights.assign(m.topology.num_edge_slots(), 1);
+  m.edge_weights[m.topology.grid_slot(0, 2)] = 3;
+  const Labeling x = {0, 2, 2, 2};
+  const EnergyBreakdown e = EvaluateEnergy(m, x);
+  EXPECT_EQ(e.data, 1 + 6 + 9 + 12);
+  // 0-1: |0-2| truncated to 1 -> 10; 0-2: weight 3 -> 30; others equal labels.
+  EXPECT_EQ(e.smoothness, 10 + 30);
+  EXPECT_EQ(e.total, e.data + e.smoothness);
+}
+
+TEST(Model, PairwiseDistances) {
+  Pairwise quad{PairwiseKind::kTruncatedQuadratic, 1, 7, {}};
+  EXPECT_EQ(quad.distance(0, 2, 10), 4);
+  EXPECT_EQ(quad.distance(5, 0, 10), 7);
+  Pairwise potts{PairwiseKind::kPotts, 1, 0, {}};
+  EXPECT_EQ(potts.distance(3, 3, 5), 0);
+  EXPECT_EQ(potts.distance(3, 4, 5), 1);
+  EXPECT_TRUE(potts.IsMetric(5));
+  std::string why;
+  EXPECT_FALSE(quad.IsMetric(10, &why));
+  EXPECT_NE(why.find("triangle"), std::string::npos);
+}
+
+TEST(Model, ValidationNamesTheProblem) {
+  Model m;
+  m.topology = Topology::Grid2D(4, 4, 4);
+  m.num_labels = 3;
+  m.unary.assign(47, 0);
+  std::string error;
+  EXPECT_FALSE(m.Validate(&error));
+  EXPECT_NE(error.find("48"), std::string::npos) << error;
+  m.unary.assign(48, 0);
+  EXPECT_TRUE(m.Validate(&error)) << error;
+  m.edge_weights.assign(m.topology.num_edge_slots(), 1);
+  m.edge_weights[5] = -2;
+  EXPECT_FALSE(m.Validate(&error));
+  EXPECT_NE(error.find("negative"), std::string::npos) << error;
+  m.edge_weights[5] = 1 << 20;
+  m.pairwise.lambda = 1 << 12;
+  EXPECT_FALSE(m.Validate(&error));
+  EXPECT_NE(error.find("overflows 32 bits"), std::string::npos) << error;
+  m.pairwise.lambda = 1;
+  m.pairwise.kind = PairwiseKind::kTable;
+  EXPECT_FALSE(m.Validate(&error));
+  EXPECT_NE(error.find("pairwise table"), std::string::npos) << error;
+}
+
+TEST(Model, EvaluatorRejectsBadLabellings) {
+  Model m;
+  m.topology = Topology::Grid2D(2, 1, 4);
+  m.num_labels = 2;
+  m.unary = {0, 0, 0, 0};
+  EXPECT_THROW(EvaluateEnergy(m, {0}), Error);
+  EXPECT_THROW(EvaluateEnergy(m, {0, 2}), Error);
+  EXPECT_THROW(EvaluateEnergy(m, {-1, 0}), Error);
+}
+
+TEST(Model, QuantizeRejectsNaNNegativeAndOverflow) {
+  EXPECT_EQ(QuantizeCost(1.26, 100, "x"), 126);
+  EXPECT_EQ(QuantizeCost(-0.5, 10, "x", true), -5);
+  EXPECT_THROW(QuantizeCost(std::nan(""), 1, "unary cost of node 3"), Error);
+  EXPECT_THROW(QuantizeCost(-1, 1, "x"), Error);
+  EXPECT_THROW(QuantizeCost(1e12, 1, "x"), Error);
+  EXPECT_THROW(QuantizeCost(INFINITY, 1, "x"), Error);
+  try {
+    QuantizeCost(std::nan(""), 1, "unary cost of node 3 label 1");
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "unary cost of node 3 label 1 is NaN");
+  }
+}
+
+TEST(Model, SubmodularityCheckOnTables) {
+  Model m;
+  m.topology = Topology::Grid2D(2, 1, 4);
+  m.num_labels = 2;
+  m.unary = {0, 0, 0, 0};
+  m.pairwise.kind = PairwiseKind::kTable;
+  m.pairwise.table = {0, 1, 1, 0};
+  EXPECT_TRUE(IsSubmodularBinary(m));
+  m.pairwise.table = {3, 1, 1, 0};
+  std::string why;
+  EXPECT_FALSE(IsSubmodularBinary(m, &why));
+  EXPECT_NE(why.find("0-1"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace mrf

@@ -1,0 +1,133 @@
+// The s-t graph, the Kolmogorov-Zabih construction and the solve API, checked against brute force
+// through the Boost Graph reference engine.
+#include <gtest/gtest.h>
+
+#include "mrf/binary_graph.h"
+#include "mrf/registry.h"
+#include "mrf/solve.h"
+#include "support/test_support.h"
+
+namespace mrf {
+namespace {
+
+TEST(StGraph, KolmogorovStyleCallsGiveTheMinimumCut) {
+  StGraph g;
+  g.add_node(2);
+  g.add_tweights(0, 1, 5);
+  g.add_tweights(1, 2, 6);
+  g.add_edge(0, 1, 3, 4);
+  const Result r = g.maxflow("boost-bk");
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.flow, 3);  // both nodes on the sink side: 1 + 2
+  EXPECT_EQ(r.flow, test::BruteForceMinCut(g));
+  EXPECT_EQ(g.what_segment(0), Segment::kSink);
+  EXPECT_EQ(r.backend_used, "boost-bk");
+}
+
+TEST(StGraph, NegativeTerminalWeightsShiftTheFlow) {
+  StGraph g;
+  g.add_node(1);
+  g.add_tweights(0, -4, 3);  // as in Kolmogorov's library: min cut = min(-4, 3) = -4
+  const Result r = g.maxflow("boost-bk");
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.flow, -4);
+  EXPECT_EQ(g.what_segment(0), Segment::kSink);
+}
+
+TEST(StGraph, GridGraphsAcceptNeighboursOnly) {
+  StGraph g(Topology::Grid2D(3, 3, 4));
+  EXPECT_NO_THROW(g.add_edge(4, 1, 2, 3));
+  EXPECT_THROW(g.add_edge(0, 8, 1, 1), Error);
+  EXPECT_THROW(g.add_edge(0, 1, -1, 1), Error);
+  EXPECT_THROW(g.add_tweights(9, 1, 1), Error);
+  const EdgeId slot = g.topology().grid_slot(1, 4);
+  EXPECT_EQ(g.edge_cap(slot), 3);  // slot runs 1 -> 4
+  EXPECT_EQ(g.edge_rev_cap(slot), 2);
+}
+
+TEST(StGraph, ErrorsEndInTheResult) {
+  StGraph g;
+  g.add_node(2);
+  Result r = g.maxflow("no-such-engine");
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("unknown backend 'no-such-engine'"), std::string::npos) << r.message;
+  EXPECT_THROW(g.what_segment(0), Error);
+}
+
+TEST(StGraph, RandomGraphsMatchBruteForce) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const NodeId n = 1 + trial % 12;
+    StGraph g = test::RandomGeneralGraph(rng, n, 2 * n, trial % 2 ? 1000 : 5);
+    const Result r = g.maxflow("boost-bk");
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.flow, test::BruteForceMinCut(g)) << "trial " << trial;
+  }
+}
+
+TEST(BinaryGraph, CutEnergyEqualsModelEnergyForEveryLabelling) {
+  std::mt19937_64 rng(11);
+  for (const Topology& t : {Topology::Grid2D(3, 3, 4), Topology::Grid2D(3, 2, 8), Topology::Grid3D(2, 2, 2),
+                            Topology::EdgeList(5, {0, 1, 2, 3, 0}, {1, 2, 3, 4, 4})}) {
+    Pairwise table{PairwiseKind::kTable, 3, 0, {1, 7, 4, 2}};  // submodular: 7 + 4 >= 1 + 2
+    Model m = test::RandomModel(rng, t, 2, 50, table, 5);
+    Energy offset = 0;
+    StGraph g = BuildBinaryGraph(m, &offset);
+    const NodeId n = m.num_nodes();
+    for (std::uint32_t mask = 0; mask < (1u << n); ++mask) {
+      Labeling x(n);
+      for (NodeId v = 0; v < n; ++v) x[v] = (mask >> v) & 1;
+      ASSERT_EQ(g.CutCapacity(x) + offset, EvaluateEnergy(m, x).total) << t.Describe();
+    }
+  }
+}
+
+TEST(Solve, TwoLabelModelsReachTheBruteForceOptimum) {
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 50; ++trial) {
+    Pairwise potts{PairwiseKind::kPotts, static_cast<Cost>(1 + trial % 7), 0, {}};
+    Model m = test::RandomModel(rng, Topology::Grid2D(4, 3, trial % 2 ? 4 : 8), 2, 20, potts, 3);
+    SolveOptions options;
+    options.solver = "boost-bk";
+    const Result r = Solve(m, options);
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.energy, test::BruteForceMinEnergy(m));
+    EXPECT_EQ(r.lower_bound, r.energy);
+    EXPECT_EQ(r.flow, r.energy);
+  }
+}
+
+TEST(Solve, BadRequestsEndInTheResultWithAMessage) {
+  Model m;
+  m.topology = Topology::Grid2D(2, 2, 4);
+  m.num_labels = 2;
+  m.unary.assign(8, 1);
+  SolveOptions options;
+  options.solver = "warp-drive";
+  Result r = Solve(m, options);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("unknown backend 'warp-drive'"), std::string::npos) << r.message;
+  options.solver = "auto";
+  options.max_iterations = 0;
+  r = Solve(m, options);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("max_iterations"), std::string::npos) << r.message;
+  options.max_iterations = 10;
+  options.initial_labels = {0, 1, 5, 0};
+  r = Solve(m, options);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("initial label 5"), std::string::npos) << r.message;
+  EXPECT_EQ(r.timings.solve_ms, -1);
+}
+
+TEST(Registry, ReportsCompiledInAndAvailability) {
+  const Registry& reg = Registry::Global();
+  EXPECT_TRUE(reg.IsCompiledIn("boost-bk"));
+  EXPECT_TRUE(reg.IsAvailable("boost-bk"));
+  std::string why;
+  EXPECT_FALSE(reg.IsAvailable("nonexistent", &why));
+  EXPECT_NE(why.find("unknown"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mrf

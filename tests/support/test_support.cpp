@@ -1,0 +1,107 @@
+#include "support/test_support.h"
+
+#include <filesystem>
+
+namespace mrf::test {
+
+std::string SharedDataPath(const std::string& relative) {
+  const std::filesystem::path path = std::filesystem::path(MRF_SHARED_DATA_DIR) / relative;
+  return std::filesystem::exists(path) ? path.string() : std::string();
+}
+
+std::string SourcePath(const std::string& relative) {
+  return (std::filesystem::path(MRF_SOURCE_DIR) / relative).string();
+}
+
+std::string ScratchDir(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::path(MRF_BINARY_DIR) / "test-scratch" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+namespace {
+Cost RandomCap(std::mt19937_64& rng, Cost max_cap) {
+  // A quarter of the capacities are zero: zero edges are where bugs hide.
+  if (rng() % 4 == 0) return 0;
+  return static_cast<Cost>(std::uniform_int_distribution<std::int64_t>(0, max_cap)(rng));
+}
+}  // namespace
+
+StGraph RandomGeneralGraph(std::mt19937_64& rng, NodeId nodes, EdgeId edges, Cost max_cap) {
+  StGraph g;
+  g.add_node(nodes);
+  for (NodeId v = 0; v < nodes; ++v) g.add_tweights(v, RandomCap(rng, max_cap), RandomCap(rng, max_cap));
+  if (nodes < 2) return g;
+  std::uniform_int_distribution<NodeId> pick(0, nodes - 1);
+  for (EdgeId e = 0; e < edges; ++e) {
+    NodeId p = pick(rng), q = pick(rng);
+    while (q == p) q = pick(rng);
+    g.add_edge(p, q, RandomCap(rng, max_cap), RandomCap(rng, max_cap));
+  }
+  return g;
+}
+
+StGraph RandomGridGraph(std::mt19937_64& rng, const Topology& grid, Cost max_cap) {
+  StGraph g(grid);
+  for (NodeId v = 0; v < grid.num_nodes(); ++v) g.add_tweights(v, RandomCap(rng, max_cap), RandomCap(rng, max_cap));
+  grid.ForEachEdge([&](EdgeId e, NodeId, NodeId) { g.add_to_edge_slot(e, RandomCap(rng, max_cap), RandomCap(rng, max_cap)); });
+  return g;
+}
+
+Energy BruteForceMinCut(const StGraph& graph) {
+  const NodeId n = graph.num_nodes();
+  if (n > 20) throw Error("BruteForceMinCut: too many nodes");
+  Energy best = 0;
+  bool found = false;
+  Labeling side(n);
+  for (std::uint32_t mask = 0; mask < (1u << n); ++mask) {
+    for (NodeId v = 0; v < n; ++v) side[v] = (mask >> v) & 1;
+    const Energy c = graph.CutCapacity(side);
+    if (!found || c < best) best = c;
+    found = true;
+  }
+  return best;
+}
+
+Model RandomModel(std::mt19937_64& rng, const Topology& topology, Label labels, Cost max_unary,
+                  const Pairwise& pairwise, Cost max_weight) {
+  Model m;
+  m.topology = topology;
+  m.num_labels = labels;
+  m.pairwise = pairwise;
+  std::uniform_int_distribution<Cost> unary(0, max_unary);
+  m.unary.resize(static_cast<std::size_t>(topology.num_nodes()) * labels);
+  for (Cost& c : m.unary) c = unary(rng);
+  if (max_weight != 1) {
+    std::uniform_int_distribution<Cost> weight(0, max_weight);
+    m.edge_weights.resize(static_cast<std::size_t>(topology.num_edge_slots()));
+    for (Cost& w : m.edge_weights) w = weight(rng);
+  }
+  return m;
+}
+
+Energy BruteForceMinEnergy(const Model& model, Labeling* best) {
+  const NodeId n = model.num_nodes();
+  double count = 1;
+  for (NodeId i = 0; i < n; ++i) count *= model.num_labels;
+  if (count > 2e7) throw Error("BruteForceMinEnergy: too many labellings");
+  Labeling labels(n, 0), best_labels;
+  Energy best_energy = 0;
+  bool found = false;
+  while (true) {
+    const Energy e = EvaluateEnergy(model, labels).total;
+    if (!found || e < best_energy) {
+      found = true;
+      best_energy = e;
+      best_labels = labels;
+    }
+    NodeId i = 0;
+    while (i < n && ++labels[i] == model.num_labels) labels[i++] = 0;
+    if (i == n) break;
+  }
+  if (best) *best = best_labels;
+  return best_energy;
+}
+
+}  // namespace mrf::test

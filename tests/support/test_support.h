@@ -1,0 +1,42 @@
+#pragma once
+// Shared helpers for the tests: random problems, brute-force references, data paths, GPU skips.
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "mrf/device.h"
+#include "mrf/model.h"
+#include "mrf/st_graph.h"
+
+namespace mrf::test {
+
+/// Path of a file under ../shared/data, or "" when the shared data is absent.
+std::string SharedDataPath(const std::string& relative);
+/// Path under the source tree.
+std::string SourcePath(const std::string& relative);
+/// A fresh scratch directory under the build tree for this test.
+std::string ScratchDir(const std::string& name);
+
+/// A general graph with random terminal and edge capacities in [0, max_cap] (some zero).
+StGraph RandomGeneralGraph(std::mt19937_64& rng, NodeId nodes, EdgeId edges, Cost max_cap);
+/// A grid-shaped graph with random capacities in [0, max_cap].
+StGraph RandomGridGraph(std::mt19937_64& rng, const Topology& grid, Cost max_cap);
+/// Minimum cut by enumerating all 2^n cuts (n <= 20).
+Energy BruteForceMinCut(const StGraph& graph);
+
+/// A random model with random unary costs in [0, max_unary] and the given pairwise term.
+Model RandomModel(std::mt19937_64& rng, const Topology& topology, Label labels, Cost max_unary,
+                  const Pairwise& pairwise, Cost max_weight = 1);
+/// The minimum energy over all labellings (L^n <= a few million), and one minimiser.
+Energy BruteForceMinEnergy(const Model& model, Labeling* best = nullptr);
+
+}  // namespace mrf::test
+
+/// Skips the current test, printing why, when no CUDA device can be used.
+#define MRF_SKIP_WITHOUT_CUDA()                                                        \
+  do {                                                                                 \
+    const std::string mrf_why_no_cuda = ::mrf::CudaUnavailableReason();                \
+    if (!mrf_why_no_cuda.empty()) GTEST_SKIP() << "no GPU: " << mrf_why_no_cuda;        \
+  } while (0)
