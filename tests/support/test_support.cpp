@@ -1,6 +1,13 @@
 #include "support/test_support.h"
 
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
 
 namespace mrf::test {
 
@@ -18,6 +25,30 @@ std::string ScratchDir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
+}
+
+std::string AppPath(const std::string& program) {
+  return (std::filesystem::path(MRF_BINARY_DIR) / "bin" / program).string();
+}
+
+CommandResult RunCommand(const std::string& command_line) {
+  static std::atomic<int> counter{0};
+  const std::string base = (std::filesystem::temp_directory_path() /
+                            ("mrf-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++))).string();
+  const std::string full = "(" + command_line + ") >" + base + ".out 2>" + base + ".err";
+  const int status = std::system(full.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::filesystem::remove(path);
+    return ss.str();
+  };
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  return r;
 }
 
 namespace {

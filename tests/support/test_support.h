@@ -19,6 +19,17 @@ std::string SourcePath(const std::string& relative);
 /// A fresh scratch directory under the build tree for this test.
 std::string ScratchDir(const std::string& name);
 
+/// What a program printed and how it ended.
+struct CommandResult {
+  int exit_code = -1;   ///< Exit status (-1 if it did not exit normally).
+  std::string out;      ///< Standard output.
+  std::string err;      ///< Standard error.
+};
+/// Runs a shell command line and captures its output. Programs are in AppPath().
+CommandResult RunCommand(const std::string& command_line);
+/// Path of a built program, e.g. AppPath("mrf-maxflow").
+std::string AppPath(const std::string& program);
+
 /// A general graph with random terminal and edge capacities in [0, max_cap] (some zero).
 StGraph RandomGeneralGraph(std::mt19937_64& rng, NodeId nodes, EdgeId edges, Cost max_cap);
 /// A grid-shaped graph with random capacities in [0, max_cap].
