@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,8 +12,15 @@
 
 namespace mrf::test {
 
+// MRF_DATA_DIR and MRF_APP_DIR override the build-time paths, for test binaries copied to
+// another machine (the GPU machine).
+static std::string EnvOr(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : fallback;
+}
+
 std::string SharedDataPath(const std::string& relative) {
-  const std::filesystem::path path = std::filesystem::path(MRF_SHARED_DATA_DIR) / relative;
+  const std::filesystem::path path = std::filesystem::path(EnvOr("MRF_DATA_DIR", MRF_SHARED_DATA_DIR)) / relative;
   return std::filesystem::exists(path) ? path.string() : std::string();
 }
 
@@ -28,7 +36,8 @@ std::string ScratchDir(const std::string& name) {
 }
 
 std::string AppPath(const std::string& program) {
-  return (std::filesystem::path(MRF_BINARY_DIR) / "bin" / program).string();
+  const std::string bin = (std::filesystem::path(MRF_BINARY_DIR) / "bin").string();
+  return (std::filesystem::path(EnvOr("MRF_APP_DIR", bin.c_str())) / program).string();
 }
 
 CommandResult RunCommand(const std::string& command_line) {
