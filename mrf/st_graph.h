@@ -138,6 +138,8 @@ class MaxFlowEngine {
   /// out->labels (the cut: 0 = source side, 1 = sink side, one per node) and out->timings; may add
   /// out->iterations and out->log.
   virtual void Solve(const StGraph& graph, Result* out) = 0;
+  /// Bytes of memory the engine holds for the last graph solved (for benchmarks; 0 if unknown).
+  virtual std::size_t MemoryBytes() const { return 0; }
   /// True when Resolve() reuses the previous residual graph.
   virtual bool SupportsResolve() const { return false; }
   /// Re-solves after the capacity changes listed in graph.changes(); the structure is the one of

@@ -3,11 +3,12 @@
 
 #include <cstdio>
 
-#include "mrf/device.h"
+#include <string>
 
-namespace mrf {
+// Called through mrf/device.h: the public functions live in libmrf so the linker keeps these.
+namespace mrf::cuda {
 
-int CudaDeviceCount() {
+int DeviceCount() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError();  // clear the sticky "no device" error
@@ -16,7 +17,7 @@ int CudaDeviceCount() {
   return count;
 }
 
-std::string CudaUnavailableReason() {
+std::string UnavailableReason() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
@@ -27,8 +28,8 @@ std::string CudaUnavailableReason() {
   return {};
 }
 
-std::string CudaDeviceDescription() {
-  if (CudaDeviceCount() == 0) return {};
+std::string DeviceDescription() {
+  if (DeviceCount() == 0) return {};
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return {};
   char text[256];
@@ -37,4 +38,4 @@ std::string CudaDeviceDescription() {
   return text;
 }
 
-}  // namespace mrf
+}  // namespace mrf::cuda

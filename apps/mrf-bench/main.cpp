@@ -1,0 +1,53 @@
+// mrf-bench: times every available solver on the reference problems and prints tables of medians
+// and ratios against a baseline measured in the same run.
+#include <algorithm>
+#include <cstdio>
+
+#include "common/app.h"
+#include "mrf-bench/suite.h"
+#include "mrf/device.h"
+#include "mrf/types.h"
+
+namespace mrf::bench {
+std::vector<Suite>& Suites() {
+  static std::vector<Suite> suites;
+  return suites;
+}
+}  // namespace mrf::bench
+
+int main(int argc, char** argv) {
+  using namespace mrf::bench;
+  std::sort(Suites().begin(), Suites().end(), [](const Suite& a, const Suite& b) { return a.name < b.name; });
+  std::string names, descriptions;
+  for (const Suite& s : Suites()) {
+    names += (names.empty() ? "" : "|") + s.name;
+    descriptions += "\n  " + s.name + ": " + s.summary;
+  }
+  CLI::App cli{"mrf-bench: benchmark suites for mrf's solvers." + descriptions};
+  std::string suite = "all";
+  BenchOptions options;
+  options.data_dir = "../shared/data";
+  cli.add_option("--suite", suite, "Which suite to run: " + names + "|all")->capture_default_str();
+  cli.add_option("--sizes", options.sizes, "Problem sizes (binary suite: square sides, e.g. 256 512 1024 2048)");
+  cli.add_option("--repeat", options.repeat, "Timed runs per cell; medians are reported")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
+  cli.add_option("--json", options.json_path, "Also write the rows as a JSON array to this file");
+  cli.add_option("--plot", options.plot_path, "Write an SVG plot here (suites that draw one)");
+  cli.add_option("--solvers", options.solvers, "Comma-separated solver names (default: every available one)");
+  cli.add_option("--data-dir", options.data_dir, "Folder holding middlebury/ benchmark images")->capture_default_str();
+  cli.add_flag("--quick", options.quick, "Small problems and few repeats (a smoke test)");
+  return mrf::app::Run("mrf-bench", argc, argv, cli, [&] {
+    const std::string gpu = mrf::CudaDeviceDescription();
+    std::printf("# mrf-bench; GPU: %s\n", gpu.empty() ? ("none (" + mrf::CudaUnavailableReason() + ")").c_str() : gpu.c_str());
+    int status = 0;
+    bool found = false;
+    for (const Suite& s : Suites()) {
+      if (suite != "all" && suite != s.name) continue;
+      found = true;
+      std::printf("\n## suite %s\n", s.name.c_str());
+      status |= s.run(options);
+    }
+    if (!found) throw mrf::Error("unknown suite '" + suite + "' (expected " + names + " or all)");
+    return status;
+  });
+}

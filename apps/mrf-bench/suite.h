@@ -1,0 +1,36 @@
+#pragma once
+// mrf-bench runs benchmark suites; each suite lives in its own file and registers itself here.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mrf::bench {
+
+/// Options every suite sees (parsed by main.cpp).
+struct BenchOptions {
+  std::vector<int> sizes;      ///< Problem sizes (binary suite: square side in pixels); empty = suite default.
+  int repeat = 5;              ///< Timed runs per cell; medians are reported.
+  std::string json_path;       ///< When set, rows are also written here as a JSON array.
+  std::string plot_path;       ///< When set, suites that draw plots write an SVG here.
+  std::string solvers;         ///< Comma-separated solver names to run (empty = every available one).
+  std::string data_dir;        ///< Where the Middlebury images are (multilabel suite).
+  bool quick = false;          ///< Smaller problems and fewer repeats, for smoke tests.
+};
+
+/// One suite: a name for --suite, a line for --help, and the function that runs it (returns an exit code).
+struct Suite {
+  std::string name;
+  std::string summary;
+  std::function<int(const BenchOptions&)> run;
+};
+
+/// All suites linked into mrf-bench.
+std::vector<Suite>& Suites();
+
+/// Adds a suite at start-up: `static SuiteRegistration r{{"binary", "...", &RunBinary}};`
+struct SuiteRegistration {
+  explicit SuiteRegistration(Suite suite) { Suites().push_back(std::move(suite)); }
+};
+
+}  // namespace mrf::bench
