@@ -1,5 +1,9 @@
 // The list of every solver built into the library. Adding a backend means adding it here.
+#include "backends/cpu/bk_maxflow.h"
 #include "backends/cpu/boost_maxflow.h"
+#include "inference/alpha_beta_swap.h"
+#include "inference/alpha_expansion.h"
+#include "inference/icm.h"
 #include "mrf/device.h"
 #include "mrf/registry.h"
 
@@ -7,9 +11,23 @@ namespace mrf {
 
 void RegisterBuiltinSolvers(Registry& registry) {
   // ---- Binary max-flow engines (a two-label model is one exact cut) ----
+  registry.Add({"cpu-bk", Algorithm::kMaxFlow, Device::kCpu,
+                "Boykov-Kolmogorov max-flow: exact, compact, re-solves incrementally after capacity changes", 10,
+                true, {}, [] { return MakeBkEngine(); }, {}});
   registry.Add({"boost-bk", Algorithm::kMaxFlow, Device::kCpu,
                 "Boost Graph's Boykov-Kolmogorov max-flow (independent reference, slow to build)", 0, true, {},
                 [] { return MakeBoostMaxFlowEngine(); }, {}});
+
+  // ---- Multilabel move-making and local search (moves cut by the best available max-flow engine) ----
+  registry.Add({"cpu-expansion", Algorithm::kExpansion, Device::kCpu,
+                "Alpha-expansion on the CPU; each move is one cut by a max-flow engine", 0, true, {}, {},
+                [](const Model& m, const SolveOptions& o, Result* r) { RunAlphaExpansion(m, o, r); }});
+  registry.Add({"cpu-swap", Algorithm::kSwap, Device::kCpu,
+                "Alpha-beta swap on the CPU; each move is one cut by a max-flow engine", 0, true, {}, {},
+                [](const Model& m, const SolveOptions& o, Result* r) { RunAlphaBetaSwap(m, o, r); }});
+  registry.Add({"cpu-icm", Algorithm::kIcm, Device::kCpu,
+                "Iterated conditional modes on the CPU (fast, weak local minima)", 0, true, {}, {},
+                [](const Model& m, const SolveOptions& o, Result* r) { RunIcm(m, o, r); }});
 }
 
 }  // namespace mrf

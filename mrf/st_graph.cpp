@@ -1,5 +1,6 @@
 #include "mrf/st_graph.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <new>
@@ -130,6 +131,15 @@ void StGraph::set_edge(EdgeId edge, Cost cap, Cost rev_cap) {
   cap_[edge] = cap;
   rev_cap_[edge] = rev_cap;
   MarkEdge(edge);
+}
+
+void StGraph::ResetCapacities() {
+  std::fill(source_cap_.begin(), source_cap_.end(), 0);
+  std::fill(sink_cap_.begin(), sink_cap_.end(), 0);
+  std::fill(cap_.begin(), cap_.end(), 0);
+  std::fill(rev_cap_.begin(), rev_cap_.end(), 0);
+  constant_ = 0;
+  changes_ = GraphChanges{};  // structure_changed: the next solve starts afresh
 }
 
 Energy StGraph::CutCapacity(const Labeling& sink_side) const {

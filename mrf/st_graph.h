@@ -74,6 +74,10 @@ class StGraph {
   void set_tweights(NodeId node, Energy cap_source, Energy cap_sink);
   /// Replaces the capacities of an edge slot, given in the slot's own direction (for re-solving).
   void set_edge(EdgeId edge, Cost cap, Cost rev_cap);
+  /// Sets every terminal and edge capacity and constant() to zero, keeping the nodes and edges: a
+  /// graph of the same shape can then be filled again (move-making algorithms build one per move).
+  /// The next maxflow() solves from scratch.
+  void ResetCapacities();
 
   /// Computes a maximum flow with the named engine ("auto" picks the best available one).
   /// With `reuse`, a graph solved before by the same engine whose capacities changed since is

@@ -31,7 +31,7 @@ class Writer {
   template <class T>
   void PutArray(const std::vector<T>& values) {
     Put<std::int64_t>(static_cast<std::int64_t>(values.size()));
-    bytes_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+    if (!values.empty()) bytes_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
   }
   std::string& bytes() { return bytes_; }
 
@@ -59,7 +59,7 @@ class Reader {
     if (count < 0 || static_cast<std::uint64_t>(count) > (end_ - pos_) / sizeof(T))
       Fail(std::string(what) + ": file is truncated (needs " + std::to_string(count) + " values)");
     std::vector<T> values(static_cast<std::size_t>(count));
-    std::memcpy(values.data(), bytes_.data() + pos_, values.size() * sizeof(T));
+    if (!values.empty()) std::memcpy(values.data(), bytes_.data() + pos_, values.size() * sizeof(T));
     pos_ += values.size() * sizeof(T);
     return values;
   }

@@ -45,6 +45,25 @@ TEST(StGraph, GridGraphsAcceptNeighboursOnly) {
   EXPECT_EQ(g.edge_rev_cap(slot), 2);
 }
 
+TEST(StGraph, ResetCapacitiesKeepsTheShapeAndSolvesAfresh) {
+  std::mt19937_64 rng(11);
+  const Topology grid = Topology::Grid2D(3, 4, 8);
+  StGraph g = test::RandomGridGraph(rng, grid, 9);
+  g.add_tweights(0, -5, 2);  // a negative capacity leaves a constant behind
+  ASSERT_TRUE(g.maxflow("boost-bk").ok);
+  g.ResetCapacities();
+  EXPECT_EQ(g.constant(), 0);
+  EXPECT_EQ(g.num_nodes(), grid.num_nodes());
+  for (NodeId v = 0; v < g.num_nodes(); ++v) EXPECT_EQ(g.source_cap(v) + g.sink_cap(v), 0);
+  // Refill with another random graph's capacities: the cut must match brute force again.
+  const StGraph other = test::RandomGridGraph(rng, grid, 9);
+  for (NodeId v = 0; v < g.num_nodes(); ++v) g.add_tweights(v, other.source_cap(v), other.sink_cap(v));
+  grid.ForEachEdge([&](EdgeId e, NodeId, NodeId) { g.add_to_edge_slot(e, other.edge_cap(e), other.edge_rev_cap(e)); });
+  const Result r = g.maxflow("boost-bk");
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.flow, test::BruteForceMinCut(other));
+}
+
 TEST(StGraph, ErrorsEndInTheResult) {
   StGraph g;
   g.add_node(2);

@@ -1,0 +1,212 @@
+#pragma once
+/// @file move_graph.h
+/// @brief What alpha-expansion, alpha-beta swap and ICM share: label-distance lookups, node
+/// adjacency, exact energy changes, and the binary move graph (the Kolmogorov-Zabih construction
+/// cut by any registered max-flow engine).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mrf/model.h"
+#include "mrf/options.h"
+#include "mrf/st_graph.h"
+
+namespace mrf {
+
+class BinaryMoveGraph;
+
+/// lambda * distance(a, b) of a model's smoothness term, from a table when the label count is small
+/// enough (the table holds L x L 64-bit values; larger models compute each value).
+class LabelCosts {
+ public:
+  /// Reads the pairwise term of `model` (which must be valid).
+  explicit LabelCosts(const Model& model);
+  /// lambda * distance(a, b), before the edge weight.
+  Energy operator()(Label a, Label b) const {
+    return table_.empty() ? lambda_ * pairwise_->distance(a, b, num_labels_)
+                          : table_[static_cast<std::size_t>(a) * num_labels_ + b];
+  }
+  /// The full pairwise cost of the edge in `slot` between its first endpoint's label `a` and its
+  /// second endpoint's label `b`; equals Model::pairwise_cost().
+  Energy edge(EdgeId slot, Label a, Label b) const {
+    return weights_ ? Energy{(*weights_)[static_cast<std::size_t>(slot)]} * (*this)(a, b) : (*this)(a, b);
+  }
+  /// The edge weight of `slot` (1 without weights).
+  Energy weight(EdgeId slot) const { return weights_ ? (*weights_)[static_cast<std::size_t>(slot)] : 1; }
+
+ private:
+  const Pairwise* pairwise_;
+  const std::vector<Cost>* weights_;
+  Label num_labels_;
+  Energy lambda_;
+  std::vector<Energy> table_;
+};
+
+/// For every node, the edges that touch it (compressed rows), built once per solve.
+class Adjacency {
+ public:
+  /// One incident edge.
+  struct Entry {
+    EdgeId slot;        ///< The edge slot.
+    NodeId other;       ///< The node at the other end.
+    bool node_is_from;  ///< True when the node is the slot's first endpoint (pairwise_cost(slot, a, b) has a = its label).
+  };
+  /// Lists the edges of every node of `topology`.
+  explicit Adjacency(const Topology& topology);
+  /// First incident edge of `node`.
+  const Entry* begin(NodeId node) const { return entries_.data() + offsets_[node]; }
+  /// One past the last incident edge of `node`.
+  const Entry* end(NodeId node) const { return entries_.data() + offsets_[node + 1]; }
+
+ private:
+  std::vector<std::int64_t> offsets_;
+  std::vector<Entry> entries_;
+};
+
+/// Exact change of the energy when the nodes in `changed` go from `current` to `proposal` (the two
+/// labellings differ exactly there). Equals EvaluateEnergy(proposal) - EvaluateEnergy(current), at the
+/// cost of the changed nodes' edges only.
+Energy EnergyChange(const Model& model, const LabelCosts& costs, const Adjacency& adjacency,
+                    const Labeling& current, const Labeling& proposal, const std::vector<NodeId>& changed);
+
+/// A labelling with its energy, changed only by proposals that lower the energy. Moves propose new
+/// labels node by node, then Commit() scores the proposal exactly (EnergyChange) and keeps it only
+/// when the energy drops.
+class LabelingState {
+ public:
+  /// Starts from `initial` (one valid label per node); the energy comes from EvaluateEnergy().
+  LabelingState(const Model& model, Labeling initial);
+  /// The current labelling.
+  const Labeling& labels() const { return labels_; }
+  /// Its energy, kept exactly equal to EvaluateEnergy(model, labels()).
+  Energy energy() const { return energy_; }
+  /// The smoothness lookups of the model.
+  const LabelCosts& costs() const { return costs_; }
+  /// The incident edges of every node.
+  const Adjacency& adjacency() const { return adjacency_; }
+  /// Proposes `label` for `node` (at most once per node and proposal).
+  void Propose(NodeId node, Label label) {
+    if (label == labels_[node]) return;
+    proposal_[node] = label;
+    changed_.push_back(node);
+  }
+  /// Scores the proposal and applies it when it lowers the energy; otherwise drops it. When the move
+  /// was `exact` (no truncated term), `predicted` (the change its cut promised) must equal the
+  /// exact change, else the engine or the move is wrong and mrf::Error is thrown. Returns the number
+  /// of nodes changed (0 when the proposal was dropped).
+  std::int64_t Commit(Energy predicted, bool exact, const std::string& move_name);
+
+ private:
+  const Model& model_;
+  LabelCosts costs_;
+  Adjacency adjacency_;
+  Labeling labels_, proposal_;
+  std::vector<NodeId> changed_;
+  Energy energy_;
+};
+
+/// What one move did, as RunMoveCycles() needs to know it.
+struct MoveOutcome {
+  std::int64_t nodes_changed = 0;  ///< Nodes that took a new label (0: the labelling is unchanged).
+  /// False when the move truncated terms and changed the labelling: running the same move again
+  /// on the new labelling might still lower the energy.
+  bool exact = true;
+};
+
+/// The cycle loop shared by expansion and swap. A cycle runs moves 0..moves_per_cycle-1 in the order
+/// options.label_order asks for; a move is skipped when no labelling change happened since it last
+/// ran exactly (its optimal result would be "no change" again). Stops when a cycle changes nothing
+/// (converged), at options.max_iterations cycles, at the time limit (checked after every move), or
+/// when the callback returns false; logs one record per cycle. `move_name` ("expansion move")
+/// and `engine` go into the messages. Returns the message saying why it stopped.
+std::string RunMoveCycles(const SolveOptions& options, std::int64_t moves_per_cycle, const std::string& move_name,
+                          const LabelingState& state, const BinaryMoveGraph& graph,
+                          const std::function<MoveOutcome(std::int64_t move)>& run_move, Result* out);
+
+/// Which labels alpha-expansion (`expansion` true) or alpha-beta swap (false) needs, checked once before
+/// a run: returns "" when every move term is submodular, else a one-line description of a label
+/// triple (expansion) or pair (swap) that breaks it, e.g. "V(0,2) = 200 > V(0,1) + V(1,2) = 100".
+std::string FindNonSubmodularMoveTerm(const Model& model, bool expansion);
+
+/// How a move term with E(0,0) + E(1,1) > E(0,1) + E(1,0) is made submodular (the truncation of
+/// Rother et al., "Digital tapestry", CVPR 2005).
+enum class TruncationRule {
+  /// Raise E(0,1) and E(1,0) by the excess, split in two: the truncated move energy is >= the true
+  /// one and equal to it at "nobody moves", so no truncated move can raise the true energy.
+  kRaiseDisagreement,
+  /// Lower E(1,1) by the excess: tighter where both nodes move, but a move can then raise the true
+  /// energy; such moves are caught by the exact energy check and rejected.
+  kLowerAgreement,
+};
+
+/// One binary move over all nodes of a model: every node either keeps its label (x = 0, source side)
+/// or takes the move's label (x = 1, sink side). A move adds its terms, then Solve() cuts the graph.
+/// The s-t graph has the model's shape (same edge slots) and is reused, as is the engine.
+class BinaryMoveGraph {
+ public:
+  /// Chooses the max-flow engine: `backend` names a registered engine or is "auto" (the
+  /// highest-priority available engine on `device` that accepts the model's topology). Throws
+  /// mrf::Error for an unknown, unavailable or unsuitable engine.
+  BinaryMoveGraph(const Model& model, const std::string& backend, Device device, bool truncate,
+                  TruncationRule rule = TruncationRule::kRaiseDisagreement);
+  ~BinaryMoveGraph();
+  BinaryMoveGraph(const BinaryMoveGraph&) = delete;
+  BinaryMoveGraph& operator=(const BinaryMoveGraph&) = delete;
+
+  /// True when non-submodular terms are truncated (else they are an error).
+  bool truncating() const { return truncate_; }
+  /// Name of the engine that cuts the moves.
+  const std::string& engine_name() const { return engine_name_; }
+  /// Why `auto` passed over a preferred engine ("" when it did not).
+  const std::string& engine_note() const { return engine_note_; }
+
+  /// Adds a unary term: cost `keep` when the node keeps its label, `move` when it moves.
+  void AddUnary(NodeId node, Energy keep, Energy move) { slope_[node] += move - keep; }
+  /// Adds the pairwise term of model edge `slot` (from `p` to `q`, as the topology lists it) with
+  /// E(0,0) = e00, E(0,1) = e01 (p keeps, q moves), E(1,0) = e10, E(1,1) = e11. A non-submodular term
+  /// is truncated when truncation is on, and is an internal error otherwise.
+  void AddPairwise(EdgeId slot, NodeId p, NodeId q, Energy e00, Energy e01, Energy e10, Energy e11) {
+    Energy excess = e01 + e10 - e00 - e11;
+    if (excess < 0) Truncate(slot, p, q, &e01, &e10, &e11, &excess);
+    slope_[p] += e10 - e00;
+    slope_[q] += e11 - e10;
+    if (excess > 0) AddEdge(slot, p, q, excess);
+  }
+  /// Computes the minimum cut of the terms added since the last Solve(), then clears them.
+  /// cut()[p] = 1 where p moves. Returns the energy change from `reference` (the current labelling
+  /// as a cut, one entry per node; null: nobody moves) to the cut, as the (possibly truncated) move
+  /// energy measures it: the true change when no term was truncated.
+  Energy Solve(const Labeling* reference = nullptr);
+  /// The last cut: 1 where the node moves (nodes without terms may be either).
+  const Labeling& cut() const { return result_.labels; }
+  /// Terms the last Solve() had truncated.
+  std::int64_t last_move_truncations() const { return last_move_truncations_; }
+  /// Terms truncated over all moves.
+  std::int64_t truncations() const { return total_truncations_; }
+
+ private:
+  void Truncate(EdgeId slot, NodeId p, NodeId q, Energy* e01, Energy* e10, Energy* e11, Energy* excess);
+  void AddEdge(EdgeId slot, NodeId p, NodeId q, Energy capacity);
+
+  bool truncate_;
+  TruncationRule rule_;
+  std::string engine_name_, engine_note_;
+  std::unique_ptr<MaxFlowEngine> engine_;
+  StGraph graph_;
+  std::vector<Energy> slope_;  // per node: cost(move) - cost(keep), accumulated for the move being built
+  Result result_;
+  std::int64_t building_truncations_ = 0, last_move_truncations_ = 0, total_truncations_ = 0;
+};
+
+/// The starting labelling: options.initial_labels, checked against the model, or all label 0.
+/// Throws mrf::Error naming the first bad entry.
+Labeling InitialLabels(const Model& model, const SolveOptions& options);
+
+/// Fills `order` with the labels (or label pairs, for swap: `count` items) to visit in one cycle:
+/// 0..count-1, or a permutation drawn from `rng` (Fisher-Yates, identical on every platform).
+void CycleOrder(LabelOrder order, std::uint64_t* rng_state, std::int64_t count, std::vector<std::int64_t>* out);
+
+}  // namespace mrf
