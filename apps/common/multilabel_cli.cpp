@@ -22,8 +22,9 @@ void AddSolveOptions(CLI::App& cli, SolveCli* s) {
   cli.add_option("--label-order", s->label_order, "Expansion/swap label order: sequential|random")->capture_default_str();
   cli.add_option("--time-limit", s->time_limit_s, "Stop after this many seconds (0 = no limit)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cli.add_flag("--truncate", s->truncate,
-               "Expansion/swap: truncate non-submodular move terms (needed for non-metric smoothness)");
+  cli.add_flag("--truncate,!--no-truncate", s->truncate,
+               std::string("Expansion/swap: truncate non-submodular move terms (needed for non-metric smoothness); "
+                           "default ") + (s->truncate ? "on" : "off, on with --preset"));
   cli.add_option("--bp-schedule", s->bp_schedule, "Belief propagation schedule: bpm|sync|tiled")->capture_default_str();
 }
 
