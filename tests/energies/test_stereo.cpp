@@ -323,6 +323,25 @@ TEST(BadPixels, CountsOnlyKnownPixels) {
   EXPECT_THROW(BadPixelPercent({0, 2, 3, 5}, gt, 0), Error);
 }
 
+TEST(Shrink, BoxFilterAndGroundTruthSubsampling) {
+  Image im = Image::Filled(5, 3, 1);  // the last column and row are a partial block: dropped
+  im.pixels = {10, 20, 30, 40, 99,  //
+               30, 41, 50, 61, 99,  //
+               99, 99, 99, 99, 99};
+  const Image half = ShrinkImage(im, 2);
+  ASSERT_EQ(half.width, 2);
+  ASSERT_EQ(half.height, 1);
+  EXPECT_EQ(half.pixels[0], 25);  // (10+20+30+41)/4 = 25.25
+  EXPECT_EQ(half.pixels[1], 45);  // (30+40+50+61)/4 = 45.25
+  const Image gt = ShrinkGroundTruth(im, 2);
+  EXPECT_EQ(gt.pixels, (std::vector<std::uint8_t>{10, 30}));
+  EXPECT_EQ(ShrinkImage(im, 1).pixels, im.pixels);
+  EXPECT_THROW(ShrinkImage(im, 4), Error);
+  EXPECT_THROW(ShrinkImage(im, 0), Error);
+  // A ground-truth value v at scale s means disparity v / (s * factor) on the shrunk grid.
+  EXPECT_DOUBLE_EQ(BadPixelPercent({5, 15}, gt, 2.0 * 1), 0.0);
+}
+
 TEST(Middlebury, BenchmarkModelsHaveTheRightSizes) {
   struct Case { const char* name; int w, h; Label labels; };
   for (const Case& c : {Case{"tsukuba", 384, 288, 16}, Case{"venus", 434, 383, 20}}) {
