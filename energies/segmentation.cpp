@@ -318,13 +318,20 @@ Segmentation SegmentImage(const Image& image, const Seeds& seeds, const Segmenta
     throw Error("seeds are " + std::to_string(seeds.width) + "x" + std::to_string(seeds.height) +
                 " but the image is " + std::to_string(image.width) + "x" + std::to_string(image.height));
 
-  // First fit: foreground seeds, or (a rectangle: no foreground seeds) every unknown pixel.
+  if (!seeds.training.empty() && seeds.training.size() != image.size())
+    throw Error("seed training labels have " + std::to_string(seeds.training.size()) + " values for " +
+                std::to_string(image.size()) + " pixels");
+
+  // First fit: the training labels, else the foreground seeds or (a rectangle: no foreground
+  // seeds) every unknown pixel, and the background seeds.
   const std::size_t n = image.size();
   std::vector<std::uint8_t> fit_mask(n);  // 1 = foreground sample, 2 = background sample, 0 = none
   const bool has_fg_seeds = seeds.Count(SeedLabel::kForeground) > 0;
   for (std::size_t p = 0; p < n; ++p) {
-    const auto s = static_cast<SeedLabel>(seeds.labels[p]);
-    fit_mask[p] = s == SeedLabel::kBackground ? 2 : (s == SeedLabel::kForeground || !has_fg_seeds) ? 1 : 0;
+    const auto s = static_cast<SeedLabel>(seeds.training.empty() ? seeds.labels[p] : seeds.training[p]);
+    if (s == SeedLabel::kBackground) fit_mask[p] = 2;
+    else if (s == SeedLabel::kForeground || (seeds.training.empty() && !has_fg_seeds)) fit_mask[p] = 1;
+    else fit_mask[p] = 0;
   }
   if (std::count(fit_mask.begin(), fit_mask.end(), 1) == 0)
     throw Error("no foreground pixels to learn the foreground colours from");

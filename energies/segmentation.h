@@ -75,7 +75,11 @@ enum class SeedLabel : std::uint8_t {
 struct Seeds {
   int width = 0;   ///< Must equal the image width.
   int height = 0;  ///< Must equal the image height.
-  std::vector<std::uint8_t> labels;  ///< SeedLabel values.
+  std::vector<std::uint8_t> labels;  ///< SeedLabel values: hard constraints.
+  /// Optional soft labels (SeedLabel values) the first colour models are fitted to, without
+  /// constraining the cut (the synthetic scene's patches). Empty: fit to `labels`, where a
+  /// rectangle's inside (no foreground seed at all) counts as foreground.
+  std::vector<std::uint8_t> training;
 
   /// Seeds of the given size, all unknown.
   static Seeds Unknown(int width, int height);
@@ -167,7 +171,7 @@ struct Segmentation {
 };
 
 /// Segments `image` (1 or 3 channels; other counts are rejected) from `seeds`: fits the colour
-/// models to the seeds (a rectangle's inside counts as foreground for the first fit), cuts, and,
+/// models to the seeds (or to seeds.training; a rectangle's inside counts as foreground), cuts, and,
 /// for options.iterations > 1, re-fits the models to the mask and cuts again. `solve` picks the
 /// max-flow backend (solver name or "auto"); its algorithm is forced to max-flow. `progress`, when
 /// given, is called after every round. Throws mrf::Error for bad input or a failed solve.

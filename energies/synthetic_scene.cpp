@@ -156,6 +156,36 @@ SyntheticScene MakeSyntheticScene(int width, int height, std::uint64_t seed) {
   return MakeSyntheticScene(o);
 }
 
+Seeds SyntheticSceneSeeds(const SyntheticScene& scene) {
+  const int w = scene.image.width, h = scene.image.height, s = scene.patch_size;
+  Seeds seeds = Seeds::Unknown(w, h);
+  seeds.training.assign(seeds.labels.size(), static_cast<std::uint8_t>(SeedLabel::kUnknown));
+  const int cx0 = (w - s) / 2, cy0 = (h - s) / 2;
+  for (int y = 0; y < s; ++y)
+    for (int x = 0; x < s; ++x) {
+      seeds.training[static_cast<std::size_t>(y) * w + x] = static_cast<std::uint8_t>(SeedLabel::kBackground);
+      seeds.training[static_cast<std::size_t>(cy0 + y) * w + cx0 + x] =
+          static_cast<std::uint8_t>(SeedLabel::kForeground);
+    }
+  return seeds;
+}
+
+SegmentationOptions SyntheticSceneSegmentationOptions(const SyntheticSceneOptions& o) {
+  if (o.data_weight != 1.0)
+    throw Error("segmentation options cannot express a data weight of " + std::to_string(o.data_weight) +
+                " (only 1)");
+  SegmentationOptions s;
+  s.colour_model = ColourModelKind::kHistogram;
+  s.histogram_bins = o.histogram_bins;
+  s.histogram_prior = 1.0;
+  s.contrast.lambda = o.pairwise_weight;
+  s.contrast.sigma = o.sigma;
+  s.contrast.connectivity = 4;
+  s.contrast.cost_scale = o.cost_scale;
+  s.iterations = 1;
+  return s;
+}
+
 StGraph SyntheticSceneGraph(const SyntheticScene& scene, Energy* energy_offset) {
   return BuildBinaryGraph(scene.model, energy_offset);
 }

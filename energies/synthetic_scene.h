@@ -32,6 +32,7 @@
 #include <array>
 #include <cstdint>
 
+#include "energies/segmentation.h"
 #include "mrf/io/image.h"
 #include "mrf/model.h"
 #include "mrf/st_graph.h"
@@ -80,6 +81,14 @@ struct SyntheticScene {
 SyntheticScene MakeSyntheticScene(const SyntheticSceneOptions& options);
 /// MakeSyntheticScene() with the benchmark's defaults at the given size and seed.
 SyntheticScene MakeSyntheticScene(int width, int height, std::uint64_t seed);
+/// Seeds that reproduce the scene with SegmentImage(): no hard constraint, and training labels
+/// marking the centre patch foreground and the top-left patch background.
+Seeds SyntheticSceneSeeds(const SyntheticScene& scene);
+/// SegmentImage() options that give the scene's model (histograms with the scene's bins and
+/// pseudo-count 1, its contrast settings, 4-connected, one cut). SegmentImage() has no data weight:
+/// throws mrf::Error unless options.data_weight is 1.
+SegmentationOptions SyntheticSceneSegmentationOptions(const SyntheticSceneOptions& options);
+
 /// The grid-shaped s-t graph of the scene's model (mrf::BuildBinaryGraph): for every mask x,
 /// E(x) = cut capacity + *energy_offset, label 0 (background) on the source side.
 StGraph SyntheticSceneGraph(const SyntheticScene& scene, Energy* energy_offset);
