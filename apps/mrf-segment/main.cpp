@@ -32,6 +32,12 @@ std::string Ms(double ms) {
   return out.str();
 }
 
+std::string Number(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.4g", v);
+  return buffer;
+}
+
 // "512x384" or "512" (square).
 void ParseSize(const std::string& text, int* width, int* height) {
   std::istringstream in(text);
@@ -290,13 +296,15 @@ int main(int argc, char** argv) {
     }
 
     const mrf::SegmentationRound& last = seg.rounds.back();
+    const std::string sigma_text =
+        sigma > 0 ? Number(sigma) : Number(mrf::EstimateContrastSigma(image, connectivity)) + " (estimated)";
     std::printf("input:       %s\n", source.c_str());
     std::printf("image:       %s\n", image.Describe().c_str());
-    std::printf("model:       data = -log P(colour) by %s; pairwise lambda %g, sigma %g%s, %d-connected; costs x%g\n",
+    std::printf("model:       data = -log P(colour) by %s; pairwise lambda %g, sigma %s, %d-connected; costs x%g\n",
                 last.foreground_model.rfind("histogram", 0) == 0
                     ? ("histograms (" + std::to_string(options.histogram_bins) + " bins per channel)").c_str()
                     : ("Gaussian mixtures (" + std::to_string(components) + " components)").c_str(),
-                lambda, sigma, sigma > 0 ? "" : " (estimated)", connectivity, options.contrast.cost_scale);
+                lambda, sigma_text.c_str(), connectivity, options.contrast.cost_scale);
     std::printf("backend:     %s (requested %s)\n", result.backend_used.c_str(), result.backend_requested.c_str());
     if (!result.fallback_reason.empty()) std::printf("fallback:    %s\n", result.fallback_reason.c_str());
     if (seg.rounds.size() > 1 || iterations > 1) {
