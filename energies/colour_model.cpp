@@ -85,21 +85,29 @@ std::string ColourHistogram::Describe() const {
 namespace {
 
 using Matrix = Eigen::MatrixXd;
-using Vector = Eigen::VectorXd;
 constexpr double kLog2Pi = 1.8378770664093453;
 
 // A uniform double in [0, 1) from the top 53 bits: the same on every standard library.
 double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
-// Samples as real vectors, an evenly strided subset when there are more than max_samples.
-Matrix CollectSamples(int channels, const std::uint8_t* samples, std::int64_t count, std::int64_t max_samples) {
-  const std::int64_t used = max_samples > 0 && count > max_samples ? max_samples : count;
-  Matrix x(channels, used);
-  for (std::int64_t i = 0; i < used; ++i) {
-    const std::int64_t src = used == count ? i : i * count / used;
-    for (int c = 0; c < channels; ++c) x(c, i) = samples[src * channels + c];
+// Samples as real values, `d` per sample, an evenly strided subset when there are more than max_samples.
+struct Samples {
+  int d = 0;
+  std::int64_t n = 0;
+  std::vector<double> x;  // n * d
+  const double* at(std::int64_t i) const { return &x[static_cast<std::size_t>(i) * d]; }
+};
+
+Samples CollectSamples(int channels, const std::uint8_t* samples, std::int64_t count, std::int64_t max_samples) {
+  Samples out;
+  out.d = channels;
+  out.n = max_samples > 0 && count > max_samples ? max_samples : count;
+  out.x.resize(static_cast<std::size_t>(out.n) * channels);
+  for (std::int64_t i = 0; i < out.n; ++i) {
+    const std::int64_t src = out.n == count ? i : i * count / out.n;
+    for (int c = 0; c < channels; ++c) out.x[static_cast<std::size_t>(i) * channels + c] = samples[src * channels + c];
   }
-  return x;
+  return out;
 }
 
 std::vector<std::uint8_t> MaskedPixels(const Image& image, const std::vector<std::uint8_t>& mask, std::uint8_t value,
@@ -114,48 +122,58 @@ std::vector<std::uint8_t> MaskedPixels(const Image& image, const std::vector<std
   return out;
 }
 
-// Maximum-likelihood parameters from responsibilities (columns of `resp` are components).
-std::vector<GaussianMixture::Component> MStep(const Matrix& x, const Matrix& resp) {
-  const int d = static_cast<int>(x.rows());
-  const double n = static_cast<double>(x.cols());
+// Weighted sufficient statistics of one component: total weight, sums of x and of x x^T.
+struct Moments {
+  double weight = 0;
+  double sum[3] = {0, 0, 0};
+  double outer[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  void Add(const double* x, int d, double r) {
+    weight += r;
+    for (int i = 0; i < d; ++i) {
+      sum[i] += r * x[i];
+      for (int j = 0; j < d; ++j) outer[i * d + j] += r * x[i] * x[j];
+    }
+  }
+};
+
+// Maximum-likelihood components from moments; empty components are dropped.
+std::vector<GaussianMixture::Component> ComponentsFrom(const std::vector<Moments>& moments, int d, double n) {
   std::vector<GaussianMixture::Component> out;
-  for (int k = 0; k < resp.cols(); ++k) {
-    const double nk = resp.col(k).sum();
-    if (nk < 1e-6 * n || nk < 1e-9) continue;  // an empty component is dropped
-    const Vector mean = x * resp.col(k) / nk;
-    const Matrix centred = x.colwise() - mean;
-    const Matrix cov = centred * resp.col(k).asDiagonal() * centred.transpose() / nk;
+  for (const Moments& m : moments) {
+    if (m.weight < 1e-6 * n || m.weight < 1e-9) continue;
     GaussianMixture::Component c;
-    c.weight = nk / n;
-    c.mean.assign(mean.data(), mean.data() + d);
+    c.weight = m.weight / n;
+    c.mean.resize(d);
+    for (int i = 0; i < d; ++i) c.mean[i] = m.sum[i] / m.weight;
     c.covariance.resize(static_cast<std::size_t>(d) * d);
     for (int i = 0; i < d; ++i)
-      for (int j = 0; j < d; ++j) c.covariance[static_cast<std::size_t>(i) * d + j] = 0.5 * (cov(i, j) + cov(j, i));
+      for (int j = 0; j < d; ++j) {
+        const double second = 0.5 * (m.outer[i * d + j] + m.outer[j * d + i]) / m.weight;
+        c.covariance[static_cast<std::size_t>(i) * d + j] = std::max(i == j ? 0.0 : -1e300, second - c.mean[i] * c.mean[j]);
+      }
     out.push_back(std::move(c));
   }
   return out;
 }
 
-// EM iterations from the given mixture; returns the refitted one.
-GaussianMixture RunEm(int channels, const Matrix& x, GaussianMixture mixture, const GmmFitOptions& options) {
-  const std::int64_t n = x.cols();
+// EM iterations from the given mixture; returns the refitted one. Each pass computes the
+// responsibilities (E-step) and accumulates the moments of the M-step at once.
+GaussianMixture RunEm(const Samples& x, GaussianMixture mixture, const GmmFitOptions& options) {
   for (int it = 0; it < options.em_iterations; ++it) {
     const int k_count = static_cast<int>(mixture.components().size());
-    Matrix resp(n, k_count);
-    std::vector<double> log_p(k_count);
-    std::vector<double> point(channels);
-    // E-step: responsibilities by log-sum-exp over the component log densities.
-    for (std::int64_t i = 0; i < n; ++i) {
-      for (int c = 0; c < channels; ++c) point[c] = x(c, i);
-      mixture.ComponentLogTerms(point.data(), log_p.data());
+    std::vector<Moments> moments(k_count);
+    double log_p[GaussianMixture::kMaxComponents];
+    for (std::int64_t i = 0; i < x.n; ++i) {
+      const double* point = x.at(i);
+      mixture.ComponentLogTerms(point, log_p);
       double best = -std::numeric_limits<double>::infinity();
       for (int k = 0; k < k_count; ++k) best = std::max(best, log_p[k]);
       double sum = 0;
-      for (int k = 0; k < k_count; ++k) sum += std::exp(log_p[k] - best);
-      for (int k = 0; k < k_count; ++k) resp(i, k) = std::exp(log_p[k] - best) / sum;
+      for (int k = 0; k < k_count; ++k) sum += (log_p[k] = std::exp(log_p[k] - best));
+      for (int k = 0; k < k_count; ++k) moments[k].Add(point, x.d, log_p[k] / sum);
     }
-    std::vector<GaussianMixture::Component> next = MStep(x, resp);
-    mixture = GaussianMixture(channels, std::move(next), options.regularization, options.max_cost);
+    mixture = GaussianMixture(x.d, ComponentsFrom(moments, x.d, static_cast<double>(x.n)), options.regularization,
+                              options.max_cost);
   }
   return mixture;
 }
@@ -263,43 +281,49 @@ GaussianMixture GaussianMixture::Fit(int channels, const std::uint8_t* samples, 
   CheckChannels(channels, "Gaussian mixture");
   CheckFitOptions(options);
   if (count <= 0) throw Error("cannot fit a Gaussian mixture to zero pixels");
-  const Matrix x = CollectSamples(channels, samples, count, options.max_samples);
-  const std::int64_t n = x.cols();
+  const Samples x = CollectSamples(channels, samples, count, options.max_samples);
+  const std::int64_t n = x.n;
+  const int d = channels;
+  auto distance2 = [d](const double* a, const double* b) {
+    double s = 0;
+    for (int c = 0; c < d; ++c) s += (a[c] - b[c]) * (a[c] - b[c]);
+    return s;
+  };
 
   // k-means++ seeding: each new centre drawn with probability proportional to the squared
   // distance to the nearest centre so far. Fewer distinct colours than K give fewer centres.
   std::mt19937_64 rng(options.seed);
-  std::vector<Vector> centres;
-  centres.push_back(x.col(static_cast<Eigen::Index>(rng() % static_cast<std::uint64_t>(n))));
-  std::vector<double> dist2(n);
-  while (static_cast<int>(centres.size()) < options.components) {
+  std::vector<double> centres;  // k * d
+  const std::int64_t first = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n));
+  centres.insert(centres.end(), x.at(first), x.at(first) + d);
+  std::vector<double> dist2(static_cast<std::size_t>(n), std::numeric_limits<double>::infinity());
+  while (static_cast<int>(centres.size()) / d < options.components) {
+    const double* newest = &centres[centres.size() - d];
     double total = 0;
     for (std::int64_t i = 0; i < n; ++i) {
-      double best = std::numeric_limits<double>::infinity();
-      for (const Vector& c : centres) best = std::min(best, (x.col(i) - c).squaredNorm());
-      dist2[i] = best;
-      total += best;
+      dist2[i] = std::min(dist2[i], distance2(x.at(i), newest));
+      total += dist2[i];
     }
     if (!(total > 0)) break;
     double target = Uniform(rng) * total;
-    std::int64_t pick = n - 1;
-    for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t pick = -1;
+    for (std::int64_t i = 0; i < n && pick < 0; ++i) {
       target -= dist2[i];
-      if (target < 0 && dist2[i] > 0) {
-        pick = i;
-        break;
-      }
+      if (target < 0 && dist2[i] > 0) pick = i;
     }
-    centres.push_back(x.col(pick));
+    if (pick < 0)  // rounding left the target unspent: take the last sample not yet a centre
+      for (std::int64_t i = n - 1; i >= 0 && pick < 0; --i)
+        if (dist2[i] > 0) pick = i;
+    centres.insert(centres.end(), x.at(pick), x.at(pick) + d);
   }
-  // Lloyd iterations.
-  const int k_count = static_cast<int>(centres.size());
-  std::vector<int> assign(n, 0);
+  // Lloyd iterations; the final assignment gives the starting moments.
+  const int k_count = static_cast<int>(centres.size()) / d;
+  std::vector<int> assign(static_cast<std::size_t>(n), 0);
   for (int it = 0; it <= options.kmeans_iterations; ++it) {
     for (std::int64_t i = 0; i < n; ++i) {
       double best = std::numeric_limits<double>::infinity();
       for (int k = 0; k < k_count; ++k) {
-        const double d2 = (x.col(i) - centres[k]).squaredNorm();
+        const double d2 = distance2(x.at(i), &centres[static_cast<std::size_t>(k) * d]);
         if (d2 < best) {
           best = d2;
           assign[i] = k;
@@ -307,19 +331,22 @@ GaussianMixture GaussianMixture::Fit(int channels, const std::uint8_t* samples, 
       }
     }
     if (it == options.kmeans_iterations) break;
-    std::vector<Vector> sums(k_count, Vector::Zero(channels));
+    std::vector<double> sums(centres.size(), 0.0);
     std::vector<std::int64_t> sizes(k_count, 0);
     for (std::int64_t i = 0; i < n; ++i) {
-      sums[assign[i]] += x.col(i);
+      for (int c = 0; c < d; ++c) sums[static_cast<std::size_t>(assign[i]) * d + c] += x.at(i)[c];
       ++sizes[assign[i]];
     }
     for (int k = 0; k < k_count; ++k)
-      if (sizes[k] > 0) centres[k] = sums[k] / static_cast<double>(sizes[k]);
+      if (sizes[k] > 0)
+        for (int c = 0; c < d; ++c)
+          centres[static_cast<std::size_t>(k) * d + c] = sums[static_cast<std::size_t>(k) * d + c] / sizes[k];
   }
-  Matrix resp = Matrix::Zero(n, k_count);
-  for (std::int64_t i = 0; i < n; ++i) resp(i, assign[i]) = 1.0;
-  GaussianMixture start(channels, MStep(x, resp), options.regularization, options.max_cost);
-  return RunEm(channels, x, std::move(start), options);
+  std::vector<Moments> moments(k_count);
+  for (std::int64_t i = 0; i < n; ++i) moments[assign[i]].Add(x.at(i), d, 1.0);
+  GaussianMixture start(channels, ComponentsFrom(moments, d, static_cast<double>(n)), options.regularization,
+                        options.max_cost);
+  return RunEm(x, std::move(start), options);
 }
 
 GaussianMixture GaussianMixture::FitPixels(const Image& image, const std::vector<std::uint8_t>& mask,
@@ -334,10 +361,10 @@ GaussianMixture GaussianMixture::Refit(const std::uint8_t* samples, std::int64_t
                                        const GmmFitOptions& options) const {
   CheckFitOptions(options);
   if (count <= 0) throw Error("cannot fit a Gaussian mixture to zero pixels");
-  const Matrix x = CollectSamples(channels_, samples, count, options.max_samples);
+  const Samples x = CollectSamples(channels_, samples, count, options.max_samples);
   GmmFitOptions o = options;
   o.em_iterations = std::max(1, options.em_iterations);
-  return RunEm(channels_, x, *this, o);
+  return RunEm(x, *this, o);
 }
 
 GaussianMixture GaussianMixture::RefitPixels(const Image& image, const std::vector<std::uint8_t>& mask,
