@@ -1,5 +1,7 @@
 #include "energies/restoration.h"
 
+#include "energies/synthetic_random.h"
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -100,16 +102,8 @@ double RootMeanSquareError(const Image& a, const Image& b) {
   return ga.pixels.empty() ? 0.0 : std::sqrt(sum / static_cast<double>(ga.pixels.size()));
 }
 
-namespace {
-int Uniform(std::mt19937_64& rng, int lo, int hi) {
-  return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1));
-}
-double Normal(std::mt19937_64& rng) {
-  const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-  const double u2 = static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
-}  // namespace
+using synthetic::Normal;
+using synthetic::Uniform;
 
 SyntheticRestoration MakeSyntheticRestoration(int width, int height, std::uint64_t seed, double noise, int holes) {
   if (width < 8 || height < 8)

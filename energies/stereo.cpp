@@ -1,5 +1,7 @@
 #include "energies/stereo.h"
 
+#include "energies/synthetic_random.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -7,6 +9,9 @@
 #include <sstream>
 
 namespace mrf {
+
+using synthetic::Normal;
+using synthetic::Uniform;
 
 const char* ToString(StereoCost cost) { return cost == StereoCost::kSquared ? "squared" : "absolute"; }
 
@@ -305,18 +310,6 @@ struct Layer {
     return du * du + dv * dv <= r * r;
   }
 };
-
-// Uniform integer in [lo, hi] from the engine's raw output (portable, unlike std distributions).
-int Uniform(std::mt19937_64& rng, int lo, int hi) {
-  return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1));
-}
-
-// Standard normal sample by Box-Muller from the engine's raw output.
-double Normal(std::mt19937_64& rng) {
-  const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-  const double u2 = static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
 
 std::uint8_t Clamp255(double v) { return static_cast<std::uint8_t>(std::clamp(std::lround(v), 0L, 255L)); }
 

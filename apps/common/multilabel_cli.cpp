@@ -9,10 +9,11 @@
 namespace mrf::app {
 
 void AddSolveOptions(CLI::App& cli, SolveCli* s) {
-  cli.add_option("--algorithm", s->algorithm, "Inference algorithm: auto|expansion|swap|icm|bp")->capture_default_str();
+  cli.add_option("--algorithm", s->algorithm, "Inference algorithm: auto|expansion|swap|icm|bp (ignored with --solver NAME)")->capture_default_str();
   cli.add_option("--device", s->device, "Where to run: auto (GPU when one is usable)|cpu|cuda")->capture_default_str();
   cli.add_option("--solver", s->solver,
-                 "Force a solver by registry name (" + Registry::Global().NameList() + "), or auto")
+                 "Force a solver by registry name (" + Registry::Global().NameList() +
+                     "), or auto; it fixes the algorithm")
       ->capture_default_str();
   cli.add_option("--maxflow-backend", s->maxflow_backend, "Max-flow engine inside expansion/swap moves, or auto")
       ->capture_default_str();
@@ -37,6 +38,8 @@ SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program) {
   SolveOptions options;
   options.solver = s.solver;
   options.algorithm = ParseAlgorithm(s.algorithm);
+  // A named solver fixes the algorithm: --algorithm only chooses among solvers under --solver auto.
+  if (s.solver != "auto") options.algorithm = Algorithm::kAuto;
   if (options.algorithm == Algorithm::kMaxFlow)
     throw Error("--algorithm maxflow solves two-label problems only (use expansion, swap, icm, bp or auto)");
   options.device = ParseDevice(s.device);

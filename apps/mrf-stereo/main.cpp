@@ -18,15 +18,6 @@ namespace {
 
 const char* kProgram = "mrf-stereo";
 
-// Alpha carries no colour: RGBA -> RGB, grey+alpha -> grey.
-mrf::Image DropAlpha(const mrf::Image& image) {
-  if (image.channels != 2 && image.channels != 4) return image;
-  mrf::Image out = mrf::Image::Filled(image.width, image.height, image.channels - 1);
-  for (std::size_t p = 0; p < image.size(); ++p)
-    for (int c = 0; c < out.channels; ++c) out.pixels[p * out.channels + c] = image.pixels[p * image.channels + c];
-  return out;
-}
-
 std::string Format(double value) {
   std::ostringstream out;
   out << value;
@@ -156,8 +147,8 @@ int main(int argc, char** argv) {
       problem = "synthetic";
     } else {
       mrf::app::Progress(kProgram, "reading " + left_path + " and " + right_path);
-      left = DropAlpha(mrf::LoadImage(left_path));
-      right = DropAlpha(mrf::LoadImage(right_path));
+      left = mrf::LoadImage(left_path);  // alpha channels are ignored by the energy
+      right = mrf::LoadImage(right_path);
       problem = left_path;
       if (!gt_path.empty()) {
         gt = mrf::ToGrey(mrf::LoadImage(gt_path));
