@@ -141,8 +141,8 @@ Parsed ParseInteger(std::string_view text, std::int64_t* value) {
 Topology GridFromComment(std::int64_t width, std::int64_t height, std::int64_t depth, std::int64_t connectivity) {
   const auto max_side = std::numeric_limits<int>::max();
   if (width < 1 || height < 1 || depth < 1 || width > max_side || height > max_side || depth > max_side)
-    throw Error("grid size " + std::to_string(width) + "x" + std::to_string(height) + "x" + std::to_string(depth) +
-                " is not positive");
+    throw Error("grid size " + std::to_string(width) + "x" + std::to_string(height) +
+                (depth == 1 ? std::string() : "x" + std::to_string(depth)) + " is not positive");
   const int w = static_cast<int>(width), h = static_cast<int>(height), d = static_cast<int>(depth);
   if (connectivity == 6) return Topology::Grid3D(w, h, d);
   if (connectivity == 4 || connectivity == 8) {
