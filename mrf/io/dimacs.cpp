@@ -158,7 +158,8 @@ Topology GridFromComment(std::int64_t width, std::int64_t height, std::int64_t d
 
 class DimacsParser {
  public:
-  DimacsParser(std::string name, const DimacsReadOptions& options) : name_(std::move(name)) {
+  DimacsParser(std::string name, const DimacsReadOptions& options)
+      : name_(std::move(name)), max_nodes_(options.max_nodes) {
     if (options.grid) {
       if (!options.grid->is_grid()) throw Error(name_ + ": the shape imposed on the file is not a grid");
       grid_ = *options.grid;
@@ -306,6 +307,9 @@ class DimacsParser {
     if (nodes > std::numeric_limits<NodeId>::max())
       Fail("node count " + std::to_string(nodes) + " exceeds the supported 2147483647");
     if (arcs < 0) Fail("negative arc count " + std::to_string(arcs));
+    if (nodes > max_nodes_)
+      Fail("the problem line announces " + std::to_string(nodes) + " nodes, more than the " +
+           std::to_string(max_nodes_) + " this reader was allowed");
     num_nodes_ = static_cast<NodeId>(nodes);
     num_arcs_ = arcs;
     problem_line_ = line_;
@@ -378,7 +382,7 @@ class DimacsParser {
       graph_ = StGraph(*grid_);
     } else {
       graph_ = StGraph();
-      const EdgeId expected_edges = std::min<std::int64_t>(num_arcs_, std::int64_t{1} << 26);
+      const EdgeId expected_edges = std::min<std::int64_t>(num_arcs_, std::int64_t{1} << 20);
       graph_.reserve(std::max<NodeId>(inner, 1), expected_edges);
       graph_.add_node(std::max<NodeId>(inner, 1));
     }
@@ -474,6 +478,7 @@ class DimacsParser {
   }
 
   std::string name_;
+  NodeId max_nodes_;
   std::int64_t line_ = 0;
   Fields fields_;
 

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -57,6 +58,9 @@ struct DimacsReadOptions {
   /// When set (a grid kind), the file is read into a grid-shaped graph of this shape, exactly as if
   /// it held the matching `c mrf-grid` comment. A comment naming another shape is an error.
   std::optional<Topology> grid;
+  /// Files whose problem line announces more nodes than this are refused before anything is
+  /// allocated: a guard for untrusted input, since the graph holds every announced node.
+  NodeId max_nodes = std::numeric_limits<NodeId>::max();
 };
 
 /// Reads a DIMACS max-flow file. Throws mrf::Error with a one-line message of the form

@@ -419,6 +419,14 @@ TEST(DimacsErrors, GridComment) {
             "4-connected");
 }
 
+TEST(DimacsErrors, MoreNodesThanTheCallerAllows) {
+  DimacsReadOptions options;
+  options.max_nodes = 100;
+  EXPECT_EQ(ErrorOf("p max 101 0\n", options),
+            "bad.max:1: the problem line announces 101 nodes, more than the 100 this reader was allowed");
+  EXPECT_EQ(ErrorOf("p max 100 0\nn 1 s\nn 2 t\n", options), "");
+}
+
 TEST(DimacsErrors, LinesThatNeverEnd) {
   EXPECT_EQ(ErrorOf("p max 4 0\nc " + std::string(17 << 20, 'x')),
             "bad.max:2: line longer than 16 MiB (not a DIMACS file?)");
