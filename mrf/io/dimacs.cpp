@@ -114,6 +114,27 @@ std::string Quote(std::string_view text) {
   return out + "'";
 }
 
+// The common arc line "a FROM TO CAPACITY" with plain non-negative numbers of at most 18 digits, in
+// one pass. Anything else (signs, long numbers, missing or extra fields) returns false and goes
+// through the general path, which says what is wrong.
+bool ParsePlainArc(std::string_view line, std::int64_t value[3]) {
+  const char* p = line.data();
+  const char* const end = p + line.size();
+  if (p == end || *p != 'a') return false;
+  ++p;
+  for (int k = 0; k < 3; ++k) {
+    if (p == end || (*p != ' ' && *p != '\t')) return false;
+    while (p != end && (*p == ' ' || *p == '\t')) ++p;
+    const char* const start = p;
+    std::int64_t v = 0;
+    while (p != end && static_cast<unsigned>(*p - '0') < 10) v = v * 10 + (*p++ - '0');
+    if (p == start || p - start > 18) return false;
+    value[k] = v;
+  }
+  while (p != end && IsSpace(*p)) ++p;
+  return p == end;
+}
+
 enum class Parsed { kOk, kNotInteger, kTooLarge };
 
 // A decimal integer with an optional sign; kTooLarge when it does not fit in 64 bits.
@@ -169,6 +190,8 @@ class DimacsParser {
 
   void Line(std::int64_t line_number, std::string_view line) {
     line_ = line_number;
+    std::int64_t arc[3];
+    if (problem_line_ > 0 && ParsePlainArc(line, arc)) return Arc(arc[0], arc[1], arc[2]);
     std::size_t first = 0;
     while (first < line.size() && IsSpace(line[first])) ++first;
     if (first == line.size()) return;  // blank line
@@ -349,6 +372,10 @@ class DimacsParser {
     const std::int64_t from = Integer(fields_.field[1], "arc start");
     const std::int64_t to = Integer(fields_.field[2], "arc end");
     const std::int64_t capacity = Integer(fields_.field[3], "capacity");
+    Arc(from, to, capacity);
+  }
+
+  void Arc(std::int64_t from, std::int64_t to, std::int64_t capacity) {
     if (from < 1 || from > num_nodes_) Fail("arc from unknown node " + std::to_string(from) + " " + Nodes());
     if (to < 1 || to > num_nodes_) Fail("arc to unknown node " + std::to_string(to) + " " + Nodes());
     if (capacity < 0)
@@ -396,6 +423,21 @@ class DimacsParser {
     for (const PendingArc& a : pending_) AddArc(a.from, a.to, a.capacity, a.line);
     pending_.clear();
     pending_.shrink_to_fit();
+  }
+
+  // The grid slot joining p and q, or -1: one coordinate difference instead of trying every
+  // direction (Topology::grid_slot), which matters for files of millions of arcs.
+  EdgeId GridSlot(NodeId p, NodeId q) const {
+    const std::int64_t width = grid_->width(), plane = width * grid_->height();
+    const std::int64_t pz = p / plane, qz = q / plane, pr = p - pz * plane, qr = q - qz * plane;
+    const std::int64_t py = pr / width, qy = qr / width;
+    const std::int64_t dx = (qr - qy * width) - (pr - py * width), dy = qy - py, dz = qz - pz;
+    for (int d = 0; d < grid_->num_directions(); ++d) {
+      const auto off = Topology::GridOffset(grid_->kind(), d);
+      if (dx == off[0] && dy == off[1] && dz == off[2]) return EdgeId{d} * grid_->num_nodes() + p;
+      if (dx == -off[0] && dy == -off[1] && dz == -off[2]) return EdgeId{d} * grid_->num_nodes() + q;
+    }
+    return -1;
   }
 
   NodeId GraphNode(NodeId id) const { return id - 1 - (id > source_) - (id > sink_); }
@@ -448,15 +490,13 @@ class DimacsParser {
     const NodeId p = GraphNode(from), q = GraphNode(to);
     const Cost cap = static_cast<Cost>(capacity);
     if (grid_) {
-      const EdgeId slot = grid_->grid_slot(p, q);
+      const EdgeId slot = GridSlot(p, q);
       if (slot < 0)
         FailAt(line, "arc " + std::to_string(from) + "->" + std::to_string(to) + " does not join two neighbours of the " +
                          grid_->Describe() +
                          (grid_imposed_ ? std::string(" imposed on the file")
                                         : " (mrf-grid comment on line " + std::to_string(grid_line_) + ")"));
-      NodeId slot_from = 0, slot_to = 0;
-      grid_->edge_endpoints(slot, &slot_from, &slot_to);
-      const bool forward = slot_from == p;
+      const bool forward = slot % grid_->num_nodes() == p;
       const Cost current = forward ? graph_.edge_cap(slot) : graph_.edge_rev_cap(slot);
       Cost sum = 0;
       if (__builtin_add_overflow(current, cap, &sum))

@@ -282,8 +282,8 @@ TEST(Dimacs, OnlyTerminalsGetAnExtraNode) {
 
 TEST(Dimacs, ToleratesBlankLinesTabsCarriageReturnsAndArcsBeforeTheTerminals) {
   const std::string plain = "p max 4 5\nn 1 s\nn 4 t\na 1 2 3\na 1 3 2\na 2 3 5\na 2 4 2\na 3 4 3\n";
-  const std::string odd = "c odd but valid\r\n\r\np\tmax 4 5\r\na 1 2 3\r\n  a 1 3   2\r\nn 4 t\r\n\r\na 2 3 5\r\n"
-                          "n 1 s\r\na 2 4 2\r\na 3 4 3";  // no newline at the end
+  const std::string odd = "c odd but valid\r\n\r\np\tmax 4 5\r\na 1 2 3\r\n  a 1 3   +2\r\nn 4 t\r\n\r\n"
+                          "a 2 3 0000000000000000000005\r\nn 1 s\r\na\t2 4 2 \r\na 3 4 3";  // no newline at the end
   StGraph a = ReadText(plain), b = ReadText(odd);
   EXPECT_EQ(FlowOf(a), 5);
   EXPECT_EQ(FlowOf(b), 5);
