@@ -127,8 +127,11 @@ bool ParsePlainArc(std::string_view line, std::int64_t value[3]) {
     while (p != end && (*p == ' ' || *p == '\t')) ++p;
     const char* const start = p;
     std::int64_t v = 0;
-    while (p != end && static_cast<unsigned>(*p - '0') < 10) v = v * 10 + (*p++ - '0');
-    if (p == start || p - start > 18) return false;
+    while (p != end && static_cast<unsigned>(*p - '0') < 10) {
+      if (p - start == 18) return false;  // may not fit: the general path decides
+      v = v * 10 + (*p++ - '0');
+    }
+    if (p == start) return false;
     value[k] = v;
   }
   while (p != end && IsSpace(*p)) ++p;

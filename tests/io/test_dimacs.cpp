@@ -357,6 +357,9 @@ TEST(DimacsErrors, CapacitiesThatDoNotFit) {
   const std::string head = "p max 4 2\nn 1 s\nn 4 t\n";
   EXPECT_EQ(ErrorOf(head + "a 1 2 9223372036854775808\na 2 4 1\n"),
             "bad.max:4: capacity 9223372036854775808 does not fit in 64 bits");
+  EXPECT_EQ(ErrorOf(head + "a 1 2 92233720368547757483640\na 2 4 1\n"),  // found by fuzzing
+            "bad.max:4: capacity 92233720368547757483640 does not fit in 64 bits");
+  EXPECT_EQ(ErrorOf(head + "a 1 2 999999999999999999\na 2 4 1000000000000000000\n"), "");  // 18 and 19 digits
   EXPECT_EQ(ErrorOf(head + "a 2 3 2147483648\na 2 4 1\n"),
             "bad.max:4: capacity 2147483648 of arc 2->3 does not fit in 32 bits (arcs between non-terminal nodes "
             "hold at most 2147483647)");
