@@ -14,8 +14,9 @@
 #include <vector>
 
 #include "common/app.h"
-#include "mrf-bench/local_synthetic_scene.h"
+#include "energies/synthetic_scene.h"
 #include "mrf-bench/suite.h"
+#include "mrf/model.h"
 #include "mrf/registry.h"
 #include "mrf/st_graph.h"
 
@@ -79,7 +80,7 @@ Row Summarise(int size, const std::string& solver, const std::vector<Run>& runs)
   return row;
 }
 
-Run RunEngine(const SolverEntry& entry, const StGraph& graph) {
+Run RunEngine(const SolverEntry& entry, const StGraph& graph, const Model& model) {
   Run run;
   const std::int64_t before = HeapInUse();
   std::unique_ptr<MaxFlowEngine> engine = entry.make_engine();
@@ -96,6 +97,10 @@ Run RunEngine(const SolverEntry& entry, const StGraph& graph) {
   if (graph.CutCapacity(result.labels) != run.flow)
     throw Error(entry.name + ": cut capacity " + std::to_string(graph.CutCapacity(result.labels)) +
                 " differs from its flow " + std::to_string(run.flow));
+  const Energy energy = EvaluateEnergy(model, result.labels).total;
+  if (energy != run.flow)
+    throw Error(entry.name + ": the energy of its cut " + std::to_string(energy) + " differs from its flow " +
+                std::to_string(run.flow));
   return run;
 }
 
@@ -133,6 +138,21 @@ Run RunKolmogorov(const StGraph& graph) {
 }
 #endif
 
+// The scene's s-t graph as users of BK libraries build a Potts segmentation: t-links carry the two
+// data costs (background, label 0, on the source side), n-links the contrast weight in both
+// directions. The cut capacity of a mask is its energy, so the flow is the minimum energy.
+StGraph SceneGraph(const Model& model) {
+  if (model.num_labels != 2 || model.pairwise.kind != PairwiseKind::kPotts || !model.topology.is_grid())
+    throw Error("binary suite: the synthetic scene should be a two-label Potts model on a grid");
+  StGraph graph(model.topology);
+  for (NodeId p = 0; p < model.num_nodes(); ++p) graph.add_tweights(p, model.unary_cost(p, 1), model.unary_cost(p, 0));
+  model.topology.ForEachEdge([&](EdgeId slot, NodeId, NodeId) {
+    const Cost w = model.pairwise_cost(slot, 0, 1);
+    if (w) graph.add_to_edge_slot(slot, w, w);
+  });
+  return graph;
+}
+
 std::vector<std::string> SplitNames(const std::string& list) {
   std::vector<std::string> names;
   std::stringstream in(list);
@@ -167,7 +187,7 @@ int RunBinary(const BenchOptions& options) {
   std::vector<int> sizes = options.sizes;
   if (sizes.empty()) sizes = options.quick ? std::vector<int>{128, 256} : std::vector<int>{256, 512, 1024, 2048};
   for (int s : sizes)
-    if (s < 1 || s > 16384) throw Error("--sizes: side " + std::to_string(s) + " is outside 1..16384");
+    if (s < 4 || s > 16384) throw Error("--sizes: side " + std::to_string(s) + " is outside 4..16384");
   const int repeat = options.quick ? std::min(options.repeat, 2) : options.repeat;
 
   // Which solvers: every available max-flow engine, plus Kolmogorov's library when built in.
@@ -199,7 +219,8 @@ int RunBinary(const BenchOptions& options) {
                   registry.NameList(Algorithm::kMaxFlow) + ", " + kKolmogorov + ")");
   }
 
-  std::printf("# scene: local synthetic segmentation generator (BENCHMARKS.md section 2), 4-connected, capacities x100\n");
+  std::printf("# scene: MakeSyntheticScene(side, side, seed 1) (BENCHMARKS.md section 2), 4-connected, costs x100;\n"
+              "# graph: t-links = the two data costs, n-links = the contrast weight both ways; flow = min energy\n");
   std::printf("# times: medians of %d interleaved runs; heap_MB: heap held after build + solve (returned cut\n"
               "# excluded; '-' when the engine frees its data before returning); engine_MB: what it reports\n",
               repeat);
@@ -209,7 +230,8 @@ int RunBinary(const BenchOptions& options) {
   int status = 0;
   for (int side : sizes) {
     app::Progress("mrf-bench", "binary: building the " + std::to_string(side) + "x" + std::to_string(side) + " scene");
-    const StGraph graph = LocalSyntheticSegmentationGraph(side, 1);
+    const SyntheticScene scene = MakeSyntheticScene(side, side, 1);
+    const StGraph graph = SceneGraph(scene.model);
     // Runs interleave (every solver once per round) so that load from elsewhere hits all alike.
     std::vector<std::string> names;
     for (const SolverEntry* e : engines) names.push_back(e->name);
@@ -218,7 +240,7 @@ int RunBinary(const BenchOptions& options) {
     for (int k = 0; k < repeat; ++k) {
       app::Progress("mrf-bench", "binary: " + std::to_string(side) + ": round " + std::to_string(k + 1) + " of " +
                                      std::to_string(repeat));
-      for (std::size_t i = 0; i < engines.size(); ++i) runs[i].push_back(RunEngine(*engines[i], graph));
+      for (std::size_t i = 0; i < engines.size(); ++i) runs[i].push_back(RunEngine(*engines[i], graph, scene.model));
 #ifdef MRF_HAVE_KOLMOGOROV_MAXFLOW
       if (kolmogorov) runs.back().push_back(RunKolmogorov(graph));
 #endif
