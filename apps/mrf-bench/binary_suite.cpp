@@ -153,6 +153,60 @@ StGraph SceneGraph(const Model& model) {
   return graph;
 }
 
+// Re-solving after an edit (dynamic graph cuts): one engine keeps its residual graph while brush
+// strokes (discs of side/32 pixels radius forced to one label) are painted one after another;
+// each re-solve is timed against a fresh solve of the same edited graph.
+struct DynamicRow {
+  int size = 0;
+  std::string solver;
+  double resolve_ms = -1, fresh_ms = -1;  // medians, setup (edit or build) + solve
+  std::int64_t pixels_changed = 0;        // per stroke, median
+  Energy flow = -1;                       // after the last stroke
+};
+
+DynamicRow RunDynamic(const SolverEntry& entry, const Model& model, int side, int repeat) {
+  StGraph graph = SceneGraph(model);
+  const Result first = graph.maxflow(entry.name);
+  if (!first.ok) throw Error(entry.name + ": " + first.message);
+  constexpr Energy kForce = 100000;  // more than the four n-links of a pixel together
+  std::uint64_t state = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(side);
+  auto next = [&state](int bound) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int>((state >> 33) % static_cast<std::uint64_t>(bound));
+  };
+  std::vector<double> resolve, fresh, changed;
+  DynamicRow row;
+  row.size = side;
+  row.solver = entry.name;
+  const int radius = std::max(1, side / 32);
+  for (int k = 0; k < repeat; ++k) {
+    const int cx = next(side), cy = next(side);
+    const bool foreground = k % 2 == 0;  // label 1 = foreground = sink side
+    std::int64_t count = 0;
+    for (int y = std::max(0, cy - radius); y <= std::min(side - 1, cy + radius); ++y)
+      for (int x = std::max(0, cx - radius); x <= std::min(side - 1, cx + radius); ++x)
+        if ((x - cx) * (x - cx) + (y - cy) * (y - cy) <= radius * radius) {
+          graph.set_tweights(y * side + x, foreground ? 0 : kForce, foreground ? kForce : 0);
+          ++count;
+        }
+    const Result again = graph.maxflow(entry.name);
+    if (!again.ok) throw Error(entry.name + " re-solve: " + again.message);
+    Result scratch;
+    entry.make_engine()->Solve(graph, &scratch);
+    if (scratch.flow + graph.constant() != again.flow)
+      throw Error("FLOW MISMATCH: " + entry.name + " re-solved " + std::to_string(again.flow) +
+                  " but a fresh solve found " + std::to_string(scratch.flow + graph.constant()));
+    resolve.push_back(std::max(0.0, again.timings.setup_ms) + again.timings.solve_ms);
+    fresh.push_back(std::max(0.0, scratch.timings.setup_ms) + scratch.timings.solve_ms);
+    changed.push_back(static_cast<double>(count));
+    row.flow = again.flow;
+  }
+  row.resolve_ms = Median(resolve);
+  row.fresh_ms = Median(fresh);
+  row.pixels_changed = static_cast<std::int64_t>(Median(changed));
+  return row;
+}
+
 std::vector<std::string> SplitNames(const std::string& list) {
   std::vector<std::string> names;
   std::stringstream in(list);
@@ -168,7 +222,7 @@ std::string Cell(double value, const char* format) {
   return buffer;
 }
 
-void WriteJson(const std::string& path, const std::vector<Row>& rows) {
+void WriteJson(const std::string& path, const std::vector<Row>& rows, const std::vector<DynamicRow>& dynamic) {
   std::ofstream out(path);
   if (!out) throw Error("cannot write --json file '" + path + "'");
   out << "[\n";
@@ -177,7 +231,14 @@ void WriteJson(const std::string& path, const std::vector<Row>& rows) {
     out << "  {\"suite\": \"binary\", \"size\": " << r.size << ", \"solver\": \"" << r.solver
         << "\", \"setup_ms\": " << r.setup_ms << ", \"transfer_ms\": " << r.transfer_ms
         << ", \"solve_ms\": " << r.solve_ms << ", \"memory_mb\": " << r.memory_mb << ", \"engine_mb\": " << r.engine_mb
-        << ", \"flow\": " << r.flow << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+        << ", \"flow\": " << r.flow << "}" << (i + 1 < rows.size() || !dynamic.empty() ? "," : "") << "\n";
+  }
+  for (std::size_t i = 0; i < dynamic.size(); ++i) {
+    const DynamicRow& d = dynamic[i];
+    out << "  {\"suite\": \"binary-resolve\", \"size\": " << d.size << ", \"solver\": \"" << d.solver
+        << "\", \"pixels_changed\": " << d.pixels_changed << ", \"resolve_ms\": " << d.resolve_ms
+        << ", \"fresh_ms\": " << d.fresh_ms << ", \"flow\": " << d.flow << "}" << (i + 1 < dynamic.size() ? "," : "")
+        << "\n";
   }
   out << "]\n";
   if (!out) throw Error("failed writing --json file '" + path + "'");
@@ -227,6 +288,7 @@ int RunBinary(const BenchOptions& options) {
   std::printf("%6s  %-14s %10s %10s %10s %9s %10s %16s %8s %8s %8s\n", "size", "solver", "setup_ms", "xfer_ms",
               "solve_ms", "heap_MB", "engine_MB", "flow", "t/cpu-bk", "t/kolm", "m/kolm");
   std::vector<Row> rows;
+  std::vector<DynamicRow> dynamic;
   int status = 0;
   for (int side : sizes) {
     app::Progress("mrf-bench", "binary: building the " + std::to_string(side) + "x" + std::to_string(side) + " scene");
@@ -274,8 +336,23 @@ int RunBinary(const BenchOptions& options) {
       rows.push_back(r);
     }
     std::fflush(stdout);
+    for (const SolverEntry* e : engines)
+      if (e->make_engine()->SupportsResolve()) {
+        app::Progress("mrf-bench", "binary: " + std::to_string(side) + ": " + e->name + " re-solves");
+        dynamic.push_back(RunDynamic(*e, scene.model, side, repeat));
+      }
   }
-  if (!options.json_path.empty()) WriteJson(options.json_path, rows);
+  if (!dynamic.empty()) {
+    std::printf("\n# re-solve after a brush stroke (a disc of side/32 radius forced to one label, strokes\n"
+                "# accumulating), against a fresh solve of the same edited graph; times include the edit or build\n");
+    std::printf("%6s  %-14s %9s %11s %10s %8s %16s\n", "size", "solver", "pixels", "resolve_ms", "fresh_ms",
+                "ratio", "flow");
+    for (const DynamicRow& d : dynamic)
+      std::printf("%6d  %-14s %9lld %11.2f %10.2f %8.3f %16lld\n", d.size, d.solver.c_str(),
+                  static_cast<long long>(d.pixels_changed), d.resolve_ms, d.fresh_ms, d.resolve_ms / d.fresh_ms,
+                  static_cast<long long>(d.flow));
+  }
+  if (!options.json_path.empty()) WriteJson(options.json_path, rows, dynamic);
   return status;
 }
 

@@ -18,11 +18,13 @@ TEST(BenchSmoke, BinarySuiteQuickRunsAndEnginesAgree) {
   EXPECT_EQ(r.out.find("MISMATCH"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cpu-bk"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("boost-bk"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# re-solve after a brush stroke"), std::string::npos) << r.out;
   std::ifstream in(json);
   std::stringstream rows;
   rows << in.rdbuf();
   EXPECT_NE(rows.str().find("\"solver\": \"cpu-bk\""), std::string::npos) << rows.str();
   EXPECT_NE(rows.str().find("\"size\": 256"), std::string::npos) << rows.str();
+  EXPECT_NE(rows.str().find("\"suite\": \"binary-resolve\""), std::string::npos) << rows.str();
 }
 
 TEST(BenchSmoke, UnknownSolverIsAOneLineError) {
