@@ -531,23 +531,21 @@ class BkEngine final : public MaxFlowEngine {
     return true;
   }
 
-  // Makes node v consistent with its new terminal residual and arc residuals, and active.
+  // Makes node v consistent with its new terminal residual and arc residuals, and active: its arcs
+  // may have gained residual towards nodes outside its tree. An orphan is activated too, so that
+  // it grows if it is re-adopted (a freed one is skipped by PopActive).
   void Repair(std::uint32_t v) {
     Node& node = nodes_[v];
-    if (node.parent == kOrphan) return;
     if (node.parent == kFree) {
-      if (node.tr_cap != 0) {
-        MakeRoot(v);
-        Activate(v);
+      if (node.tr_cap == 0) return;
+      MakeRoot(v);
+    } else if (node.parent != kOrphan) {
+      const bool sink = node.sink != 0;
+      if (node.tr_cap != 0 && (node.tr_cap < 0) == sink) {
+        MakeRoot(v);  // residual to its own terminal: a root, whatever it hung from before
+      } else if (node.parent == kTerminal || node.tr_cap != 0 || TreeResidual(node.parent, sink) == 0) {
+        MakeOrphan(v);  // lost its terminal, its terminal flipped, or its tree arc is saturated
       }
-      return;
-    }
-    const bool sink = node.sink != 0;
-    if (node.tr_cap != 0 && (node.tr_cap < 0) == sink) {
-      MakeRoot(v);  // residual to its own terminal: a root, whatever it hung from before
-    } else if (node.parent == kTerminal || node.tr_cap != 0 || TreeResidual(node.parent, sink) == 0) {
-      MakeOrphan(v);  // lost its terminal, its terminal flipped, or its tree arc is saturated
-      return;
     }
     Activate(v);
   }
