@@ -142,6 +142,11 @@ void StGraph::ResetCapacities() {
   changes_ = GraphChanges{};  // structure_changed: the next solve starts afresh
 }
 
+void StGraph::MarkSolved() {
+  changes_ = GraphChanges{};
+  changes_.structure_changed = false;
+}
+
 Energy StGraph::CutCapacity(const Labeling& sink_side) const {
   if (static_cast<NodeId>(sink_side.size()) != num_nodes())
     throw Error("cut has " + std::to_string(sink_side.size()) + " entries for " + std::to_string(num_nodes()) +

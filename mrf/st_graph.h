@@ -106,6 +106,9 @@ class StGraph {
   Energy constant() const { return constant_; }
   /// Changes since the last solve.
   const GraphChanges& changes() const { return changes_; }
+  /// Forgets the recorded changes, as maxflow() does after a solve: for callers that drive a
+  /// MaxFlowEngine themselves (Solve(), change capacities, Resolve(), MarkSolved(), ...).
+  void MarkSolved();
   /// Capacity of the cut whose sink side is given (1 = sink side, one entry per node),
   /// constant() included. Independent of any engine: used to check them.
   Energy CutCapacity(const Labeling& sink_side) const;
