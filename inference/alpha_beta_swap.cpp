@@ -37,6 +37,7 @@ void RunAlphaBetaSwap(const Model& model, const SolveOptions& options, Result* o
     const Label a = pairs[static_cast<std::size_t>(move)].first, b = pairs[static_cast<std::size_t>(move)].second;
     const Labeling& labels = state.labels();
     // x = 0: label a, x = 1: label b, for the nodes that have one of them; the rest stay out.
+    graph.Begin(0);
     bool any = false;
     for (NodeId p = 0; p < n; ++p) {
       const Label l = labels[p];
