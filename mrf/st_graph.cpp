@@ -123,6 +123,14 @@ void StGraph::add_to_edge_slot(EdgeId edge, Cost cap, Cost rev_cap) {
   MarkEdge(edge);
 }
 
+void StGraph::set_edge_slot(EdgeId edge, Cost cap, Cost rev_cap) {
+  if (edge < 0 || edge >= num_edge_slots()) throw Error("edge slot " + std::to_string(edge) + " does not exist");
+  if (cap < 0 || rev_cap < 0) throw Error("edge slot " + std::to_string(edge) + " given a negative capacity");
+  cap_[edge] = cap;
+  rev_cap_[edge] = rev_cap;
+  MarkEdge(edge);
+}
+
 void StGraph::set_edge(EdgeId edge, Cost cap, Cost rev_cap) {
   NodeId from = -1, to = -1;
   if (edge < 0 || edge >= num_edge_slots() || !topology_.edge_endpoints(edge, &from, &to))

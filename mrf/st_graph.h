@@ -74,6 +74,10 @@ class StGraph {
   void set_tweights(NodeId node, Energy cap_source, Energy cap_sink);
   /// Replaces the capacities of an edge slot, given in the slot's own direction (for re-solving).
   void set_edge(EdgeId edge, Cost cap, Cost rev_cap);
+  /// Replaces the capacities of an edge slot in the slot's own direction: the fast path of
+  /// set_edge() for builders that walk the topology's edges (like add_to_edge_slot(), the slot is
+  /// only range-checked, not looked up).
+  void set_edge_slot(EdgeId edge, Cost cap, Cost rev_cap);
   /// Sets every terminal and edge capacity and constant() to zero, keeping the nodes and edges: a
   /// graph of the same shape can then be filled again (move-making algorithms build one per move).
   /// The next maxflow() solves from scratch.
