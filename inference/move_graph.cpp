@@ -364,7 +364,7 @@ void BinaryMoveGraph::WriteAll(KeyGraph& g, bool fresh, std::vector<EdgeId>* pla
     const Cost cap = edge_cap_[s], rev_cap = edge_rev_cap_[s];
     if (!write_all) {
       // Only what differs: with reuse these are the changes the engine re-solves from.
-      if (caps[s] != cap || rev_caps[s] != rev_cap) graph.set_edge(e, cap, rev_cap);
+      if (caps[s] != cap || rev_caps[s] != rev_cap) graph.set_edge_slot(e, cap, rev_cap);
     } else if (cap > 0 || rev_cap > 0) {
       graph.add_to_edge_slot(e, cap, rev_cap);
     } else if (reuse_) {
@@ -390,7 +390,7 @@ void BinaryMoveGraph::WriteUpdate(KeyGraph& g) {
   for (EdgeId e : touched_slots_) {
     const std::size_t s = static_cast<std::size_t>(e);
     if (graph.edge_cap(e) != edge_cap_[s] || graph.edge_rev_cap(e) != edge_rev_cap_[s])
-      graph.set_edge(e, edge_cap_[s], edge_rev_cap_[s]);
+      graph.set_edge_slot(e, edge_cap_[s], edge_rev_cap_[s]);
   }
 }
 
@@ -448,7 +448,7 @@ Energy BinaryMoveGraph::Solve(const Labeling* reference) {
   if (reuse_) {
     graph.MarkSolved();
     if (!placeholders.empty()) {
-      for (EdgeId e : placeholders) graph.set_edge(e, 0, 0);
+      for (EdgeId e : placeholders) graph.set_edge_slot(e, 0, 0);
       result_.log.clear();
       g.engine->Resolve(graph, &result_);
       graph.MarkSolved();
