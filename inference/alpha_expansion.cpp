@@ -23,8 +23,8 @@ void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* 
                 "; set truncate_nonsubmodular to truncate such move terms, or use swap or bp");
 
   LabelingState state(model, InitialLabels(model, options));
-  BinaryMoveGraph graph(model, options.maxflow_backend, Device::kCpu, options.truncate_nonsubmodular, tuning.rule,
-                        model.num_labels, tuning.reuse_flow);
+  BinaryMoveGraph graph(model, options.maxflow_backend, Device::kCpu, options.truncate_nonsubmodular, model.num_labels,
+                        tuning);
   out->timings.setup_ms = MsSince(start);
   const auto solve_start = std::chrono::steady_clock::now();
 

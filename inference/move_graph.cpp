@@ -223,28 +223,35 @@ struct BinaryMoveGraph::KeyGraph {
 };
 
 BinaryMoveGraph::BinaryMoveGraph(const Model& model, const std::string& backend, Device device, bool truncate,
-                                 TruncationRule rule, std::int64_t num_keys, bool reuse_flow)
-    : truncate_(truncate), rule_(rule), topology_(&model.topology) {
+                                 std::int64_t num_keys, const MoveTuning& tuning)
+    : truncate_(truncate), rule_(tuning.rule), topology_(&model.topology) {
   const Topology& topology = model.topology;
-  auto accepts = [&topology](const SolverEntry& e) {
-    return e.make_engine ? e.make_engine()->CannotSolve(topology) : std::string("not a max-flow engine");
-  };
   std::unique_ptr<MaxFlowEngine> probe;
-  try {
-    const SolverEntry& entry = Registry::Global().Choose(backend, Algorithm::kMaxFlow,
-                                                         backend == "auto" ? device : Device::kAuto, &engine_note_,
-                                                         accepts);
-    make_engine_ = entry.make_engine;
-    engine_name_ = entry.name;
+  if (tuning.engine) {
+    make_engine_ = tuning.engine;
+    engine_name_ = tuning.engine_name.empty() ? std::string("custom engine") : tuning.engine_name;
     probe = make_engine_();
-  } catch (const Error& e) {
-    throw Error(std::string("max-flow engine for the moves: ") + e.what());
+    const std::string cannot = probe->CannotSolve(topology);
+    if (!cannot.empty()) throw Error("max-flow engine for the moves: " + engine_name_ + " cannot: " + cannot);
+  } else {
+    auto accepts = [&topology](const SolverEntry& e) {
+      return e.make_engine ? e.make_engine()->CannotSolve(topology) : std::string("not a max-flow engine");
+    };
+    try {
+      const SolverEntry& entry = Registry::Global().Choose(
+          backend, Algorithm::kMaxFlow, backend == "auto" ? device : Device::kAuto, &engine_note_, accepts);
+      make_engine_ = entry.make_engine;
+      engine_name_ = entry.name;
+      probe = make_engine_();
+    } catch (const Error& e) {
+      throw Error(std::string("max-flow engine for the moves: ") + e.what());
+    }
   }
   // A graph and a residual flow per key cost about this much (the graph plus a compact engine);
   // keep them while the total stays under kReuseBudget.
   constexpr double kReuseBudget = 1.5 * (1 << 30);
   const double per_key = 64.0 * topology.num_nodes() + 48.0 * topology.num_edges();
-  reuse_ = reuse_flow && probe->SupportsResolve() && num_keys > 1 && per_key * num_keys <= kReuseBudget;
+  reuse_ = tuning.reuse_flow && probe->SupportsResolve() && num_keys > 1 && per_key * num_keys <= kReuseBudget;
   graphs_.resize(reuse_ ? static_cast<std::size_t>(num_keys) : 1);
   const std::size_t n = static_cast<std::size_t>(topology.num_nodes());
   const std::size_t slots = static_cast<std::size_t>(topology.num_edge_slots());

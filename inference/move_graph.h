@@ -152,6 +152,10 @@ struct MoveTuning {
   bool reuse_flow = true;   ///< Keep a graph and residual flow per move key when memory allows.
   bool incremental = true;  ///< With reuse, give the graph only the terms that changed...
   double update_limit = 0.125;  ///< ...unless more than this fraction of the nodes changed since.
+  /// When set, moves are cut by engines from this factory (named `engine_name`) instead of the
+  /// registry's options.maxflow_backend: benchmarks compare engines that are not registered.
+  std::function<std::unique_ptr<MaxFlowEngine>()> engine;
+  std::string engine_name;  ///< Name of `engine` for messages.
 };
 
 /// One binary move over all nodes of a model: every node either keeps its label (x = 0, source side)
@@ -169,10 +173,10 @@ class BinaryMoveGraph {
   /// Chooses the max-flow engine: `backend` names a registered engine or is "auto" (the
   /// highest-priority available engine on `device` that accepts the model's topology). Throws
   /// mrf::Error for an unknown, unavailable or unsuitable engine. `num_keys` is the number of
-  /// distinct move keys; `reuse_flow` false forces solving every move from scratch.
+  /// distinct move keys; `tuning` gives the truncation rule, can force solving every move from
+  /// scratch, or supplies the engine.
   BinaryMoveGraph(const Model& model, const std::string& backend, Device device, bool truncate,
-                  TruncationRule rule = TruncationRule::kRaiseDisagreement, std::int64_t num_keys = 1,
-                  bool reuse_flow = true);
+                  std::int64_t num_keys = 1, const MoveTuning& tuning = MoveTuning());
   ~BinaryMoveGraph();
   BinaryMoveGraph(const BinaryMoveGraph&) = delete;
   BinaryMoveGraph& operator=(const BinaryMoveGraph&) = delete;
