@@ -329,24 +329,33 @@ void BinaryMoveGraph::PairwiseTerm(EdgeId slot, NodeId p, NodeId q, Energy e00, 
   slope_[p] += sign * dp;
   slope_[q] += sign * dq;
   const std::size_t s = static_cast<std::size_t>(slot);
-  if (update_) {
-    TouchNode(p);
-    TouchNode(q);
-    if (!slot_touched_[s]) {
-      slot_touched_[s] = 1;
-      touched_slots_.push_back(slot);
-    }
-    edge_cap_[s] = sign > 0 ? static_cast<Cost>(std::min<Energy>(cap, kMaxCost)) : 0;
-    edge_rev_cap_[s] = sign > 0 ? static_cast<Cost>(std::min<Energy>(rev_cap, kMaxCost)) : 0;
-  } else {
-    cap += edge_cap_[s];
-    rev_cap += edge_rev_cap_[s];
-    edge_cap_[s] = static_cast<Cost>(std::min<Energy>(cap, kMaxCost));
-    edge_rev_cap_[s] = static_cast<Cost>(std::min<Energy>(rev_cap, kMaxCost));
+  if (!update_) {
+    AccumulateEdge(slot, p, q, cap, rev_cap);
+    return;
   }
+  TouchNode(p);
+  TouchNode(q);
+  if (!slot_touched_[s]) {
+    slot_touched_[s] = 1;
+    touched_slots_.push_back(slot);
+  }
+  if (sign < 0) cap = rev_cap = 0;  // a removed term leaves its edge empty unless one is added again
   if (cap > kMaxCost || rev_cap > kMaxCost)
     throw Error("the move term of edge " + std::to_string(p) + "-" + std::to_string(q) + " needs capacity " +
                 std::to_string(std::max(cap, rev_cap)) + ", more than 32 bits");
+  edge_cap_[s] = static_cast<Cost>(cap);
+  edge_rev_cap_[s] = static_cast<Cost>(rev_cap);
+}
+
+void BinaryMoveGraph::AccumulateEdge(EdgeId slot, NodeId p, NodeId q, Energy cap, Energy rev_cap) {
+  const std::size_t s = static_cast<std::size_t>(slot);
+  cap += edge_cap_[s];
+  rev_cap += edge_rev_cap_[s];
+  if (cap > kMaxCost || rev_cap > kMaxCost)
+    throw Error("the move term of edge " + std::to_string(p) + "-" + std::to_string(q) + " needs capacity " +
+                std::to_string(std::max(cap, rev_cap)) + ", more than 32 bits");
+  edge_cap_[s] = static_cast<Cost>(cap);
+  edge_rev_cap_[s] = static_cast<Cost>(rev_cap);
 }
 
 void BinaryMoveGraph::WriteAll(KeyGraph& g, bool fresh, std::vector<EdgeId>* placeholders) {

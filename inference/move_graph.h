@@ -206,7 +206,20 @@ class BinaryMoveGraph {
   /// E(0,0) = e00, E(0,1) = e01 (p keeps, q moves), E(1,0) = e10, E(1,1) = e11. A non-submodular
   /// term is truncated when truncation is on (and counted), and is an internal error otherwise.
   void AddPairwise(EdgeId slot, NodeId p, NodeId q, Energy e00, Energy e01, Energy e10, Energy e11) {
-    PairwiseTerm(slot, p, q, e00, e01, e10, e11, +1);
+    const Energy b = e01 - e00, c = e10 - e11;
+    if (update_ || b < 0 || c < 0 || b > kMaxCost || c > kMaxCost) {
+      PairwiseTerm(slot, p, q, e00, e01, e10, e11, +1);
+      return;
+    }
+    // The common case, inline: a submodular term whose disagreement costs fit the edge as they are.
+    const std::size_t s = static_cast<std::size_t>(slot);
+    slope_[p] += e11 - e00;
+    if (edge_cap_[s] == 0 && edge_rev_cap_[s] == 0) {
+      edge_cap_[s] = static_cast<Cost>(b);
+      edge_rev_cap_[s] = static_cast<Cost>(c);
+    } else {
+      AccumulateEdge(slot, p, q, b, c);
+    }
   }
   /// In an update: takes back a pairwise term that the key's last graph holds (same arguments as
   /// when it was added). Its edge is left without capacity unless a term is added to it again.
@@ -229,6 +242,7 @@ class BinaryMoveGraph {
   struct KeyGraph;  // a graph, its engine and its bookkeeping
 
   void PairwiseTerm(EdgeId slot, NodeId p, NodeId q, Energy e00, Energy e01, Energy e10, Energy e11, int sign);
+  void AccumulateEdge(EdgeId slot, NodeId p, NodeId q, Energy cap, Energy rev_cap);
   void TouchNode(NodeId node) {
     if (!node_touched_[node]) {
       node_touched_[node] = 1;
