@@ -116,7 +116,8 @@ EdgeId StGraph::add_edge(NodeId from, NodeId to, Cost cap, Cost rev_cap) {
 }
 
 void StGraph::add_to_edge_slot(EdgeId edge, Cost cap, Cost rev_cap) {
-  if (edge < 0 || edge >= num_edge_slots()) throw Error("edge slot " + std::to_string(edge) + " does not exist");
+  if (edge < 0 || static_cast<std::size_t>(edge) >= cap_.size())  // cap_ holds one entry per slot
+    throw Error("edge slot " + std::to_string(edge) + " does not exist");
   if (cap < 0 || rev_cap < 0) throw Error("edge slot " + std::to_string(edge) + " given a negative capacity");
   cap_[edge] = CheckedCapacitySum(cap_[edge], cap, edge);
   rev_cap_[edge] = CheckedCapacitySum(rev_cap_[edge], rev_cap, edge);
@@ -124,7 +125,8 @@ void StGraph::add_to_edge_slot(EdgeId edge, Cost cap, Cost rev_cap) {
 }
 
 void StGraph::set_edge_slot(EdgeId edge, Cost cap, Cost rev_cap) {
-  if (edge < 0 || edge >= num_edge_slots()) throw Error("edge slot " + std::to_string(edge) + " does not exist");
+  if (edge < 0 || static_cast<std::size_t>(edge) >= cap_.size())  // cap_ holds one entry per slot
+    throw Error("edge slot " + std::to_string(edge) + " does not exist");
   if (cap < 0 || rev_cap < 0) throw Error("edge slot " + std::to_string(edge) + " given a negative capacity");
   cap_[edge] = cap;
   rev_cap_[edge] = rev_cap;
