@@ -38,6 +38,7 @@ void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* 
   // out of the move; their edges become unary terms of their neighbours.
   Label alpha = 0;
   Energy v_aa = 0;
+  std::vector<Energy> to_alpha(static_cast<std::size_t>(num_labels)), from_alpha(to_alpha.size());  // V(l,a), V(a,l)
   auto node_terms = [&](int sign, NodeId p, Label lp) {
     if (lp != alpha) graph.AddUnary(p, sign * Energy{model.unary_cost(p, lp)}, sign * Energy{model.unary_cost(p, alpha)});
   };
@@ -46,14 +47,14 @@ void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* 
     if (w == 0) return;
     if (lp != alpha) {
       if (lq == alpha) {
-        graph.AddUnary(p, sign * w * cost(lp, alpha), sign * w * v_aa);
+        graph.AddUnary(p, sign * w * to_alpha[lp], sign * w * v_aa);
       } else if (sign > 0) {
-        graph.AddPairwise(slot, p, q, w * cost(lp, lq), w * cost(lp, alpha), w * cost(alpha, lq), w * v_aa);
+        graph.AddPairwise(slot, p, q, w * cost(lp, lq), w * to_alpha[lp], w * from_alpha[lq], w * v_aa);
       } else {
-        graph.RemovePairwise(slot, p, q, w * cost(lp, lq), w * cost(lp, alpha), w * cost(alpha, lq), w * v_aa);
+        graph.RemovePairwise(slot, p, q, w * cost(lp, lq), w * to_alpha[lp], w * from_alpha[lq], w * v_aa);
       }
     } else if (lq != alpha) {
-      graph.AddUnary(q, sign * w * cost(alpha, lq), sign * w * v_aa);
+      graph.AddUnary(q, sign * w * from_alpha[lq], sign * w * v_aa);
     }
   };
 
@@ -71,6 +72,10 @@ void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* 
   auto expand = [&](std::int64_t move) {
     alpha = static_cast<Label>(move);
     v_aa = cost(alpha, alpha);
+    for (Label l = 0; l < num_labels; ++l) {
+      to_alpha[static_cast<std::size_t>(l)] = cost(l, alpha);
+      from_alpha[static_cast<std::size_t>(l)] = cost(alpha, l);
+    }
     const Labeling& labels = state.labels();
     const std::vector<NodeId>& log = state.change_log();
     const std::size_t a = static_cast<std::size_t>(alpha);
@@ -110,9 +115,16 @@ void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* 
         in_update[p] = 0;
       }
     } else {
-      for (NodeId p = 0; p < n; ++p) node_terms(+1, p, labels[p]);
-      model.topology.ForEachEdge(
-          [&](EdgeId slot, NodeId p, NodeId q) { edge_terms(+1, slot, p, q, labels[p], labels[q]); });
+      for (NodeId p = 0; p < n; ++p)
+        if (labels[p] != alpha) graph.AddUnary(p, model.unary_cost(p, labels[p]), model.unary_cost(p, alpha));
+      model.topology.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
+        const Energy w = cost.weight(slot);
+        const Label lp = labels[p], lq = labels[q];
+        if (w == 0 || (lp == alpha && lq == alpha)) return;
+        if (lp == alpha) graph.AddUnary(q, w * from_alpha[lq], w * v_aa);
+        else if (lq == alpha) graph.AddUnary(p, w * to_alpha[lp], w * v_aa);
+        else graph.AddPairwise(slot, p, q, w * cost(lp, lq), w * to_alpha[lp], w * from_alpha[lq], w * v_aa);
+      });
       if (incremental) built_from[a] = labels;
     }
     log_read[a] = log.size();
