@@ -432,7 +432,8 @@ void BinaryMoveGraph::ClearTerms() {
 
 Energy BinaryMoveGraph::Solve(const Labeling* reference) {
   const NodeId n = topology_->num_nodes();
-  if (!update_) {
+  const bool kept = reuse_ && graphs_[static_cast<std::size_t>(key_)];
+  if (!update_ && !kept) {  // (a kept graph must follow even an empty move: later updates build on it)
     bool any_term = false;
     for (NodeId p = 0; p < n && !any_term; ++p) any_term = slope_[p] != 0;
     for (std::size_t e = 0; e < edge_cap_.size() && !any_term; ++e) any_term = edge_cap_[e] != 0 || edge_rev_cap_[e] != 0;
