@@ -149,7 +149,9 @@ enum class TruncationRule {
 /// the defaults are the fast ones.
 struct MoveTuning {
   TruncationRule rule = TruncationRule::kRaiseDisagreement;  ///< How non-submodular terms are truncated.
-  bool reuse_flow = true;   ///< Keep a graph and residual flow per move key when memory allows.
+  bool reuse_flow = true;   ///< Keep a graph and residual flow per move key when memory allows:
+  /// the estimate (64 bytes a node + 48 an edge, per key) must stay under this many bytes.
+  double reuse_memory_budget = 1.5 * (1 << 30);
   bool incremental = true;  ///< With reuse, give the graph only the terms that changed...
   double update_limit = 0.125;  ///< ...unless more than this fraction of the nodes changed since.
   /// When set, moves are cut by engines from this factory (named `engine_name`) instead of the
