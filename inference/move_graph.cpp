@@ -253,6 +253,12 @@ BinaryMoveGraph::BinaryMoveGraph(const Model& model, const std::string& backend,
   reuse_ = tuning.reuse_flow && probe->SupportsResolve() && num_keys > 1 &&
            per_key * static_cast<double>(num_keys) <= tuning.reuse_memory_budget;
   graphs_.resize(reuse_ ? static_cast<std::size_t>(num_keys) : 1);
+  // Compact graphs are general graphs: only for engines that take them.
+  sparse_ok_ = tuning.sparse_moves && !reuse_ && probe->CannotSolve(Topology()).empty();
+  if (sparse_ok_) {
+    sparse_engine_ = std::move(probe);
+    local_.assign(static_cast<std::size_t>(topology.num_nodes()), -1);
+  }
   const std::size_t n = static_cast<std::size_t>(topology.num_nodes());
   const std::size_t slots = static_cast<std::size_t>(topology.num_edge_slots());
   slope_.assign(n, 0);
@@ -291,7 +297,13 @@ void BinaryMoveGraph::Begin(std::int64_t key, bool update) {
     throw Error("internal error: a move update for key " + std::to_string(key) + " without an earlier graph");
   key_ = key;
   update_ = update;
+  sparse_ = false;
   move_truncations_ = 0;
+}
+
+void BinaryMoveGraph::BeginSparse(std::int64_t key) {
+  Begin(key, false);
+  sparse_ = sparse_ok_;
 }
 
 void BinaryMoveGraph::PairwiseTerm(EdgeId slot, NodeId p, NodeId q, Energy e00, Energy e01, Energy e10, Energy e11,
@@ -330,15 +342,17 @@ void BinaryMoveGraph::PairwiseTerm(EdgeId slot, NodeId p, NodeId q, Energy e00, 
   slope_[q] += sign * dq;
   const std::size_t s = static_cast<std::size_t>(slot);
   if (!update_) {
+    if (sparse_) {
+      TouchNode(p);
+      TouchNode(q);
+      TouchSlot(slot, p, q);
+    }
     AccumulateEdge(slot, p, q, cap, rev_cap);
     return;
   }
   TouchNode(p);
   TouchNode(q);
-  if (!slot_touched_[s]) {
-    slot_touched_[s] = 1;
-    touched_slots_.push_back(slot);
-  }
+  TouchSlot(slot, p, q);
   if (sign < 0) cap = rev_cap = 0;  // a removed term leaves its edge empty unless one is added again
   if (cap > kMaxCost || rev_cap > kMaxCost)
     throw Error("the move term of edge " + std::to_string(p) + "-" + std::to_string(q) + " needs capacity " +
@@ -411,7 +425,7 @@ void BinaryMoveGraph::WriteUpdate(KeyGraph& g) {
 }
 
 void BinaryMoveGraph::ClearTerms() {
-  if (update_) {
+  if (update_ || sparse_) {
     for (NodeId p : touched_nodes_) {
       slope_[p] = 0;
       node_touched_[p] = 0;
@@ -423,6 +437,7 @@ void BinaryMoveGraph::ClearTerms() {
     }
     touched_nodes_.clear();
     touched_slots_.clear();
+    touched_ends_.clear();
   } else {
     std::fill(slope_.begin(), slope_.end(), 0);
     std::fill(edge_cap_.begin(), edge_cap_.end(), 0);
@@ -431,6 +446,7 @@ void BinaryMoveGraph::ClearTerms() {
 }
 
 Energy BinaryMoveGraph::Solve(const Labeling* reference) {
+  if (sparse_) return SolveSparse(reference);
   const NodeId n = topology_->num_nodes();
   const bool kept = reuse_ && graphs_[static_cast<std::size_t>(key_)];
   if (!update_ && !kept) {  // (a kept graph must follow even an empty move: later updates build on it)
@@ -479,6 +495,52 @@ Energy BinaryMoveGraph::Solve(const Labeling* reference) {
   total_truncations_ += g.truncated;
   const Energy flow = result_.flow + graph.constant();
   return flow - (reference ? graph.CutCapacity(*reference) : graph.constant() + g.sink_total);
+}
+
+Energy BinaryMoveGraph::SolveSparse(const Labeling* reference) {
+  const NodeId n = topology_->num_nodes();
+  const NodeId k = static_cast<NodeId>(touched_nodes_.size());
+  last_move_truncations_ = move_truncations_;
+  total_truncations_ += move_truncations_;
+  // The cut is read at the nodes with terms only: reset what the last sparse move wrote.
+  if (static_cast<NodeId>(result_.labels.size()) != n) result_.labels.assign(static_cast<std::size_t>(n), 0);
+  for (NodeId p : sparse_nodes_) result_.labels[p] = 0;
+  sparse_nodes_.clear();
+  if (k == 0) return 0;
+  // A compact graph of the nodes with terms, numbered in the order they were touched.
+  StGraph graph;
+  graph.reserve(k, static_cast<EdgeId>(touched_slots_.size()));
+  graph.add_node(k);
+  Energy sink_total = 0;
+  Labeling local_reference(reference ? static_cast<std::size_t>(k) : 0);
+  for (NodeId i = 0; i < k; ++i) {
+    const NodeId p = touched_nodes_[static_cast<std::size_t>(i)];
+    local_[p] = i;
+    const Energy s = slope_[p];
+    if (s > 0) graph.add_tweights(i, s, 0);
+    else if (s < 0) graph.add_tweights(i, 0, -s);
+    sink_total += s < 0 ? -s : 0;
+    if (reference) local_reference[static_cast<std::size_t>(i)] = (*reference)[p];
+  }
+  for (std::size_t j = 0; j < touched_slots_.size(); ++j) {
+    const std::size_t s = static_cast<std::size_t>(touched_slots_[j]);
+    if (edge_cap_[s] || edge_rev_cap_[s])
+      graph.add_edge(local_[touched_ends_[j].first], local_[touched_ends_[j].second], edge_cap_[s], edge_rev_cap_[s]);
+  }
+  for (NodeId p : touched_nodes_) local_[p] = -1;
+  sparse_nodes_.assign(touched_nodes_.begin(), touched_nodes_.end());
+  ClearTerms();
+  sparse_result_.labels.clear();
+  sparse_result_.log.clear();
+  sparse_result_.flow = 0;
+  sparse_engine_->Solve(graph, &sparse_result_);
+  if (static_cast<NodeId>(sparse_result_.labels.size()) != k)
+    throw Error("max-flow engine " + engine_name_ + " returned a cut of " + std::to_string(sparse_result_.labels.size()) +
+                " nodes for a move graph of " + std::to_string(k));
+  for (NodeId i = 0; i < k; ++i)
+    result_.labels[sparse_nodes_[static_cast<std::size_t>(i)]] = sparse_result_.labels[static_cast<std::size_t>(i)];
+  const Energy flow = sparse_result_.flow + graph.constant();
+  return flow - (reference ? graph.CutCapacity(local_reference) : graph.constant() + sink_total);
 }
 
 // ---- Start and label order -------------------------------------------------------------------------

@@ -154,6 +154,8 @@ struct MoveTuning {
   double reuse_memory_budget = 1.5 * (1 << 30);
   bool incremental = true;  ///< With reuse, give the graph only the terms that changed...
   double update_limit = 0.125;  ///< ...unless more than this fraction of the nodes changed since.
+  /// Swap: cut compact graphs of just the free nodes when the engine takes general graphs.
+  bool sparse_moves = true;
   /// When set, moves are cut by engines from this factory (named `engine_name`) instead of the
   /// registry's options.maxflow_backend: benchmarks compare engines that are not registered.
   std::function<std::unique_ptr<MaxFlowEngine>()> engine;
@@ -199,17 +201,21 @@ class BinaryMoveGraph {
   /// back the terms that no longer hold (the same calls with RemovePairwise() for pairwise terms and
   /// negated costs for unary ones), then add the new ones.
   void Begin(std::int64_t key, bool update = false);
+  /// Starts a move whose terms touch few of the nodes (swap): without reuse, and when the engine
+  /// takes general graphs, Solve() then cuts a compact graph of just the nodes given terms, and
+  /// only their entries of cut() are meaningful. Otherwise like Begin(key).
+  void BeginSparse(std::int64_t key);
   /// Adds a unary term: cost `keep` when the node keeps its label, `move` when it moves.
   void AddUnary(NodeId node, Energy keep, Energy move) {
     slope_[node] += move - keep;
-    if (update_) TouchNode(node);
+    if (update_ || sparse_) TouchNode(node);
   }
   /// Adds the pairwise term of model edge `slot` (from `p` to `q`, as the topology lists it) with
   /// E(0,0) = e00, E(0,1) = e01 (p keeps, q moves), E(1,0) = e10, E(1,1) = e11. A non-submodular
   /// term is truncated when truncation is on (and counted), and is an internal error otherwise.
   void AddPairwise(EdgeId slot, NodeId p, NodeId q, Energy e00, Energy e01, Energy e10, Energy e11) {
     const Energy b = e01 - e00, c = e10 - e11;
-    if (update_ || b < 0 || c < 0 || b > kMaxCost || c > kMaxCost) {
+    if (update_ || sparse_ || b < 0 || c < 0 || b > kMaxCost || c > kMaxCost) {
       PairwiseTerm(slot, p, q, e00, e01, e10, e11, +1);
       return;
     }
@@ -233,7 +239,7 @@ class BinaryMoveGraph {
   /// null: nobody moves) to the cut, as the (possibly truncated) move energy measures it: the true
   /// change when no term was truncated.
   Energy Solve(const Labeling* reference = nullptr);
-  /// The last cut: 1 where the node moves (nodes without terms may be either).
+  /// The last cut: 1 where the node moves (nodes without terms may read either).
   const Labeling& cut() const { return result_.labels; }
   /// Truncated terms in the graph of the last Solve().
   std::int64_t last_move_truncations() const { return last_move_truncations_; }
@@ -251,6 +257,14 @@ class BinaryMoveGraph {
       touched_nodes_.push_back(node);
     }
   }
+  void TouchSlot(EdgeId slot, NodeId p, NodeId q) {
+    if (!slot_touched_[static_cast<std::size_t>(slot)]) {
+      slot_touched_[static_cast<std::size_t>(slot)] = 1;
+      touched_slots_.push_back(slot);
+      touched_ends_.emplace_back(p, q);
+    }
+  }
+  Energy SolveSparse(const Labeling* reference);
   KeyGraph& Graph(std::int64_t key);
   void WriteAll(KeyGraph& g, bool fresh, std::vector<EdgeId>* placeholders);
   void WriteUpdate(KeyGraph& g);
@@ -270,8 +284,13 @@ class BinaryMoveGraph {
   std::vector<std::uint8_t> node_touched_, slot_touched_;
   std::vector<NodeId> touched_nodes_;
   std::vector<EdgeId> touched_slots_;
+  std::vector<std::pair<NodeId, NodeId>> touched_ends_;  // endpoints of touched_slots_
   std::int64_t key_ = 0;
-  bool update_ = false;
+  bool update_ = false, sparse_ = false, sparse_ok_ = false;
+  std::unique_ptr<MaxFlowEngine> sparse_engine_;  // cuts the compact graphs
+  std::vector<NodeId> local_;                     // model node -> compact graph node
+  std::vector<NodeId> sparse_nodes_;              // compact graph node -> model node
+  Result sparse_result_;
   std::int64_t move_truncations_ = 0;  // added minus removed in the move being built
   Result result_;
   std::int64_t last_move_truncations_ = 0, total_truncations_ = 0;
