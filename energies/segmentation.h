@@ -17,6 +17,10 @@
 /// the model's cost_scale records it. In the mrf::Model the pairwise term is Potts with lambda 1 and
 /// the weights w_pq live in `edge_weights`.
 ///
+/// Histogram costs are -log of a cell's probability mass, Gaussian-mixture costs -log of a density
+/// (per unit intensity^channels): the two scales differ, so compare energies only between runs
+/// with the same kind of colour model.
+///
 /// Seeds (scribbles or the outside of a rectangle) are hard constraints: a seeded pixel costs 0
 /// with its seed label and K with the other, K = 1 + the largest sum of pairwise weights at any
 /// one pixel, so flipping a seeded pixel to its seed label always lowers the energy and every

@@ -323,6 +323,26 @@ TEST(Seeds, ScribbleColoursAndSizes) {
   EXPECT_THROW(SeedsFromScribbles(s, 4, 3), Error);  // no foreground left
 }
 
+TEST(Seeds, GreyAndTransparentScribbles) {
+  Image grey = Image::Filled(3, 2, 1, 128);
+  grey.at(0, 0) = 255;
+  grey.at(1, 0) = 0;
+  const Seeds g = SeedsFromScribbles(grey, 3, 2);
+  EXPECT_EQ(g.labels[0], static_cast<std::uint8_t>(SeedLabel::kForeground));
+  EXPECT_EQ(g.labels[1], static_cast<std::uint8_t>(SeedLabel::kBackground));
+  EXPECT_EQ(g.Count(SeedLabel::kUnknown), 4);
+  Image rgba = Image::Filled(3, 1, 4, 0);
+  rgba.at(0, 0, 0) = 255;  // opaque red
+  rgba.at(0, 0, 3) = 255;
+  rgba.at(1, 0, 2) = 255;  // opaque blue
+  rgba.at(1, 0, 3) = 255;
+  rgba.at(2, 0, 0) = 255;  // transparent red says nothing
+  const Seeds a = SeedsFromScribbles(rgba, 3, 1);
+  EXPECT_EQ(a.labels[0], static_cast<std::uint8_t>(SeedLabel::kForeground));
+  EXPECT_EQ(a.labels[1], static_cast<std::uint8_t>(SeedLabel::kBackground));
+  EXPECT_EQ(a.labels[2], static_cast<std::uint8_t>(SeedLabel::kUnknown));
+}
+
 TEST(Seeds, Rectangles) {
   const Rect r = ParseRect("1,2,3,4");
   EXPECT_EQ(r.x, 1);
