@@ -245,6 +245,38 @@ double BadPixelPercent(const Labeling& disparities, const Image& ground_truth, d
   return known == 0 ? 0.0 : 100.0 * static_cast<double>(bad) / static_cast<double>(known);
 }
 
+namespace {
+void CheckShrink(const Image& image, int factor) {
+  if (factor < 1) throw Error("shrink factor must be at least 1 (got " + std::to_string(factor) + ")");
+  if (image.width / factor < 1 || image.height / factor < 1)
+    throw Error("shrinking by " + std::to_string(factor) + " leaves nothing of a " + image.Describe() + " image");
+}
+}  // namespace
+
+Image ShrinkImage(const Image& image, int factor) {
+  CheckShrink(image, factor);
+  if (factor == 1) return image;
+  Image out = Image::Filled(image.width / factor, image.height / factor, image.channels);
+  const int area = factor * factor;
+  for (int y = 0; y < out.height; ++y)
+    for (int x = 0; x < out.width; ++x)
+      for (int c = 0; c < image.channels; ++c) {
+        int sum = 0;
+        for (int dy = 0; dy < factor; ++dy)
+          for (int dx = 0; dx < factor; ++dx) sum += image.at(x * factor + dx, y * factor + dy, c);
+        out.at(x, y, c) = static_cast<std::uint8_t>((sum + area / 2) / area);
+      }
+  return out;
+}
+
+Image ShrinkGroundTruth(const Image& ground_truth, int factor) {
+  CheckShrink(ground_truth, factor);
+  Image out = Image::Filled(ground_truth.width / factor, ground_truth.height / factor, 1);
+  for (int y = 0; y < out.height; ++y)
+    for (int x = 0; x < out.width; ++x) out.at(x, y) = ground_truth.at(x * factor, y * factor, 0);
+  return out;
+}
+
 // ---- Synthetic stereo pair -----------------------------------------------------------------------
 
 namespace {

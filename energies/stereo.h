@@ -99,6 +99,15 @@ Model BuildStereoModel(const Image& left, const Image& right, const StereoParams
 double BadPixelPercent(const Labeling& disparities, const Image& ground_truth, double gt_scale,
                        double threshold = 1.0);
 
+/// Shrinks an image by an integer factor with a box filter (rounded means of factor x factor blocks;
+/// a last partial block is dropped). Factor 1 returns the image unchanged. Throws mrf::Error for a
+/// factor below 1 or one that leaves no pixel.
+Image ShrinkImage(const Image& image, int factor);
+/// Shrinks a ground-truth disparity image by an integer factor, keeping the value at each block's
+/// first pixel (0 stays "unknown"): the values still count full-resolution pixels, so divide them by
+/// gt_scale * factor. Throws like ShrinkImage().
+Image ShrinkGroundTruth(const Image& ground_truth, int factor);
+
 /// A stereo pair with known disparities, made up of textured fronto-parallel layers.
 struct SyntheticStereo {
   Image left;                 ///< Left view (RGB).

@@ -3,6 +3,7 @@
 #include "backends/cpu/boost_maxflow.h"
 #include "inference/alpha_beta_swap.h"
 #include "inference/alpha_expansion.h"
+#include "inference/bp_solvers.h"
 #include "inference/icm.h"
 #include "mrf/device.h"
 #include "mrf/registry.h"
@@ -28,6 +29,14 @@ void RegisterBuiltinSolvers(Registry& registry) {
   registry.Add({"cpu-icm", Algorithm::kIcm, Device::kCpu,
                 "Iterated conditional modes on the CPU (fast, weak local minima)", 0, true, {}, {},
                 [](const Model& m, const SolveOptions& o, Result* r) { RunIcm(m, o, r); }});
+
+  // ---- Belief propagation (4-connected grids) ----
+  registry.Add({"tbb-bp", Algorithm::kBeliefPropagation, Device::kCpu,
+                "Min-sum belief propagation with TBB: BP-M, synchronous or tiled schedule", 0, true, {}, {},
+                &SolveBpCpu});
+  registry.Add({"cuda-bp", Algorithm::kBeliefPropagation, Device::kCuda,
+                "Min-sum tiled belief propagation on the GPU (shared-memory tiles, wavefront sweeps)", 0,
+                CudaCompiledIn(), &CudaUnavailableReason, {}, &SolveBpCuda});
 }
 
 }  // namespace mrf

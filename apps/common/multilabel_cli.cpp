@@ -22,9 +22,15 @@ void AddSolveOptions(CLI::App& cli, SolveCli* s) {
   cli.add_option("--label-order", s->label_order, "Expansion/swap label order: sequential|random")->capture_default_str();
   cli.add_option("--time-limit", s->time_limit_s, "Stop after this many seconds (0 = no limit)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cli.add_flag("--truncate", s->truncate,
-               "Expansion/swap: truncate non-submodular move terms (needed for non-metric smoothness)");
+  cli.add_flag("--truncate,!--no-truncate", s->truncate,
+               std::string("Expansion/swap: truncate non-submodular move terms (needed for non-metric smoothness); "
+                           "default ") + (s->truncate ? "on" : "off, on with --preset"));
   cli.add_option("--bp-schedule", s->bp_schedule, "Belief propagation schedule: bpm|sync|tiled")->capture_default_str();
+  cli.add_option("--bp-tile-size", s->bp_tile_size, "Tiled BP: tile side in pixels (0 = chosen by the solver)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cli.add_option("--bp-inner-iterations", s->bp_inner_iterations, "Tiled BP: iterations inside a tile per visit")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
+  cli.add_flag("--coarse-to-fine", s->coarse_to_fine, "BP: start from messages computed on a coarser grid");
 }
 
 SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program) {
@@ -41,6 +47,9 @@ SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program) {
   options.time_limit_s = s.time_limit_s;
   options.truncate_nonsubmodular = s.truncate;
   options.bp.schedule = s.bp_schedule;
+  options.bp.tile_size = s.bp_tile_size;
+  options.bp.inner_iterations = s.bp_inner_iterations;
+  options.bp.coarse_to_fine = s.coarse_to_fine;
   std::string error;
   if (!options.IsValid(&error)) throw Error(error);
   options.callback = [program](const IterationRecord& r) {

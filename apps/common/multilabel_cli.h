@@ -24,10 +24,13 @@ struct SolveCli {
   double time_limit_s = 0;
   bool truncate = false;
   std::string bp_schedule = "bpm";
+  int bp_tile_size = 0;
+  int bp_inner_iterations = 1;
+  bool coarse_to_fine = false;
 };
 
 /// Adds --algorithm, --device, --solver, --maxflow-backend, --iterations, --seed, --label-order,
-/// --time-limit, --truncate and --bp-schedule to `cli`, writing into `s` (whose values are the defaults).
+/// --time-limit, --truncate, --bp-schedule, --bp-tile-size, --bp-inner-iterations and --coarse-to-fine to `cli`, writing into `s` (whose values are the defaults).
 void AddSolveOptions(CLI::App& cli, SolveCli* s);
 
 /// Parses the names into SolveOptions, with a progress callback that prints each iteration's energy

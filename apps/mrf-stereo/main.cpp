@@ -18,33 +18,6 @@ namespace {
 
 const char* kProgram = "mrf-stereo";
 
-// Box-filters an image by an integer factor (the last partial block is dropped).
-mrf::Image Downsample(const mrf::Image& image, int factor) {
-  if (factor == 1) return image;
-  const int w = image.width / factor, h = image.height / factor;
-  if (w < 1 || h < 1)
-    throw mrf::Error("--downsample " + std::to_string(factor) + " leaves nothing of a " + image.Describe() + " image");
-  mrf::Image out = mrf::Image::Filled(w, h, image.channels);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < image.channels; ++c) {
-        int sum = 0;
-        for (int dy = 0; dy < factor; ++dy)
-          for (int dx = 0; dx < factor; ++dx) sum += image.at(x * factor + dx, y * factor + dy, c);
-        out.at(x, y, c) = static_cast<std::uint8_t>((sum + factor * factor / 2) / (factor * factor));
-      }
-  return out;
-}
-
-// Ground truth at a coarser grid: the value at each block's first pixel (0 stays "unknown").
-mrf::Image SubsampleGroundTruth(const mrf::Image& gt, int factor) {
-  if (factor == 1) return gt;
-  mrf::Image out = mrf::Image::Filled(gt.width / factor, gt.height / factor, 1);
-  for (int y = 0; y < out.height; ++y)
-    for (int x = 0; x < out.width; ++x) out.at(x, y) = gt.at(x * factor, y * factor, 0);
-  return out;
-}
-
 // Alpha carries no colour: RGBA -> RGB, grey+alpha -> grey.
 mrf::Image DropAlpha(const mrf::Image& image) {
   if (image.channels != 2 && image.channels != 4) return image;
@@ -201,9 +174,9 @@ int main(int argc, char** argv) {
           throw mrf::Error("left and right images differ in size: left is " + std::to_string(left.width) + "x" +
                            std::to_string(left.height) + ", right is " + std::to_string(right.width) + "x" +
                            std::to_string(right.height));
-        left = Downsample(left, downsample);
-        right = Downsample(right, downsample);
-        if (!gt_path.empty()) gt = SubsampleGroundTruth(gt, downsample);
+        left = mrf::ShrinkImage(left, downsample);
+        right = mrf::ShrinkImage(right, downsample);
+        if (!gt_path.empty()) gt = mrf::ShrinkGroundTruth(gt, downsample);
         gt_scale *= downsample;  // a ground-truth value now means downsample times fewer pixels
       }
     }
