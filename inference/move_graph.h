@@ -123,8 +123,8 @@ struct MoveOutcome {
 /// options.label_order asks for; a move is skipped when no labelling change happened since it last
 /// ran exactly (its optimal result would be "no change" again). Stops when a cycle changes nothing
 /// (converged), at options.max_iterations cycles, at the time limit (checked after every move), or
-/// when the callback returns false; logs one record per cycle. `move_name` ("expansion move")
-/// and `engine` go into the messages. Returns the message saying why it stopped.
+/// when the callback returns false; logs one record per cycle. `move_name` ("expansion move") and
+/// the engine of `graph` go into the messages. Returns the message saying why it stopped.
 std::string RunMoveCycles(const SolveOptions& options, std::int64_t moves_per_cycle, const std::string& move_name,
                           const LabelingState& state, const BinaryMoveGraph& graph,
                           const std::function<MoveOutcome(std::int64_t move)>& run_move, Result* out);
@@ -134,8 +134,8 @@ std::string RunMoveCycles(const SolveOptions& options, std::int64_t moves_per_cy
 /// triple (expansion) or pair (swap) that breaks it, e.g. "V(0,2) = 200 > V(0,1) + V(1,2) = 100".
 std::string FindNonSubmodularMoveTerm(const Model& model, bool expansion);
 
-/// How a move term with E(0,0) + E(1,1) > E(0,1) + E(1,0) is made submodular (the truncation of
-/// Rother et al., "Digital tapestry", CVPR 2005).
+/// How a move term with E(0,0) + E(1,1) > E(0,1) + E(1,0) is made submodular: truncation in the
+/// sense of Rother et al. ("Digital tapestry", CVPR 2005), counted and reported by the solvers.
 enum class TruncationRule {
   /// Raise E(0,1) and E(1,0) by the excess, split in two: the truncated move energy is >= the true
   /// one and equal to it at "nobody moves", so no truncated move can raise the true energy.
@@ -149,8 +149,9 @@ enum class TruncationRule {
 /// the defaults are the fast ones.
 struct MoveTuning {
   TruncationRule rule = TruncationRule::kRaiseDisagreement;  ///< How non-submodular terms are truncated.
-  bool reuse_flow = true;   ///< Keep a graph and residual flow per move key when memory allows:
-  /// the estimate (64 bytes a node + 48 an edge, per key) must stay under this many bytes.
+  bool reuse_flow = true;   ///< Keep a graph and residual flow per move key when memory allows.
+  /// Bytes the kept graphs may take, estimated at 64 a node and 48 an edge per key; above it, one
+  /// graph serves every move.
   double reuse_memory_budget = 1.5 * (1 << 30);
   bool incremental = true;  ///< With reuse, give the graph only the terms that changed...
   double update_limit = 0.125;  ///< ...unless more than this fraction of the nodes changed since.
