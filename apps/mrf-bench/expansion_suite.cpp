@@ -106,6 +106,12 @@ std::vector<Method> Methods(std::string* baseline_name) {
                      }});
   methods.push_back({"cpu-expansion", "expansion as mrf runs it: per-label graphs, flow reuse, incremental updates",
                      [](const Model& m, const SolveOptions& o, Result* r) { RunAlphaExpansion(m, o, r); }});
+  MoveTuning lower;
+  lower.rule = TruncationRule::kLowerAgreement;
+  methods.push_back({"cpu-expansion-lower",
+                     "cpu-expansion truncating non-submodular terms by lowering E(1,1) (Venus only differs)",
+                     [lower](const Model& m, const SolveOptions& o, Result* r) { RunAlphaExpansion(m, o, r, lower); },
+                     false});
   methods.push_back({"cpu-swap", "alpha-beta swap (pairs in the reference order)",
                      [](const Model& m, const SolveOptions& o, Result* r) { RunAlphaBetaSwap(m, o, r); }, false,
                      false});
