@@ -1,6 +1,10 @@
 // The list of every solver built into the library. Adding a backend means adding it here.
 #include "backends/cpu/bk_maxflow.h"
 #include "backends/cpu/boost_maxflow.h"
+#include "inference/alpha_beta_swap.h"
+#include "inference/alpha_expansion.h"
+#include "inference/bp_solvers.h"
+#include "inference/icm.h"
 #include "mrf/device.h"
 #include "mrf/registry.h"
 
@@ -14,6 +18,25 @@ void RegisterBuiltinSolvers(Registry& registry) {
   registry.Add({"boost-bk", Algorithm::kMaxFlow, Device::kCpu,
                 "Boost Graph's Boykov-Kolmogorov max-flow (independent reference, slow to build)", 0, true, {},
                 [] { return MakeBoostMaxFlowEngine(); }, {}});
+
+  // ---- Multilabel move-making and local search (moves cut by the best available max-flow engine) ----
+  registry.Add({"cpu-expansion", Algorithm::kExpansion, Device::kCpu,
+                "Alpha-expansion on the CPU; each move is one cut by a max-flow engine", 0, true, {}, {},
+                [](const Model& m, const SolveOptions& o, Result* r) { RunAlphaExpansion(m, o, r); }});
+  registry.Add({"cpu-swap", Algorithm::kSwap, Device::kCpu,
+                "Alpha-beta swap on the CPU; each move is one cut by a max-flow engine", 0, true, {}, {},
+                [](const Model& m, const SolveOptions& o, Result* r) { RunAlphaBetaSwap(m, o, r); }});
+  registry.Add({"cpu-icm", Algorithm::kIcm, Device::kCpu,
+                "Iterated conditional modes on the CPU (fast, weak local minima)", 0, true, {}, {},
+                [](const Model& m, const SolveOptions& o, Result* r) { RunIcm(m, o, r); }});
+
+  // ---- Belief propagation (4-connected grids) ----
+  registry.Add({"tbb-bp", Algorithm::kBeliefPropagation, Device::kCpu,
+                "Min-sum belief propagation with TBB: BP-M, synchronous or tiled schedule", 0, true, {}, {},
+                &SolveBpCpu});
+  registry.Add({"cuda-bp", Algorithm::kBeliefPropagation, Device::kCuda,
+                "Min-sum tiled belief propagation on the GPU (shared-memory tiles, wavefront sweeps)", 0,
+                CudaCompiledIn(), &CudaUnavailableReason, {}, &SolveBpCuda});
 }
 
 }  // namespace mrf

@@ -1,5 +1,6 @@
 #include "mrf/st_graph.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <new>
@@ -115,10 +116,20 @@ EdgeId StGraph::add_edge(NodeId from, NodeId to, Cost cap, Cost rev_cap) {
 }
 
 void StGraph::add_to_edge_slot(EdgeId edge, Cost cap, Cost rev_cap) {
-  if (edge < 0 || edge >= num_edge_slots()) throw Error("edge slot " + std::to_string(edge) + " does not exist");
+  if (edge < 0 || static_cast<std::size_t>(edge) >= cap_.size())  // cap_ holds one entry per slot
+    throw Error("edge slot " + std::to_string(edge) + " does not exist");
   if (cap < 0 || rev_cap < 0) throw Error("edge slot " + std::to_string(edge) + " given a negative capacity");
   cap_[edge] = CheckedCapacitySum(cap_[edge], cap, edge);
   rev_cap_[edge] = CheckedCapacitySum(rev_cap_[edge], rev_cap, edge);
+  MarkEdge(edge);
+}
+
+void StGraph::set_edge_slot(EdgeId edge, Cost cap, Cost rev_cap) {
+  if (edge < 0 || static_cast<std::size_t>(edge) >= cap_.size())  // cap_ holds one entry per slot
+    throw Error("edge slot " + std::to_string(edge) + " does not exist");
+  if (cap < 0 || rev_cap < 0) throw Error("edge slot " + std::to_string(edge) + " given a negative capacity");
+  cap_[edge] = cap;
+  rev_cap_[edge] = rev_cap;
   MarkEdge(edge);
 }
 
@@ -130,6 +141,20 @@ void StGraph::set_edge(EdgeId edge, Cost cap, Cost rev_cap) {
   cap_[edge] = cap;
   rev_cap_[edge] = rev_cap;
   MarkEdge(edge);
+}
+
+void StGraph::ResetCapacities() {
+  std::fill(source_cap_.begin(), source_cap_.end(), 0);
+  std::fill(sink_cap_.begin(), sink_cap_.end(), 0);
+  std::fill(cap_.begin(), cap_.end(), 0);
+  std::fill(rev_cap_.begin(), rev_cap_.end(), 0);
+  constant_ = 0;
+  changes_ = GraphChanges{};  // structure_changed: the next solve starts afresh
+}
+
+void StGraph::MarkSolved() {
+  changes_ = GraphChanges{};
+  changes_.structure_changed = false;
 }
 
 Energy StGraph::CutCapacity(const Labeling& sink_side) const {

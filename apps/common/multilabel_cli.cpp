@@ -1,0 +1,105 @@
+#include "common/multilabel_cli.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "common/app.h"
+#include "mrf/registry.h"
+
+namespace mrf::app {
+
+void AddSolveOptions(CLI::App& cli, SolveCli* s) {
+  cli.add_option("--algorithm", s->algorithm, "Inference algorithm: auto|expansion|swap|icm|bp")->capture_default_str();
+  cli.add_option("--device", s->device, "Where to run: auto (GPU when one is usable)|cpu|cuda")->capture_default_str();
+  cli.add_option("--solver", s->solver,
+                 "Force a solver by registry name (" + Registry::Global().NameList() + "), or auto")
+      ->capture_default_str();
+  cli.add_option("--maxflow-backend", s->maxflow_backend, "Max-flow engine inside expansion/swap moves, or auto")
+      ->capture_default_str();
+  cli.add_option("--iterations", s->iterations, "Iteration limit: cycles (expansion, swap) or sweeps (icm, bp)")
+      ->check(CLI::Range(1, 1000000))->capture_default_str();
+  cli.add_option("--seed", s->seed, "Seed for every random choice (random label order)")->capture_default_str();
+  cli.add_option("--label-order", s->label_order, "Expansion/swap label order: sequential|random")->capture_default_str();
+  cli.add_option("--time-limit", s->time_limit_s, "Stop after this many seconds (0 = no limit)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cli.add_flag("--truncate,!--no-truncate", s->truncate,
+               std::string("Expansion/swap: truncate non-submodular move terms (needed for non-metric smoothness); "
+                           "default ") + (s->truncate ? "on" : "off, on with --preset"));
+  cli.add_option("--bp-schedule", s->bp_schedule, "Belief propagation schedule: bpm|sync|tiled")->capture_default_str();
+  cli.add_option("--bp-tile-size", s->bp_tile_size, "Tiled BP: tile side in pixels (0 = chosen by the solver)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cli.add_option("--bp-inner-iterations", s->bp_inner_iterations, "Tiled BP: iterations inside a tile per visit")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
+  cli.add_flag("--coarse-to-fine", s->coarse_to_fine, "BP: start from messages computed on a coarser grid");
+}
+
+SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program) {
+  SolveOptions options;
+  options.solver = s.solver;
+  options.algorithm = ParseAlgorithm(s.algorithm);
+  if (options.algorithm == Algorithm::kMaxFlow)
+    throw Error("--algorithm maxflow solves two-label problems only (use expansion, swap, icm, bp or auto)");
+  options.device = ParseDevice(s.device);
+  options.maxflow_backend = s.maxflow_backend;
+  options.label_order = ParseLabelOrder(s.label_order);
+  options.max_iterations = s.iterations;
+  options.seed = s.seed;
+  options.time_limit_s = s.time_limit_s;
+  options.truncate_nonsubmodular = s.truncate;
+  options.bp.schedule = s.bp_schedule;
+  options.bp.tile_size = s.bp_tile_size;
+  options.bp.inner_iterations = s.bp_inner_iterations;
+  options.bp.coarse_to_fine = s.coarse_to_fine;
+  std::string error;
+  if (!options.IsValid(&error)) throw Error(error);
+  options.callback = [program](const IterationRecord& r) {
+    std::string line = "iteration " + std::to_string(r.iteration);
+    if (r.energy >= 0) line += ": energy " + std::to_string(r.energy);
+    line += " (" + std::to_string(static_cast<long long>(r.time_ms)) + " ms)";
+    if (!r.note.empty()) line += ", " + r.note;
+    Progress(program, line);
+    return true;
+  };
+  return options;
+}
+
+void CheckExpansionNeedsMetric(const Model& model, const SolveOptions& options) {
+  bool expansion = options.algorithm == Algorithm::kExpansion;
+  if (options.solver != "auto") {
+    const SolverEntry* entry = Registry::Global().Find(options.solver);
+    expansion = entry && entry->algorithm == Algorithm::kExpansion;
+  }
+  if (!expansion || options.truncate_nonsubmodular) return;
+  std::string why;
+  if (model.pairwise.IsMetric(model.num_labels, &why)) return;
+  throw Error(std::string("smoothness '") + ToString(model.pairwise.kind) + "' is not a metric (" + why +
+              "): alpha-expansion needs one; add --truncate to truncate non-submodular terms, or use --algorithm "
+              "swap, bp or icm");
+}
+
+std::vector<Cost> ReadCostTable(const std::string& path, Label labels) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open smoothness table '" + path + "'");
+  std::vector<Cost> table;
+  long long value;
+  while (in >> value) {
+    if (value < 0 || value > kMaxCost)
+      throw Error("smoothness table '" + path + "': entry " + std::to_string(table.size()) + " = " +
+                  std::to_string(value) + " is outside 0.." + std::to_string(kMaxCost));
+    table.push_back(static_cast<Cost>(value));
+  }
+  if (!in.eof())
+    throw Error("smoothness table '" + path + "': entry " + std::to_string(table.size()) + " is not an integer");
+  if (static_cast<long long>(table.size()) != static_cast<long long>(labels) * labels)
+    throw Error("smoothness table '" + path + "' has " + std::to_string(table.size()) + " entries, expected " +
+                std::to_string(labels) + " x " + std::to_string(labels));
+  return table;
+}
+
+int ReportFailure(const std::string& program, const Result& result) {
+  if (result.ok) return 0;
+  std::fprintf(stderr, "%s: error: %s\n", program.c_str(), result.message.c_str());
+  return 1;
+}
+
+}  // namespace mrf::app

@@ -1,0 +1,256 @@
+// mrf-stereo: dense stereo matching as an MRF. Builds the Middlebury benchmark energies (--preset) or
+// an energy from explicit parameters, minimises it with any multilabel solver, and reports energy,
+// backend, time and, with ground truth, the bad-pixel rate. With no images it makes a synthetic pair.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/app.h"
+#include "common/multilabel_cli.h"
+#include "energies/stereo.h"
+#include "mrf/io/image.h"
+#include "mrf/io/model_file.h"
+#include "mrf/solve.h"
+
+namespace {
+
+const char* kProgram = "mrf-stereo";
+
+// Alpha carries no colour: RGBA -> RGB, grey+alpha -> grey.
+mrf::Image DropAlpha(const mrf::Image& image) {
+  if (image.channels != 2 && image.channels != 4) return image;
+  mrf::Image out = mrf::Image::Filled(image.width, image.height, image.channels - 1);
+  for (std::size_t p = 0; p < image.size(); ++p)
+    for (int c = 0; c < out.channels; ++c) out.pixels[p * out.channels + c] = image.pixels[p * image.channels + c];
+  return out;
+}
+
+std::string Format(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+double DefaultGtScale(const std::string& preset) {
+  if (preset == "tsukuba") return 16;
+  if (preset == "venus") return 8;
+  if (preset == "teddy") return 4;
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App cli{
+      "mrf-stereo: dense stereo matching by MRF energy minimisation.\n"
+      "With LEFT and RIGHT it matches left pixel (x,y) with right pixel (x-d,y) for disparities d in 0..labels-1;\n"
+      "with no images it generates a synthetic pair with known disparities and reports the error.\n"
+      "--preset builds exactly the Middlebury MRF benchmark energies (BENCHMARKS.md section 1); presets need\n"
+      "colour images and run expansion with truncation of non-submodular terms, as the reference did."};
+  std::string left_path, right_path, preset, data_cost = "absolute", smoothness = "linear", table_path;
+  std::string gt_path, output_path, colour_path, model_path;
+  const mrf::StereoParams defaults;  // the Tsukuba energy
+  mrf::Label labels = defaults.num_labels;
+  int truncation = defaults.truncation, lambda = defaults.smoothness.lambda, vmax = defaults.smoothness.truncation;
+  int gradient_threshold = defaults.gradient_threshold, gradient_penalty = defaults.gradient_penalty;
+  bool no_bt = false, json = false, quiet = false, verbose = false;
+  double gt_scale = 0, bad_threshold = 1.0, noise = 4.0;
+  int output_scale = 0, downsample = 1, synthetic_width = 256, synthetic_height = 192;
+  mrf::app::SolveCli solve;
+  cli.add_option("LEFT", left_path, "Left image (PNG, JPEG, PPM...)");
+  cli.add_option("RIGHT", right_path, "Right image, same size as LEFT");
+  cli.add_option("--preset", preset, "Benchmark energy: " + mrf::StereoParams::PresetNames() +
+                                         "; energy options given explicitly override the preset's values");
+  cli.add_option("--labels", labels, "Number of disparities (labels 0..N-1); below the image width")
+      ->capture_default_str();
+  cli.add_option("--data-cost", data_cost, "Channel differences summed as absolute|squared")->capture_default_str();
+  cli.add_flag("--no-bt", no_bt, "Plain pixel differences instead of Birchfield-Tomasi's sampling-insensitive ones");
+  cli.add_option("--data-truncation", truncation,
+                 "Data cost truncation T (absolute sums capped at channels*T, squared at T*T); 0 = none")
+      ->capture_default_str();
+  cli.add_option("--smoothness", smoothness, "Smoothness kind: potts|linear|quadratic|table")->capture_default_str();
+  cli.add_option("--lambda", lambda, "Smoothness weight lambda")->capture_default_str();
+  cli.add_option("--vmax", vmax, "Smoothness truncation Vmax of linear/quadratic: lambda*min(|a-b|^k, Vmax)")
+      ->capture_default_str();
+  cli.add_option("--table", table_path, "With --smoothness table: file of labels x labels non-negative integers");
+  cli.add_option("--gradient-threshold", gradient_threshold,
+                 "Gradient threshold g: edges whose colour difference^2 summed over channels is < channels*g*g "
+                 "get the penalty weight; 0 = no gradient weights")
+      ->capture_default_str();
+  cli.add_option("--gradient-penalty", gradient_penalty, "Edge weight of low-gradient edges")
+      ->capture_default_str();
+  cli.add_option("--downsample", downsample, "Shrink images (box filter) and ground truth by this factor first")
+      ->check(CLI::Range(1, 16))->capture_default_str();
+  mrf::app::AddSolveOptions(cli, &solve);
+  cli.add_option("--gt", gt_path, "Ground-truth disparity image (grey; 0 = unknown) for the bad-pixel rate");
+  cli.add_option("--gt-scale", gt_scale,
+                 "Ground-truth value per disparity unit (default: 16 tsukuba, 8 venus, 4 teddy, else 1)");
+  cli.add_option("--bad-threshold", bad_threshold, "A pixel is bad when its disparity error exceeds this")
+      ->capture_default_str();
+  cli.add_option("-o,--output", output_path, "Write the disparity map as a grey PNG (value = disparity x scale)");
+  cli.add_option("--output-scale", output_scale,
+                 "Grey value per disparity in --output (default: the ground-truth scale, else 255/(labels-1))");
+  cli.add_option("--colour", colour_path, "Also write a colour-mapped disparity PNG (blue far, red near)");
+  cli.add_option("--save-model", model_path, "Save the model for mrf-solve / mrf-bench (mrf/io/model_file.h)");
+  cli.add_option("--synthetic-size", synthetic_width, "Synthetic pair: width (height = 3/4 of it)")
+      ->check(CLI::Range(16, 4096))->capture_default_str();
+  cli.add_option("--noise", noise, "Synthetic pair: Gaussian noise standard deviation")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cli.add_flag("--json", json, "Print one JSON object (energy, backend, time_ms, bad_pixels_percent...)");
+  cli.add_flag("-v,--verbose", verbose, "Full report: timing split and the per-iteration log");
+  cli.add_flag("-q,--quiet", quiet, "No progress messages on stderr");
+
+  return mrf::app::Run(kProgram, argc, argv, cli, [&] {
+    mrf::app::SetQuiet(quiet || json);
+    if (!left_path.empty() && right_path.empty()) throw mrf::Error("LEFT given without RIGHT (give both images, or neither)");
+    const bool synthetic = left_path.empty();
+    if (synthetic && !gt_path.empty()) throw mrf::Error("--gt needs LEFT and RIGHT images (the synthetic pair has its own)");
+
+    // ---- The energy: a preset (or the defaults), then every energy option given explicitly ----
+    mrf::StereoParams params = defaults;
+    if (!preset.empty()) {
+      params = mrf::StereoParams::Preset(preset);
+      solve.truncate = true;  // the reference expansion truncates non-submodular terms (Venus' quadratic)
+    }
+    std::string overridden;
+    auto given = [&](const char* name) {
+      if (cli.count(name) == 0) return false;
+      overridden += std::string(overridden.empty() ? "" : " ") + name;
+      return true;
+    };
+    if (given("--labels")) params.num_labels = labels;
+    if (given("--data-cost")) params.cost = mrf::ParseStereoCost(data_cost);
+    if (given("--no-bt")) params.birchfield_tomasi = false;
+    if (given("--data-truncation")) params.truncation = truncation;
+    if (given("--smoothness")) params.smoothness.kind = mrf::ParsePairwiseKind(smoothness);
+    if (given("--lambda")) params.smoothness.lambda = lambda;
+    if (given("--vmax")) params.smoothness.truncation = vmax;
+    if (given("--gradient-threshold")) params.gradient_threshold = gradient_threshold;
+    if (given("--gradient-penalty")) params.gradient_penalty = gradient_penalty;
+    if (params.smoothness.kind == mrf::PairwiseKind::kPotts) params.smoothness.truncation = 1;
+    if (params.smoothness.kind == mrf::PairwiseKind::kTable) {
+      if (table_path.empty()) throw mrf::Error("--smoothness table needs --table FILE");
+      params.smoothness.table = mrf::app::ReadCostTable(table_path, params.num_labels);
+    } else if (!table_path.empty()) {
+      throw mrf::Error("--table is only used with --smoothness table");
+    }
+    if (!preset.empty() && !overridden.empty()) params.preset = preset + " modified by " + overridden;
+    params.Validate();
+    mrf::SolveOptions options = mrf::app::MakeSolveOptions(solve, kProgram);
+
+    mrf::Image left, right, gt;
+    mrf::Labeling true_disparity;
+    std::string problem;
+    if (synthetic) {
+      synthetic_height = synthetic_width * 3 / 4;
+      mrf::app::Progress(kProgram, "no images given: generating a synthetic " + std::to_string(synthetic_width) + "x" +
+                                       std::to_string(synthetic_height) + " pair (seed " + std::to_string(solve.seed) +
+                                       ", noise " + Format(noise) + ")");
+      mrf::SyntheticStereo pair = mrf::MakeSyntheticStereo(synthetic_width, synthetic_height, params.num_labels,
+                                                           solve.seed, noise);
+      left = std::move(pair.left);
+      right = std::move(pair.right);
+      true_disparity = std::move(pair.disparity);
+      problem = "synthetic";
+    } else {
+      mrf::app::Progress(kProgram, "reading " + left_path + " and " + right_path);
+      left = DropAlpha(mrf::LoadImage(left_path));
+      right = DropAlpha(mrf::LoadImage(right_path));
+      problem = left_path;
+      if (!gt_path.empty()) {
+        gt = mrf::ToGrey(mrf::LoadImage(gt_path));
+        if (gt.width != left.width || gt.height != left.height)
+          throw mrf::Error("ground truth '" + gt_path + "' is " + std::to_string(gt.width) + "x" +
+                           std::to_string(gt.height) + " but the images are " + std::to_string(left.width) + "x" +
+                           std::to_string(left.height));
+      }
+      if (gt_scale == 0) gt_scale = DefaultGtScale(preset);
+      if (!(gt_scale > 0)) throw mrf::Error("--gt-scale must be positive (got " + std::to_string(gt_scale) + ")");
+      if (downsample > 1) {
+        // Check sizes on the originals, so the error names what the user gave.
+        if (left.width != right.width || left.height != right.height)
+          throw mrf::Error("left and right images differ in size: left is " + std::to_string(left.width) + "x" +
+                           std::to_string(left.height) + ", right is " + std::to_string(right.width) + "x" +
+                           std::to_string(right.height));
+        left = mrf::ShrinkImage(left, downsample);
+        right = mrf::ShrinkImage(right, downsample);
+        if (!gt_path.empty()) gt = mrf::ShrinkGroundTruth(gt, downsample);
+        gt_scale *= downsample;  // a ground-truth value now means downsample times fewer pixels
+      }
+    }
+    mrf::app::Progress(kProgram, "building the energy: " + params.Describe() + " on " + left.Describe());
+    const mrf::Model model = mrf::BuildStereoModel(left, right, params);
+    if (!model_path.empty()) {
+      mrf::SaveModel(model, model_path);
+      mrf::app::Progress(kProgram, "saved the model to " + model_path);
+    }
+    mrf::app::CheckExpansionNeedsMetric(model, options);
+
+    // ---- Solve ----
+    mrf::app::Progress(kProgram, "solving (" + solve.algorithm + ", device " + solve.device + ")");
+    const mrf::Result result = mrf::Solve(model, options);
+    if (!result.ok) {
+      if (json) std::printf("%s\n", result.ToJson().c_str());
+      return mrf::app::ReportFailure(kProgram, result);
+    }
+    const mrf::EnergyBreakdown split = mrf::EvaluateEnergy(model, result.labels);
+
+    // ---- Errors against the truth ----
+    double bad = -1;
+    std::int64_t known = 0;
+    if (synthetic) {
+      std::int64_t wrong = 0;
+      for (std::size_t p = 0; p < result.labels.size(); ++p)
+        wrong += std::abs(result.labels[p] - true_disparity[p]) > bad_threshold;
+      known = static_cast<std::int64_t>(result.labels.size());
+      bad = 100.0 * static_cast<double>(wrong) / static_cast<double>(known);
+    } else if (!gt_path.empty()) {
+      bad = mrf::BadPixelPercent(result.labels, gt, gt_scale, bad_threshold);
+      for (std::uint8_t v : gt.pixels) known += v != 0;
+    }
+
+    // ---- Outputs ----
+    if (!output_path.empty()) {
+      int scale = output_scale;
+      if (scale <= 0)
+        scale = !gt_path.empty() ? std::max(1, static_cast<int>(gt_scale / downsample))
+                                 : std::max(1, 255 / std::max(1, params.num_labels - 1));
+      mrf::SavePng(output_path, mrf::DisparityToImage(result.labels, left.width, left.height, scale));
+      mrf::app::Progress(kProgram, "wrote " + output_path + " (grey value = disparity x " + std::to_string(scale) + ")");
+    }
+    if (!colour_path.empty()) {
+      mrf::SavePng(colour_path, mrf::DisparityToColour(result.labels, left.width, left.height, params.num_labels));
+      mrf::app::Progress(kProgram, "wrote " + colour_path);
+    }
+
+    if (json) {
+      nlohmann::json j = nlohmann::json::parse(result.ToJson());
+      j["program"] = kProgram;
+      j["problem"] = problem;
+      j["preset"] = params.preset;
+      j["energy_definition"] = params.Describe();
+      j["width"] = left.width;
+      j["height"] = left.height;
+      j["labels"] = params.num_labels;
+      j["data_energy"] = split.data;
+      j["smoothness_energy"] = split.smoothness;
+      j["bad_pixels_percent"] = bad >= 0 ? nlohmann::json(bad) : nlohmann::json(nullptr);
+      j["bad_threshold"] = bad_threshold;
+      j["pixels_with_ground_truth"] = known;
+      std::printf("%s\n", j.dump().c_str());
+      return 0;
+    }
+    std::printf("problem:   %s, %s\n", problem.c_str(), left.Describe().c_str());
+    std::printf("energy of: %s\n", params.Describe().c_str());
+    std::printf("%s", verbose ? result.FullReport().c_str() : result.BriefReport().c_str());
+    std::printf("split:     data %lld + smoothness %lld\n", static_cast<long long>(split.data),
+                static_cast<long long>(split.smoothness));
+    if (!verbose) std::printf("iterations: %lld\n", static_cast<long long>(result.iterations));
+    if (bad >= 0)
+      std::printf("bad pixels: %.2f%% of %lld pixels with known disparity (error > %g)\n", bad,
+                  static_cast<long long>(known), bad_threshold);
+    return 0;
+  });
+}

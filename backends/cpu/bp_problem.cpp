@@ -1,0 +1,319 @@
+// The prepared BP problem, its energy, the coarse-to-fine pyramid and the tile geometry shared by the
+// TBB and CUDA engines (backends/common/bp_engine.h).
+#include <algorithm>
+#include <limits>
+
+#include "backends/common/bp_engine.h"
+
+namespace mrf::bp {
+
+namespace {
+
+constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
+
+Cost ClampScale(std::int64_t scale) { return static_cast<Cost>(std::min(scale, kInt32Max)); }
+
+// Spread (max - min) of one edge's pairwise costs, from its scale.
+std::int64_t EdgeSpread(const Problem& p, Cost scale, std::int64_t table_spread) {
+  if (p.kind == kTableMessage) return std::int64_t{scale} * table_spread;
+  return MessageCap(p.params(), scale);
+}
+
+std::int64_t TableSpread(const Problem& p) {
+  if (p.kind != kTableMessage || p.table.empty()) return 0;
+  const auto [lo, hi] = std::minmax_element(p.table.begin(), p.table.end());
+  return std::int64_t{*hi} - *lo;
+}
+
+// Fills max_message / max_unary_spread and rejects problems whose messages could overflow.
+void CheckBound(Problem& p) {
+  const int L = p.num_labels;
+  std::int64_t dr = 0;
+  for (int node = 0; node < p.num_nodes(); ++node) {
+    const Cost* u = &p.unary[static_cast<std::size_t>(node) * L];
+    dr = std::max<std::int64_t>(dr, *std::max_element(u, u + L));  // already shifted: min is 0
+  }
+  const std::int64_t table_spread = TableSpread(p);
+  std::int64_t r = 0;
+  for (Cost s : p.scale_right) r = std::max(r, EdgeSpread(p, s, table_spread));
+  for (Cost s : p.scale_down) r = std::max(r, EdgeSpread(p, s, table_spread));
+  if (dr + 5 * r > kInt32Max)
+    throw Error("belief propagation needs unary spread + 5 x pairwise spread <= 2^31 - 1 for its 32-bit "
+                "messages, got " + std::to_string(dr) + " + 5 x " + std::to_string(r));
+  p.max_unary_spread = static_cast<Cost>(dr);
+  p.max_message = static_cast<Cost>(r);
+}
+
+// Shifts unary costs (64-bit sums) so that each node's minimum is 0; throws when a spread leaves 32 bits.
+void ShiftUnary(const std::vector<std::int64_t>& raw, int L, Problem& p) {
+  const std::size_t n = raw.size() / L;
+  p.unary.resize(raw.size());
+  p.unary_offset = 0;
+  for (std::size_t node = 0; node < n; ++node) {
+    const std::int64_t* u = &raw[node * L];
+    const std::int64_t lo = *std::min_element(u, u + L);
+    for (int l = 0; l < L; ++l) {
+      const std::int64_t v = u[l] - lo;
+      if (v > kInt32Max)
+        throw Error("belief propagation: unary spread " + std::to_string(v) + " at node " + std::to_string(node) +
+                    " does not fit 32 bits");
+      p.unary[node * L + l] = static_cast<Cost>(v);
+    }
+    p.unary_offset = CheckedAdd(p.unary_offset, lo, "belief propagation unary offset");
+  }
+}
+
+}  // namespace
+
+Problem PrepareProblem(const Model& model) {
+  model.ValidateOrThrow();
+  const Topology& t = model.topology;
+  if (t.kind() != TopologyKind::kGrid4)
+    throw Error("belief propagation runs on 4-connected 2-D grids only, not on a " + t.Describe());
+  Problem p;
+  p.width = t.width();
+  p.height = t.height();
+  p.num_labels = model.num_labels;
+  p.kind = static_cast<int>(model.pairwise.kind);
+  p.truncation = model.pairwise.truncation;
+  if (model.pairwise.kind == PairwiseKind::kTable) p.table = model.pairwise.table;
+  const int L = p.num_labels;
+  const std::size_t n = static_cast<std::size_t>(p.num_nodes());
+  std::vector<std::int64_t> raw(model.unary.begin(), model.unary.end());
+  ShiftUnary(raw, L, p);
+  p.scale_right.assign(n, 0);
+  p.scale_down.assign(n, 0);
+  const std::int64_t lambda = model.pairwise.lambda;
+  t.ForEachEdge([&](EdgeId slot, NodeId from, NodeId) {
+    const Cost scale = ClampScale(lambda * model.edge_weight(slot));
+    (slot < static_cast<EdgeId>(n) ? p.scale_right : p.scale_down)[static_cast<std::size_t>(from)] = scale;
+  });
+  CheckBound(p);
+  return p;
+}
+
+Energy ProblemEnergy(const Problem& p, const Labeling& labels) {
+  const int W = p.width, H = p.height, L = p.num_labels;
+  const PairwiseParams params = p.params();
+  Energy e = p.unary_offset;
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x) {
+      const int node = y * W + x;
+      const int a = labels[node];
+      e += p.unary[static_cast<std::size_t>(node) * L + a];
+      if (x + 1 < W) e += PairwiseCost(params, p.scale_right[node], a, labels[node + 1]);
+      if (y + 1 < H) e += PairwiseCost(params, p.scale_down[node], a, labels[node + W]);
+    }
+  return e;
+}
+
+Problem CoarsenProblem(const Problem& f) {
+  Problem c;
+  c.width = (f.width + 1) / 2;
+  c.height = (f.height + 1) / 2;
+  c.num_labels = f.num_labels;
+  c.kind = f.kind;
+  c.truncation = f.truncation;
+  c.table = f.table;
+  const int L = f.num_labels, W = f.width, H = f.height, CW = c.width;
+  const std::size_t cn = static_cast<std::size_t>(c.num_nodes());
+  std::vector<std::int64_t> raw(cn * L, 0);
+  std::vector<std::int64_t> right(cn, 0), down(cn, 0);
+  auto self_cost = [&](std::int64_t scale, int a) {  // V(a, a): 0 except for tables
+    return f.kind == kTableMessage ? scale * f.table[static_cast<std::size_t>(a) * L + a] : 0;
+  };
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x) {
+      const int node = y * W + x;
+      const std::size_t parent = static_cast<std::size_t>(y / 2) * CW + x / 2;
+      for (int l = 0; l < L; ++l) raw[parent * L + l] += f.unary[static_cast<std::size_t>(node) * L + l];
+      if (x + 1 < W) {
+        if (x % 2 == 0) {  // inside the block
+          for (int l = 0; l < L; ++l) raw[parent * L + l] += self_cost(f.scale_right[node], l);
+        } else {
+          right[parent] += f.scale_right[node];
+        }
+      }
+      if (y + 1 < H) {
+        if (y % 2 == 0) {
+          for (int l = 0; l < L; ++l) raw[parent * L + l] += self_cost(f.scale_down[node], l);
+        } else {
+          down[parent] += f.scale_down[node];
+        }
+      }
+    }
+  ShiftUnary(raw, L, c);
+  c.unary_offset = CheckedAdd(c.unary_offset, f.unary_offset, "coarse unary offset");
+  c.scale_right.resize(cn);
+  c.scale_down.resize(cn);
+  for (std::size_t i = 0; i < cn; ++i) {
+    if (right[i] > kInt32Max || down[i] > kInt32Max)
+      throw Error("coarse-to-fine: a coarse edge scale does not fit 32 bits");
+    c.scale_right[i] = static_cast<Cost>(right[i]);
+    c.scale_down[i] = static_cast<Cost>(down[i]);
+  }
+  CheckBound(c);
+  return c;
+}
+
+std::vector<Problem> CoarseLevels(const Problem& fine) {
+  std::vector<Problem> levels;
+  while (levels.size() < 4) {
+    const Problem& current = levels.empty() ? fine : levels.back();
+    if (current.width < 16 || current.height < 16) break;
+    Problem next = CoarsenProblem(current);  // built before push_back can move `current`
+    levels.push_back(std::move(next));
+  }
+  return levels;
+}
+
+Schedule ParseSchedule(const std::string& name) {
+  for (Schedule s : {Schedule::kBpm, Schedule::kSync, Schedule::kTiled})
+    if (name == ToString(s)) return s;
+  throw Error("unknown BP schedule '" + name + "' (expected bpm, sync or tiled)");
+}
+
+const char* ToString(Schedule s) {
+  switch (s) {
+    case Schedule::kBpm: return "bpm";
+    case Schedule::kSync: return "sync";
+    case Schedule::kTiled: return "tiled";
+  }
+  return "?";
+}
+
+CudaLaunch ParseCudaLaunch(const std::string& name) {
+  for (CudaLaunch l : {CudaLaunch::kAuto, CudaLaunch::kPerDiagonal, CudaLaunch::kGraph, CudaLaunch::kCooperative})
+    if (name == ToString(l)) return l;
+  throw Error("unknown CUDA launch mode '" + name + "' (expected auto, diagonal, graph or cooperative)");
+}
+
+const char* ToString(CudaLaunch l) {
+  switch (l) {
+    case CudaLaunch::kAuto: return "auto";
+    case CudaLaunch::kPerDiagonal: return "diagonal";
+    case CudaLaunch::kGraph: return "graph";
+    case CudaLaunch::kCooperative: return "cooperative";
+  }
+  return "?";
+}
+
+void CheckConfig(const Problem& p, const Config& c) {
+  if (p.num_labels < 1) throw Error("belief propagation needs at least one label");
+  if (c.iterations < 1) throw Error("BP iterations must be >= 1 (got " + std::to_string(c.iterations) + ")");
+  if (c.tile_size < 0) throw Error("BP tile size must be >= 0 (got " + std::to_string(c.tile_size) + ")");
+  if (c.inner_iterations < 1)
+    throw Error("BP inner iterations must be >= 1 (got " + std::to_string(c.inner_iterations) + ")");
+  if (c.num_threads < 0) throw Error("BP threads must be >= 0 (got " + std::to_string(c.num_threads) + ")");
+  if (p.kind == kTableMessage && static_cast<std::int64_t>(p.table.size()) != std::int64_t{p.num_labels} * p.num_labels)
+    throw Error("BP pairwise table has " + std::to_string(p.table.size()) + " entries, expected L x L");
+}
+
+int DefaultLabelsPerLane(int num_labels) { return num_labels <= 128 ? 4 : 8; }
+
+int PaddedLabels(int num_labels, int c) {
+  const int lanes_needed = (num_labels + c - 1) / c;
+  int g = 1;
+  while (g < lanes_needed) g *= 2;
+  return g > 32 ? 0 : g * c;
+}
+
+namespace {
+// Row stride (ints) of a tile array: rows start 16 ints apart modulo 32 banks when a pixel holds fewer
+// than 32 labels, so two chains reading neighbouring rows at one column hit different banks.
+int RowStride(int tile, int padded) {
+  int stride = tile * padded;
+  if (padded < 32) stride += ((16 - stride % 32) + 32) % 32;
+  return stride;
+}
+}  // namespace
+
+int TileRowStride(int tile, int padded_labels) { return RowStride(tile, padded_labels); }
+
+std::size_t TileSharedBytes(int tile, int padded, int kind, bool envelope) {
+  std::size_t ints = 5 * static_cast<std::size_t>(tile) * RowStride(tile, padded);
+  int per_chain = 0;
+  if (kind == kTableMessage) per_chain = padded;
+  if (kind == kQuadraticMessage) per_chain = envelope ? 4 * padded : padded;
+  ints += static_cast<std::size_t>(2 * tile) * per_chain;
+  return ints * sizeof(Cost);
+}
+
+int AutoTileSize(int num_labels, int kind) {
+  const int c = DefaultLabelsPerLane(num_labels);
+  const int padded = PaddedLabels(num_labels, c);
+  if (padded == 0) return 8;  // more labels than the CUDA kernel takes: any side works on the CPU
+  const int lanes = padded / c;
+  const bool envelope = true;  // budget for the larger quadratic scratch whatever the truncation
+  int best = 1;
+  for (int t = 1; t <= 64; ++t)
+    if (TileSharedBytes(t, padded, kind, envelope) <= 200 * 1024 && 2 * t * lanes <= 1024) best = t;
+  return best;
+}
+
+BorderMessages BorderMessages::Zero(const TileGrid& g, int L) {
+  BorderMessages b;
+  const std::size_t vertical = static_cast<std::size_t>(std::max(0, g.tiles_x - 1)) * g.height * L;
+  const std::size_t horizontal = static_cast<std::size_t>(std::max(0, g.tiles_y - 1)) * g.width * L;
+  b.right.assign(vertical, 0);
+  b.left.assign(vertical, 0);
+  b.down.assign(horizontal, 0);
+  b.up.assign(horizontal, 0);
+  return b;
+}
+
+GridMessages GridMessages::Zero(const Problem& p) {
+  GridMessages m;
+  const std::size_t size = static_cast<std::size_t>(p.num_nodes()) * p.num_labels;
+  m.from_left.assign(size, 0);
+  m.from_right.assign(size, 0);
+  m.from_up.assign(size, 0);
+  m.from_down.assign(size, 0);
+  return m;
+}
+
+GridMessages UpsampleMessages(const Problem& coarse, const GridMessages& cm, const Problem& fine) {
+  GridMessages m = GridMessages::Zero(fine);
+  const int L = fine.num_labels, W = fine.width, H = fine.height;
+  for (int y = 0; y < H; ++y)
+    for (int x = 0; x < W; ++x) {
+      const std::size_t dst = (static_cast<std::size_t>(y) * W + x) * L;
+      const std::size_t src = (static_cast<std::size_t>(y / 2) * coarse.width + x / 2) * L;
+      // Only where the fine node has that neighbour: elsewhere messages stay 0.
+      for (int l = 0; l < L; ++l) {
+        if (x > 0) m.from_left[dst + l] = cm.from_left[src + l];
+        if (x + 1 < W) m.from_right[dst + l] = cm.from_right[src + l];
+        if (y > 0) m.from_up[dst + l] = cm.from_up[src + l];
+        if (y + 1 < H) m.from_down[dst + l] = cm.from_down[src + l];
+      }
+    }
+  return m;
+}
+
+BorderMessages BordersFromGrid(const Problem& p, const TileGrid& g, const GridMessages& m) {
+  BorderMessages b = BorderMessages::Zero(g, p.num_labels);
+  const int L = p.num_labels, W = p.width, H = p.height, T = g.tile;
+  for (int border = 1; border < g.tiles_x; ++border)
+    for (int y = 0; y < H; ++y) {
+      const std::size_t slot = (static_cast<std::size_t>(border - 1) * H + y) * L;
+      const std::size_t right_node = static_cast<std::size_t>(y) * W + border * T;  // receives from the left
+      const std::size_t left_node = right_node - 1;                                  // receives from the right
+      for (int l = 0; l < L; ++l) {
+        b.right[slot + l] = m.from_left[right_node * L + l];
+        b.left[slot + l] = m.from_right[left_node * L + l];
+      }
+    }
+  for (int border = 1; border < g.tiles_y; ++border)
+    for (int x = 0; x < W; ++x) {
+      const std::size_t slot = (static_cast<std::size_t>(border - 1) * W + x) * L;
+      const std::size_t lower_node = static_cast<std::size_t>(border * T) * W + x;
+      const std::size_t upper_node = lower_node - W;
+      for (int l = 0; l < L; ++l) {
+        b.down[slot + l] = m.from_up[lower_node * L + l];
+        b.up[slot + l] = m.from_down[upper_node * L + l];
+      }
+    }
+  return b;
+}
+
+}  // namespace mrf::bp

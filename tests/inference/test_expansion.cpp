@@ -1,0 +1,274 @@
+// Alpha-expansion ("cpu-expansion") on tiny random models against brute force: monotone, exact with
+// two labels, within twice the optimum on Potts, a local optimum of expansion moves; and its options.
+#include <gtest/gtest.h>
+
+#include "inference/alpha_expansion.h"
+#include "move_test_support.h"
+#include "mrf/registry.h"
+
+namespace mrf {
+namespace {
+
+using test::ExpectMonotoneRun;
+using test::OptionsFor;
+
+TEST(Expansion, NeverRaisesTheEnergyAndEndsInAnExpansionLocalOptimum) {
+  for (const test::TinyCase& c : test::TinyMetricModels(101)) {
+    std::vector<Energy> energies;
+    const SolveOptions options = OptionsFor("cpu-expansion", &energies);
+    const Result r = Solve(c.model, options);
+    ExpectMonotoneRun(c.model, options, r, energies, c.name);
+    EXPECT_EQ(r.backend_used, "cpu-expansion");
+    EXPECT_NE(r.message.find("converged"), std::string::npos) << c.name << ": " << r.message;
+    for (Label alpha = 0; alpha < c.model.num_labels; ++alpha)
+      EXPECT_EQ(test::BestExpansion(c.model, r.labels, alpha), r.energy)
+          << c.name << ": an expansion on label " << alpha << " still lowers the energy";
+  }
+}
+
+TEST(Expansion, EveryGraphPathEndsInAnExpansionLocalOptimum) {
+  // Per-label graphs with flow reuse, updated incrementally (always, or never), or one graph solved
+  // from scratch: each path must keep the energy honest and end where no expansion helps.
+  MoveTuning always_update, rebuild, scratch;
+  always_update.update_limit = 1e9;
+  rebuild.incremental = false;
+  scratch.reuse_flow = false;
+  for (const MoveTuning& tuning : {always_update, rebuild, scratch})
+    for (const test::TinyCase& c : test::TinyMetricModels(606, 1, 3, 5)) {
+      std::vector<Energy> energies;
+      SolveOptions options = OptionsFor("cpu-expansion", &energies);
+      options.label_order = LabelOrder::kRandom;
+      options.seed = 17;
+      Result r;
+      RunAlphaExpansion(c.model, options, &r, tuning);
+      r.ok = true;
+      r.energy = EvaluateEnergy(c.model, r.labels).total;
+      ExpectMonotoneRun(c.model, options, r, energies, c.name);
+      for (Label alpha = 0; alpha < c.model.num_labels; ++alpha)
+        EXPECT_EQ(test::BestExpansion(c.model, r.labels, alpha), r.energy) << c.name << ", label " << alpha;
+    }
+}
+
+TEST(Expansion, TwoLabelsGiveTheExactOptimum) {
+  for (const test::TinyCase& c : test::TinyMetricModels(202, 2, 2, 2)) {
+    const Result r = Solve(c.model, OptionsFor("cpu-expansion"));
+    ASSERT_TRUE(r.ok) << c.name << ": " << r.message;
+    EXPECT_EQ(r.energy, test::BruteForceMinEnergy(c.model)) << c.name;
+  }
+}
+
+TEST(Expansion, PottsIsWithinTwiceTheOptimum) {
+  int strictly_above = 0;
+  for (const test::TinyCase& c : test::TinyMetricModels(303, 3, 3, 5)) {
+    if (c.model.pairwise.kind != PairwiseKind::kPotts) continue;
+    const Result r = Solve(c.model, OptionsFor("cpu-expansion"));
+    ASSERT_TRUE(r.ok) << c.name << ": " << r.message;
+    const Energy optimum = test::BruteForceMinEnergy(c.model);
+    EXPECT_LE(r.energy, 2 * optimum) << c.name;
+    EXPECT_GE(r.energy, optimum) << c.name;
+    strictly_above += r.energy > optimum;
+  }
+  // Not a requirement, but all-optimal answers would mean these models are too easy to test much.
+  RecordProperty("potts_runs_above_optimum", strictly_above);
+}
+
+TEST(Expansion, MatchesTheMovesOfEveryEngineAndTheDefaultChoice) {
+  // The same run through the explicit reference engine and through "auto" gives the same energy
+  // sequence (every move is exact, so ties aside both reach the same energies).
+  for (const test::TinyCase& c : test::TinyMetricModels(404, 1, 3, 3)) {
+    SolveOptions a = OptionsFor("cpu-expansion");
+    SolveOptions b = a;
+    b.maxflow_backend = "boost-bk";
+    const Result ra = Solve(c.model, a), rb = Solve(c.model, b);
+    ASSERT_TRUE(ra.ok && rb.ok) << c.name << ": " << ra.message << " / " << rb.message;
+    EXPECT_NE(rb.message.find("max-flow engine boost-bk"), std::string::npos) << rb.message;
+    EXPECT_EQ(ra.energy, rb.energy) << c.name;
+  }
+}
+
+TEST(Expansion, AutoPicksExpansionForMetricMultilabelModels) {
+  std::mt19937_64 rng(5);
+  Pairwise v;
+  v.kind = PairwiseKind::kTruncatedLinear;
+  v.lambda = 3;
+  v.truncation = 2;
+  const Model m = test::RandomModel(rng, Topology::Grid2D(4, 4, 4), 4, 20, v);
+  SolveOptions options;
+  options.device = Device::kCpu;
+  const Result r = Solve(m, options);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.backend_used, "cpu-expansion");
+}
+
+TEST(Expansion, SameSeedSameRunAndRandomOrderDiffersFromSequential) {
+  std::mt19937_64 rng(9);
+  Pairwise v;
+  v.kind = PairwiseKind::kPotts;
+  v.lambda = 9;
+  bool differs = false;
+  for (int trial = 0; trial < 10 && !differs; ++trial) {
+    const Model m = test::RandomModel(rng, Topology::Grid2D(12, 10, 8), 5, 30, v, 3);
+    SolveOptions sequential = OptionsFor("cpu-expansion");
+    SolveOptions random = sequential;
+    random.label_order = LabelOrder::kRandom;
+    random.seed = 1000 + trial;
+    const Result s = Solve(m, sequential), r1 = Solve(m, random), r2 = Solve(m, random);
+    ASSERT_TRUE(s.ok && r1.ok && r2.ok) << s.message << r1.message << r2.message;
+    EXPECT_EQ(r1.labels, r2.labels);
+    ASSERT_EQ(r1.log.size(), r2.log.size());
+    for (std::size_t i = 0; i < r1.log.size(); ++i) EXPECT_EQ(r1.log[i].energy, r2.log[i].energy);
+    differs = r1.labels != s.labels || r1.log.front().energy != s.log.front().energy;
+  }
+  EXPECT_TRUE(differs) << "random label order never changed the run on 10 models";
+}
+
+TEST(Expansion, CallbackStopsTheRunAfterTheFirstCycle) {
+  std::mt19937_64 rng(10);
+  Pairwise v;
+  v.kind = PairwiseKind::kPotts;
+  v.lambda = 6;
+  const Model m = test::RandomModel(rng, Topology::Grid2D(16, 16, 4), 6, 40, v);
+  SolveOptions options = OptionsFor("cpu-expansion");
+  int calls = 0;
+  options.callback = [&calls](const IterationRecord& record) {
+    ++calls;
+    EXPECT_EQ(record.iteration, 1);
+    return false;
+  };
+  const Result r = Solve(m, options);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(r.iterations, 1);
+  EXPECT_NE(r.message.find("stopped by the callback after cycle 1"), std::string::npos) << r.message;
+  EXPECT_EQ(r.energy, r.log.back().energy);
+}
+
+TEST(Expansion, IterationAndTimeLimitsStopTheRunAndSaySo) {
+  std::mt19937_64 rng(11);
+  Pairwise v;
+  v.kind = PairwiseKind::kTruncatedLinear;
+  v.lambda = 5;
+  v.truncation = 3;
+  const Model m = test::RandomModel(rng, Topology::Grid2D(20, 20, 4), 8, 50, v);
+  SolveOptions options = OptionsFor("cpu-expansion");
+  options.max_iterations = 1;
+  Result r = Solve(m, options);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.iterations, 1);
+  EXPECT_NE(r.message.find("iteration limit (1 cycles)"), std::string::npos) << r.message;
+
+  options.max_iterations = 100;
+  options.time_limit_s = 1e-9;  // passes during the first move
+  r = Solve(m, options);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.iterations, 1);
+  EXPECT_NE(r.message.find("time limit"), std::string::npos) << r.message;
+  EXPECT_NE(r.log.back().note.find("1 moves"), std::string::npos) << r.log.back().note;
+  EXPECT_EQ(r.energy, r.log.back().energy);
+}
+
+TEST(Expansion, StartsFromTheInitialLabelling) {
+  for (const test::TinyCase& c : test::TinyMetricModels(505, 1, 3, 3)) {
+    Labeling optimum;
+    const Energy best = test::BruteForceMinEnergy(c.model, &optimum);
+    SolveOptions options = OptionsFor("cpu-expansion");
+    options.initial_labels = optimum;
+    const Result r = Solve(c.model, options);
+    ASSERT_TRUE(r.ok) << c.name << ": " << r.message;
+    EXPECT_EQ(r.energy, best) << c.name;
+    EXPECT_EQ(r.labels, optimum) << c.name << ": moves that do not lower the energy must not be taken";
+    EXPECT_NE(r.message.find("converged after 1 cycle:"), std::string::npos) << r.message;
+  }
+}
+
+TEST(Expansion, RefusesNonMetricTermsWithOneLineNamingTheLabels) {
+  std::mt19937_64 rng(12);
+  const Model m = test::TinyQuadraticModel(rng, Topology::Grid2D(3, 3, 4), 4, 9);
+  const Result r = Solve(m, OptionsFor("cpu-expansion"));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("triangle inequality"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("V(0,2)"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("truncate_nonsubmodular"), std::string::npos) << r.message;
+  EXPECT_EQ(r.message.find('\n'), std::string::npos) << r.message;
+
+  // A table that breaks the triangle inequality is named by its labels too.
+  Model t = m;
+  t.pairwise.kind = PairwiseKind::kTable;
+  t.pairwise.table = {0, 1, 5, 1,  //
+                      1, 0, 1, 1,  //
+                      5, 1, 0, 1,  //
+                      1, 1, 1, 0};
+  const Result rt = Solve(t, OptionsFor("cpu-expansion"));
+  EXPECT_FALSE(rt.ok);
+  EXPECT_NE(rt.message.find("V(0,2)"), std::string::npos) << rt.message;
+  EXPECT_NE(rt.message.find("V(0,1) + V(1,2)"), std::string::npos) << rt.message;
+
+  // Quadratic terms truncated at 2 are a metric and run.
+  Model ok = m;
+  ok.pairwise.truncation = 2;
+  EXPECT_TRUE(Solve(ok, OptionsFor("cpu-expansion")).ok);
+}
+
+TEST(Expansion, TruncationRunsReportsTruncationsAndNeverRaisesTheEnergy) {
+  std::mt19937_64 rng(13);
+  std::int64_t runs_with_truncations = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    const Label labels = 3 + trial % 3;
+    const Topology topology = test::TinyTopologies(rng, labels)[trial % 3];
+    const Model m = test::TinyQuadraticModel(rng, topology, labels, 3 + trial % 12);
+    for (TruncationRule rule : {TruncationRule::kRaiseDisagreement, TruncationRule::kLowerAgreement}) {
+      MoveTuning tuning;
+      tuning.rule = rule;
+      tuning.update_limit = trial % 2 ? 1e9 : 0.125;
+      std::vector<Energy> energies;
+      SolveOptions options = OptionsFor("cpu-expansion", &energies);
+      options.truncate_nonsubmodular = true;
+      options.initial_labels.resize(m.num_nodes());
+      for (Label& l : options.initial_labels) l = static_cast<Label>(rng() % labels);
+      Result r;
+      r.cost_scale = m.cost_scale;
+      RunAlphaExpansion(m, options, &r, tuning);
+      r.ok = true;
+      r.energy = EvaluateEnergy(m, r.labels).total;
+      ExpectMonotoneRun(m, options, r, energies, topology.Describe());
+      EXPECT_NE(r.message.find("non-submodular move terms truncated"), std::string::npos) << r.message;
+      runs_with_truncations += r.message.find("; 0 non-submodular") == std::string::npos;
+    }
+  }
+  EXPECT_GT(runs_with_truncations, 0);
+}
+
+TEST(Expansion, NamedEnginesAreCheckedAndUnknownOnesRefused) {
+  std::mt19937_64 rng(14);
+  const Model m = test::TinyMetricModels(14, 1, 3, 3).front().model;
+  SolveOptions options = OptionsFor("cpu-expansion");
+  options.maxflow_backend = "no-such-engine";
+  Result r = Solve(m, options);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("max-flow engine for the moves"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("no-such-engine"), std::string::npos) << r.message;
+  options.maxflow_backend = "cpu-swap";  // a solver, not an engine
+  r = Solve(m, options);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("cpu-swap"), std::string::npos) << r.message;
+}
+
+TEST(Expansion, OneLabelAndNoEdgesAreHandled) {
+  Model m;
+  m.topology = Topology::Grid2D(3, 2, 4);
+  m.num_labels = 1;
+  m.unary.assign(6, 4);
+  Result r = Solve(m, OptionsFor("cpu-expansion"));
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.energy, 24);
+
+  // No edges at all: every node takes its cheapest label.
+  std::mt19937_64 rng(15);
+  Model lonely = test::RandomModel(rng, Topology::EdgeList(5, {}, {}), 4, 30, Pairwise{});
+  r = Solve(lonely, OptionsFor("cpu-expansion"));
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.energy, test::BruteForceMinEnergy(lonely));
+}
+
+}  // namespace
+}  // namespace mrf
