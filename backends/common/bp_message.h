@@ -153,8 +153,16 @@ MRF_HD void QuadraticEnvelope(const Cost* f, Cost* out, int L, Cost c, Cost cap,
   }
 }
 
-/// Scratch ints ComputeMessage() needs for L labels.
+/// Scratch ints ComputeMessage() needs for L labels, whatever the pairwise term (an upper bound).
 MRF_HD int MessageScratchInts(int num_labels) { return 3 * num_labels; }
+
+/// Scratch ints ComputeMessage() reads and writes for this pairwise term: L for the linear and
+/// quadratic windows, 3 L for the quadratic envelope, none otherwise (scratch may then be null).
+MRF_HD int MessageScratchNeeded(const PairwiseParams& p) {
+  if (p.kind == kLinearMessage) return UseLinearWindow(p) ? p.num_labels : 0;
+  if (p.kind == kQuadraticMessage) return UseQuadraticWindow(p) ? p.num_labels : 3 * p.num_labels;
+  return 0;
+}
 
 /// One min-sum message: out[b] = min_a (h[a] + scale * distance(a, b)) - (its minimum over b).
 ///

@@ -157,12 +157,9 @@ struct TileParams {
   int* changed;
 };
 
-// Mask of the G lanes of this lane's group inside its warp.
-__device__ __forceinline__ unsigned GroupMask(int G) {
-  const unsigned lane = threadIdx.x & 31u;
-  const unsigned bits = G == 32 ? 0xffffffffu : ((1u << G) - 1u);
-  return bits << (lane & ~static_cast<unsigned>(G - 1));
-}
+// Every lane of a warp runs every chain step (idle groups predicated), so warp primitives name the
+// whole warp: lanes with different masks in one warp would split it into separately issued groups.
+constexpr unsigned kFullWarp = 0xffffffffu;
 
 __device__ __forceinline__ Cost GroupMin(Cost v, unsigned mask, int G) {
   for (int offset = 1; offset < G; offset <<= 1) v = min(v, __shfl_xor_sync(mask, v, offset, G));
@@ -175,25 +172,30 @@ __device__ __forceinline__ Cost ClampedStep(Cost slope, int distance, Cost cap) 
 
 // One message of a chain, computed by the G lanes of a group, C labels each. `h` holds the sender's
 // sums (kInfiniteCost at padded labels); `out` receives the normalised message (padded labels: junk).
-// Equal to ComputeMessage() (bp_message.h), which the quadratic envelope calls directly.
+// Equal to ComputeMessage() (bp_message.h), which the quadratic envelope calls directly. Idle groups
+// (`active` false, the same for all lanes of a group) take part in the warp's shuffles and barriers but
+// never touch their scratch.
 template <int C, int Kind>
 __device__ __forceinline__ void MessageStep(const TileParams& P, const int G, const int L, const Cost (&h)[C],
-                                            Cost scale, bool reverse, Cost (&out)[C], Cost* scratch, unsigned mask,
+                                            Cost scale, bool reverse, Cost (&out)[C], Cost* scratch, bool active,
                                             int lane) {
+  constexpr unsigned mask = kFullWarp;
   Cost mn = h[0];
 #pragma unroll
   for (int c = 1; c < C; ++c) mn = min(mn, h[c]);
   mn = GroupMin(mn, mask, G);
   if constexpr (Kind == kTableMessage) {
+    if (active) {
 #pragma unroll
-    for (int c = 0; c < C; ++c) scratch[lane * C + c] = h[c] - mn;
+      for (int c = 0; c < C; ++c) scratch[lane * C + c] = h[c] - mn;
+    }
     __syncwarp(mask);
     Cost lowest = kInfiniteCost;
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       const int b = lane * C + c;
       out[c] = kInfiniteCost;
-      if (b < L) {
+      if (active && b < L) {
         std::int64_t best = INT64_MAX;
         for (int a = 0; a < L; ++a) {
           const Cost d = reverse ? __ldg(&P.pw.table[b * L + a]) : __ldg(&P.pw.table[a * L + b]);
@@ -213,7 +215,8 @@ __device__ __forceinline__ void MessageStep(const TileParams& P, const int G, co
 #pragma unroll
   for (int c = 0; c < C; ++c) out[c] = min(h[c] - mn, cap);
   if constexpr (Kind == kPottsMessage) return;
-  if (cap == 0) return;
+  // No early return when cap == 0 (a zero-weight edge, an idle group): the warp's shuffles below need
+  // every lane; with cap 0 every path below leaves the zeros unchanged.
   if constexpr (Kind == kLinearMessage) {
     const Cost slope = min(scale, cap);
     const int r = P.linear_window;
@@ -233,13 +236,15 @@ __device__ __forceinline__ void MessageStep(const TileParams& P, const int G, co
       return;
     }
     if (r > 1) {  // a short window through the chain's scratch
+      if (active) {
 #pragma unroll
-      for (int c = 0; c < C; ++c) scratch[lane * C + c] = out[c];
+        for (int c = 0; c < C; ++c) scratch[lane * C + c] = out[c];
+      }
       __syncwarp(mask);
 #pragma unroll
       for (int c = 0; c < C; ++c) {
         const int b = lane * C + c;
-        if (b >= L) continue;
+        if (b >= L || !active) continue;
         Cost best = out[c];
         for (int d = 1; d <= r; ++d) {
           if (b - d >= 0) best = min(best, scratch[b - d] + slope * d);
@@ -282,15 +287,17 @@ __device__ __forceinline__ void MessageStep(const TileParams& P, const int G, co
   }
   if constexpr (Kind == kQuadraticMessage) {
     const int Lp = P.Lp;
+    if (active) {
 #pragma unroll
-    for (int c = 0; c < C; ++c) scratch[lane * C + c] = out[c];
+      for (int c = 0; c < C; ++c) scratch[lane * C + c] = out[c];
+    }
     __syncwarp(mask);
     if (!P.envelope) {
       const int r = P.window;
 #pragma unroll
       for (int c = 0; c < C; ++c) {
         const int b = lane * C + c;
-        if (b >= L) continue;
+        if (b >= L || !active) continue;
         Cost best = out[c];
         for (int d = 1; d <= r; ++d) {
           const Cost step = static_cast<Cost>(static_cast<std::int64_t>(scale) * d * d);
@@ -300,10 +307,13 @@ __device__ __forceinline__ void MessageStep(const TileParams& P, const int G, co
         out[c] = best;
       }
     } else {
-      if (lane == 0) QuadraticEnvelope(scratch, scratch + 3 * Lp, L, scale, cap, scratch + Lp, scratch + 2 * Lp);
+      if (active && lane == 0 && cap > 0)  // cap 0: scale 0, the message is the zeros already in out
+        QuadraticEnvelope(scratch, scratch + 3 * Lp, L, scale, cap, scratch + Lp, scratch + 2 * Lp);
       __syncwarp(mask);
+      if (active && cap > 0) {
 #pragma unroll
-      for (int c = 0; c < C; ++c) out[c] = scratch[3 * Lp + lane * C + c];
+        for (int c = 0; c < C; ++c) out[c] = scratch[3 * Lp + lane * C + c];
+      }
     }
     __syncwarp(mask);
   }
@@ -323,45 +333,56 @@ struct Chain {
   Cost* border;                // where the message leaving the tile goes (when steps == length)
 };
 
+// Every group of the block runs `trips` steps (the tile's line length, the same for all groups) so
+// that warps stay converged; a group works only while it has a chain and a message left to send.
 template <int C, int Kind>
 __device__ __forceinline__ void RunChain(const TileParams& P, const int G, const int L, const Cost* unary,
-                                         const Chain& ch, bool write_border, Cost* scratch, unsigned mask, int lane) {
+                                         const Chain& ch, bool has_chain, int trips, bool write_border,
+                                         Cost* scratch, int lane) {
   const int first = lane * C;
   Cost m[C], d[C], a[C], b[C];
-  Load<C>(m, ch.own + ch.offset + first);
+#pragma unroll
+  for (int c = 0; c < C; ++c) m[c] = d[c] = a[c] = b[c] = 0;
+  if (has_chain) Load<C>(m, ch.own + ch.offset + first);
   int offset = ch.offset;
   const Cost* scale = ch.scale;
-  if (ch.steps > 0) {
+  if (has_chain && ch.steps > 0) {
     Load<C>(d, unary + offset + first);
     Load<C>(a, ch.o1 + offset + first);
     Load<C>(b, ch.o2 + offset + first);
   }
-  for (int i = 0; i < ch.steps; ++i) {
+  for (int i = 0; i < trips; ++i) {
+    const bool active = has_chain && i < ch.steps;
     Cost h[C], out[C];
 #pragma unroll
-    for (int c = 0; c < C; ++c) h[c] = first + c < L ? d[c] + m[c] + a[c] + b[c] : kInfiniteCost;
-    const Cost s = *scale;
+    for (int c = 0; c < C; ++c) {
+      const Cost base = d[c] + a[c] + b[c];  // independent of the chain: off the critical path
+      h[c] = !active ? 0 : first + c < L ? base + m[c] : kInfiniteCost;
+    }
+    const Cost s = active ? *scale : 0;
     // The next pixel's inputs do not depend on this message (other arrays): load them now.
-    if (i + 1 < ch.steps) {
+    if (active && i + 1 < ch.steps) {
       const int next = offset + ch.stride + first;
       Load<C>(d, unary + next);
       Load<C>(a, ch.o1 + next);
       Load<C>(b, ch.o2 + next);
     }
-    MessageStep<C, Kind>(P, G, L, h, s, ch.reverse, out, scratch, mask, lane);
-    if (i + 1 < ch.length) {
-      Store<C>(ch.own + offset + ch.stride + first, out);
+    MessageStep<C, Kind>(P, G, L, h, s, ch.reverse, out, scratch, active, lane);
+    if (active) {
+      if (i + 1 < ch.length) {
+        Store<C>(ch.own + offset + ch.stride + first, out);
 #pragma unroll
-      for (int c = 0; c < C; ++c) m[c] = out[c];
-    } else if (write_border) {
-      bool differs = false;
+        for (int c = 0; c < C; ++c) m[c] = out[c];
+      } else if (write_border) {
+        bool differs = false;
 #pragma unroll
-      for (int c = 0; c < C; ++c)
-        if (first + c < L) {
-          differs |= __ldcg(ch.border + first + c) != out[c];
-          __stcg(ch.border + first + c, out[c]);
-        }
-      if (differs) *P.changed = 1;
+        for (int c = 0; c < C; ++c)
+          if (first + c < L) {
+            differs |= __ldcg(ch.border + first + c) != out[c];
+            __stcg(ch.border + first + c, out[c]);
+          }
+        if (differs) *P.changed = 1;
+      }
     }
     offset += ch.stride;
     scale += ch.scale_stride;
@@ -458,15 +479,15 @@ __device__ void VisitTile(const TileParams& P, Cost* smem, int tx, int ty, bool 
   __pipeline_wait_prior(0);
   __syncthreads();
 
-  // 2. Inner iterations: right and left chains (independent), then down and up chains.
+  // 2. Inner iterations: right and left chains (independent), then down and up chains. Every group of
+  // the block enters both phases (see RunChain); groups beyond the tile's lines stay idle.
   const int G = P.G, group = threadIdx.x / G, lane = threadIdx.x % G;
-  const unsigned mask = GroupMask(G);
-  Cost* scratch = chain_scratch + group * P.scratch_per_chain;
+  Cost* scratch = chain_scratch + min(group, 2 * T - 1) * P.scratch_per_chain;  // idle groups never use it
   for (int it = 0; it < P.inner; ++it) {
     const bool last = it + 1 == P.inner;
-    if (group < 2 * th) {
-      const bool right = group < th;
-      const int y = right ? group : group - th;
+    {
+      const bool has_chain = group < 2 * th, right = group < th;
+      const int y = right ? group : has_chain ? group - th : 0;
       Chain ch;
       ch.o1 = fu;
       ch.o2 = fd;
@@ -487,12 +508,12 @@ __device__ void VisitTile(const TileParams& P, Cost* smem, int tx, int ty, bool 
         ch.scale = sr + y * (T + 1) + tw - 1;
         ch.border = has_left ? P.border_left + (static_cast<std::size_t>(tx - 1) * H + y0 + y) * Lp : nullptr;
       }
-      RunChain<C, Kind>(P, G, L, unary, ch, last, scratch, mask, lane);
+      RunChain<C, Kind>(P, G, L, unary, ch, has_chain, tw, last, scratch, lane);
     }
     __syncthreads();
-    if (group < 2 * tw) {
-      const bool down = group < tw;
-      const int x = down ? group : group - tw;
+    {
+      const bool has_chain = group < 2 * tw, down = group < tw;
+      const int x = down ? group : has_chain ? group - tw : 0;
       Chain ch;
       ch.o1 = fl;
       ch.o2 = fr;
@@ -513,33 +534,35 @@ __device__ void VisitTile(const TileParams& P, Cost* smem, int tx, int ty, bool 
         ch.scale = sd + (th - 1) * T + x;
         ch.border = has_up ? P.border_up + (static_cast<std::size_t>(ty - 1) * W + x0 + x) * Lp : nullptr;
       }
-      RunChain<C, Kind>(P, G, L, unary, ch, last, scratch, mask, lane);
+      RunChain<C, Kind>(P, G, L, unary, ch, has_chain, th, last, scratch, lane);
     }
     __syncthreads();
   }
 
-  // 3. Labels: the least belief, ties to the smallest label.
+  // 3. Labels: the least belief, ties to the smallest label (all groups loop the same number of times).
   if (write_labels) {
     const int groups = blockDim.x / G;
-    for (int pixel = group; pixel < tw * th; pixel += groups) {
-      const int y = pixel / tw, x = pixel - y * tw;
+    for (int base = 0; base < tw * th; base += groups) {
+      const int pixel = base + group;
+      const bool active = pixel < tw * th;
+      const int y = active ? pixel / tw : 0, x = active ? pixel - y * tw : 0;
       const int s = y * rs + x * Lp + lane * C;
       Cost best = kInfiniteCost;
       int best_label = L;
 #pragma unroll
       for (int c = 0; c < C; ++c) {
         const int l = lane * C + c;
-        if (l < L) {
+        if (active && l < L) {
           const Cost v = unary[s + c] + fl[s + c] + fr[s + c] + fu[s + c] + fd[s + c];
           if (v < best) best = v, best_label = l;
         }
       }
       for (int offset = 1; offset < G; offset <<= 1) {
-        const Cost v = __shfl_xor_sync(mask, best, offset, G);
-        const int l = __shfl_xor_sync(mask, best_label, offset, G);
+        const Cost v = __shfl_xor_sync(kFullWarp, best, offset, G);
+        const int l = __shfl_xor_sync(kFullWarp, best_label, offset, G);
         if (v < best || (v == best && l < best_label)) best = v, best_label = l;
       }
-      if (lane == 0) P.labels[static_cast<std::size_t>(y0 + y) * W + x0 + x] = best_label;
+      if (active && lane == 0) P.labels[static_cast<std::size_t>(y0 + y) * W + x0 + x] = best_label;
     }
   }
   __syncthreads();  // the shared arrays are reused by the block's next tile
@@ -603,6 +626,7 @@ struct GridParams {
   const Cost* scale_down;
   PairwiseParams pw;
   int width, height, L, Lp;
+  int scratch_stride;  // ints of message scratch per thread (MessageScratchNeeded)
 };
 
 // Messages by receiver, N x Lp each: 0 from the left, 1 from the right, 2 from above, 3 from below.
@@ -637,7 +661,7 @@ __global__ void SyncKernel(GridParams P, Messages old_m, Messages new_m, Cost* h
   }
   const Cost scale = dir < 2 ? P.scale_right[scale_node] : P.scale_down[scale_node];
   Cost* out = new_m.m[from] + static_cast<std::size_t>(target) * P.Lp;
-  ComputeMessage(P.pw, scale, reverse, h, out, scratch ? scratch + t * 3 * P.Lp : nullptr);
+  ComputeMessage(P.pw, scale, reverse, h, out, scratch ? scratch + t * P.scratch_stride : nullptr);
   const Cost* before = old_m.m[from] + static_cast<std::size_t>(target) * P.Lp;
   for (int l = 0; l < P.L; ++l)
     if (out[l] != before[l]) {
@@ -758,7 +782,7 @@ struct CudaRunner::Impl {
   Problem problem;  // the fine problem (host copy: energies, sizes)
   Config config;
   CudaTuning tuning;
-  int C = 4, Lp = 0, G = 1, tile = 0, threads = 0, window = 0;
+  int C = 4, Lp = 0, G = 1, tile = 0, threads = 0, window = 0, scratch_stride = 0;
   bool envelope = false;
   std::size_t shared_bytes = 0;
   std::string note;  // e.g. a tile reduced to fit shared memory
@@ -792,7 +816,7 @@ struct CudaRunner::Impl {
 
   GridParams Params(const Level& level) const {
     return GridParams{level.unary.get(), level.scale_right.get(), level.scale_down.get(), pw,
-                      level.width, level.height, problem.num_labels, Lp};
+                      level.width, level.height, problem.num_labels, Lp, scratch_stride};
   }
 
   TileParams Tiles() const {
@@ -850,7 +874,8 @@ struct CudaRunner::Impl {
     for (auto& generation : level.messages)
       for (auto& m : generation) m.Allocate(n * Lp, "BP messages");
     level.hbuf.Allocate(4 * n * Lp, "BP message sums");
-    if (problem.kind == kQuadraticMessage) level.scratch.Allocate(4 * n * 3 * Lp, "quadratic scratch");
+    scratch_stride = MessageScratchNeeded(problem.params());
+    if (scratch_stride > 0) level.scratch.Allocate(4 * n * scratch_stride, "message scratch");
   }
 
   void Setup(const Problem& p, const Config& c, const CudaTuning& t) {
@@ -948,7 +973,7 @@ struct CudaRunner::Impl {
         note = "tile reduced from " + std::to_string(wanted) + " to " + std::to_string(tile) +
                " to fit this GPU's shared memory (the CPU's automatic tile differs: give --tile-size to compare)";
     }
-    threads = 2 * tile * G;
+    threads = (2 * tile * G + 31) / 32 * 32;  // whole warps: every lane takes part in the warp shuffles
     shared_bytes = TileSharedBytes(tile, Lp, problem.kind, envelope);
     switch (C) {
       case 2: PickKernels<2>(problem.kind, &diagonal_kernel, &cooperative_kernel); break;

@@ -117,7 +117,7 @@ TEST(CudaBp, LabelsPerLaneDoNotChangeTheResult) {
   const Problem p = bp::PrepareProblem(m);
   const Config config = Tiled(2, 7, 2);
   const bp::RunOutput cpu = bp::RunCpu(p, config);
-  for (int c : {2, 4, 8}) {
+  for (int c : {2, 4, 8, 16}) {
     bp::CudaTuning tuning;
     tuning.labels_per_lane = c;
     bp::CudaRunner runner(p, config, tuning);
