@@ -1,0 +1,467 @@
+#include "backends/cpu/tbb_push_relabel.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/combinable.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+namespace mrf {
+namespace {
+
+using pr::TileLayout;
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Per-task scratch: one tile with its halo, laid out like the CUDA block's shared memory and registers.
+struct TileScratch {
+  std::vector<int> halo_h;               // heights of tile + halo
+  std::vector<std::int64_t> x;           // per tile node
+  std::vector<int> h, new_h;
+  std::vector<std::uint32_t> r, acc, out;  // [node * D + d], [node * D + d], [d * n + node]
+  std::vector<std::uint8_t> mask;
+  std::vector<std::int64_t> node;        // global index, -1 outside the grid
+};
+
+class TbbPushRelabelEngine final : public PushRelabelEngine {
+ public:
+  explicit TbbPushRelabelEngine(const PushRelabelTuning& tuning) : PushRelabelEngine(tuning) {}
+  std::string name() const override { return "tbb-pr"; }
+
+  PushRelabelState DownloadState() override { return {x_, h_, r_}; }
+
+ protected:
+  void Prepare(const TileLayout& layout) override {
+    const std::size_t n = static_cast<std::size_t>(layout.num_nodes);
+    const int dirs = pr::NumDirs(layout.kind);
+    x0_.resize(n);
+    x_.resize(n);
+    h_.resize(n);
+    mask_.resize(n);
+    r_.resize(n * dirs);
+    cap_.resize(n * dirs / 2);
+    rev_.resize(n * dirs / 2);
+    labels_.resize(n);
+    active_.assign(layout.num_tiles(), 0);
+    dirty_.assign(layout.num_tiles(), 0);
+  }
+
+  std::int64_t* HostExcessBuffer() override { return x0_.data(); }
+
+  void Upload(const StGraph& graph) override {
+    const auto start = std::chrono::steady_clock::now();
+    std::copy(graph.edge_caps().begin(), graph.edge_caps().end(), cap_.begin());
+    std::copy(graph.edge_rev_caps().begin(), graph.edge_rev_caps().end(), rev_.begin());
+    times_ = {};
+    times_.upload_ms = MsSince(start);
+    const auto build = std::chrono::steady_clock::now();
+    const std::int64_t n = layout_.num_nodes;
+    const int fwd = pr::NumForward(layout_.kind);
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, 4096), [&](const tbb::blocked_range<std::int64_t>& range) {
+      for (std::int64_t v = range.begin(); v != range.end(); ++v) {
+        x_[v] = x0_[v];
+        const int x = static_cast<int>(v % layout_.width);
+        const std::int64_t rest = v / layout_.width;
+        const int y = static_cast<int>(rest % layout_.height), z = static_cast<int>(rest / layout_.height);
+        for (int d = 0; d < fwd; ++d) {
+          const int kind = layout_.kind;
+          const bool ahead = layout_.InGrid(x + pr::DirX(kind, d), y + pr::DirY(kind, d), z + pr::DirZ(kind, d));
+          const bool behind = layout_.InGrid(x - pr::DirX(kind, d), y - pr::DirY(kind, d), z - pr::DirZ(kind, d));
+          r_[d * n + v] = ahead ? static_cast<std::uint32_t>(cap_[d * n + v]) : 0u;
+          r_[(d + fwd) * n + v] = behind ? static_cast<std::uint32_t>(rev_[d * n + v - DirOffset(d)]) : 0u;
+        }
+      }
+    });
+    times_.solve_ms += MsSince(build);
+  }
+
+  void ApplyChanges(const std::vector<NodeChange>& nodes, const std::vector<EdgeChange>& edges) override {
+    times_ = {};
+    const auto start = std::chrono::steady_clock::now();
+    for (const NodeChange& c : nodes) x_[c.node] += c.delta;
+    const std::int64_t n = layout_.num_nodes;
+    const int fwd = pr::NumForward(layout_.kind);
+    for (const EdgeChange& c : edges) {
+      const int d = static_cast<int>(c.slot / n);
+      const std::int64_t v = c.slot % n;
+      const std::int64_t w = v + DirOffset(d);
+      const std::int64_t flow = std::int64_t{cap_[c.slot]} - r_[d * n + v];
+      const std::int64_t kept = std::clamp<std::int64_t>(flow, -std::int64_t{c.rev_cap}, c.cap);
+      r_[d * n + v] = static_cast<std::uint32_t>(c.cap - kept);
+      r_[(d + fwd) * n + w] = static_cast<std::uint32_t>(c.rev_cap + kept);
+      x_[v] += flow - kept;
+      x_[w] -= flow - kept;
+      cap_[c.slot] = c.cap;
+      rev_[c.slot] = c.rev_cap;
+    }
+    times_.solve_ms += MsSince(start);
+  }
+
+  std::int64_t GlobalRelabel(std::int64_t* bfs_rounds) override {
+    const auto start = std::chrono::steady_clock::now();
+    std::int64_t active = 0;
+    switch (layout_.kind) {
+      case pr::kKindGrid4: active = GlobalRelabelT<pr::kKindGrid4>(bfs_rounds); break;
+      case pr::kKindGrid8: active = GlobalRelabelT<pr::kKindGrid8>(bfs_rounds); break;
+      default: active = GlobalRelabelT<pr::kKindGrid3D6>(bfs_rounds); break;
+    }
+    times_.solve_ms += MsSince(start);
+    return active;
+  }
+
+  std::int64_t PushRounds(int rounds) override {
+    const auto start = std::chrono::steady_clock::now();
+    std::int64_t busy = 0;
+    switch (layout_.kind) {
+      case pr::kKindGrid4: busy = PushRoundsT<pr::kKindGrid4>(rounds); break;
+      case pr::kKindGrid8: busy = PushRoundsT<pr::kKindGrid8>(rounds); break;
+      default: busy = PushRoundsT<pr::kKindGrid3D6>(rounds); break;
+    }
+    times_.solve_ms += MsSince(start);
+    return busy;
+  }
+
+  std::int64_t Finish(std::vector<Label>* sink_side) override {
+    *sink_side = labels_;
+    return sink_residual_;
+  }
+
+  PhaseTimes Times() override { return times_; }
+
+  std::size_t WorkspaceBytes() const override {
+    return x0_.capacity() * 8 + x_.capacity() * 8 + h_.capacity() * 4 + mask_.capacity() + r_.capacity() * 4 +
+           cap_.capacity() * 4 + rev_.capacity() * 4 + labels_.capacity() * 4 + active_.capacity() + dirty_.capacity();
+  }
+
+ private:
+  std::int64_t DirOffset(int d) const {
+    const int k = layout_.kind;
+    return pr::DirX(k, d) + std::int64_t{layout_.width} * (pr::DirY(k, d) + std::int64_t{layout_.height} * pr::DirZ(k, d));
+  }
+
+  // Calls f(tx, ty, tz) for every tile of one colour, in parallel.
+  template <class F>
+  void ForEachTileOfColour(int colour, F&& f) {
+    const TileLayout& L = layout_;
+    const int gx = L.ColourGridX(), gy = L.ColourGridY(), gz = L.ColourGridZ();
+    tbb::parallel_for(tbb::blocked_range<int>(0, gx * gy * gz, 1), [&](const tbb::blocked_range<int>& range) {
+      for (int b = range.begin(); b != range.end(); ++b) {
+        int tx = 0, ty = 0, tz = 0;
+        if (L.ColourTile(colour, b % gx, (b / gx) % gy, b / (gx * gy), &tx, &ty, &tz)) f(tx, ty, tz);
+      }
+    });
+  }
+
+  template <class F>
+  void ForEachTile(F&& f) {
+    const TileLayout& L = layout_;
+    tbb::parallel_for(tbb::blocked_range<int>(0, L.num_tiles(), 1), [&](const tbb::blocked_range<int>& range) {
+      for (int t = range.begin(); t != range.end(); ++t)
+        f(t % L.tiles_x, (t / L.tiles_x) % L.tiles_y, t / (L.tiles_x * L.tiles_y));
+    });
+  }
+
+  // Geometry of one tile with its halo (the CUDA kernels use the same arithmetic).
+  struct TileFrame {
+    int x0, y0, z0;   // first node of the tile
+    int hx, hy, hz;   // halo box size
+    int zpad;         // 1 on 3-D grids (halo in z), else 0
+    int n;            // nodes per tile
+    int HaloIndex(int lx, int ly, int lz) const { return (lx + 1) + hx * ((ly + 1) + hy * (lz + zpad)); }
+  };
+
+  TileFrame Frame(int tx, int ty, int tz) const {
+    const TileLayout& L = layout_;
+    TileFrame f;
+    f.x0 = tx * L.tile_x;
+    f.y0 = ty * L.tile_y;
+    f.z0 = tz * L.tile_z;
+    f.zpad = L.kind == pr::kKindGrid3D6 ? 1 : 0;
+    f.hx = L.tile_x + 2;
+    f.hy = L.tile_y + 2;
+    f.hz = L.tile_z + 2 * f.zpad;
+    f.n = L.tile_x * L.tile_y * L.tile_z;
+    return f;
+  }
+
+  // Loads the heights of the tile and its halo (inf outside the grid).
+  void LoadHalo(const TileFrame& f, std::vector<int>& halo_h) const {
+    const TileLayout& L = layout_;
+    halo_h.resize(static_cast<std::size_t>(f.hx) * f.hy * f.hz);
+    for (int cz = 0; cz < f.hz; ++cz)
+      for (int cy = 0; cy < f.hy; ++cy)
+        for (int cx = 0; cx < f.hx; ++cx) {
+          const int gx = f.x0 + cx - 1, gy = f.y0 + cy - 1, gz = f.z0 + cz - f.zpad;
+          halo_h[cx + f.hx * (cy + f.hy * cz)] = L.InGrid(gx, gy, gz) ? h_[L.Node(gx, gy, gz)] : L.inf;
+        }
+  }
+
+  // One visit of a tile: up to local_iterations push/pull/relabel iterations (the CUDA block's loop).
+  template <int KIND>
+  bool PushTile(int tx, int ty, int tz, TileScratch& s) {
+    constexpr int D = pr::NumDirs(KIND);
+    const TileLayout& L = layout_;
+    const int tile = L.TileIndex(tx, ty, tz);
+    if (!active_[tile]) return false;
+    const TileFrame f = Frame(tx, ty, tz);
+    const std::int64_t N = L.num_nodes;
+    const int inf = L.inf;
+    s.x.assign(f.n, 0);
+    s.h.assign(f.n, inf);
+    s.new_h.assign(f.n, inf);
+    s.r.assign(static_cast<std::size_t>(f.n) * D, 0);
+    s.acc.assign(static_cast<std::size_t>(f.n) * D, 0);
+    s.out.assign(static_cast<std::size_t>(f.n) * D, 0);
+    s.node.assign(f.n, -1);
+    LoadHalo(f, s.halo_h);
+    bool any = false;
+    for (int l = 0; l < f.n; ++l) {
+      const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
+      const int gx = f.x0 + lx, gy = f.y0 + ly, gz = f.z0 + lz;
+      if (!L.InGrid(gx, gy, gz)) continue;
+      const std::int64_t v = L.Node(gx, gy, gz);
+      s.node[l] = v;
+      s.x[l] = x_[v];
+      s.h[l] = h_[v];
+      for (int d = 0; d < D; ++d) s.r[l * D + d] = r_[d * N + v];
+      any |= pr::IsActive(s.x[l], s.h[l], inf);
+    }
+    if (!any) {
+      active_[tile] = 0;
+      return false;
+    }
+    auto local = [&](int l, int* lx, int* ly, int* lz) {
+      *lx = l % L.tile_x;
+      *ly = (l / L.tile_x) % L.tile_y;
+      *lz = l / (L.tile_x * L.tile_y);
+    };
+    auto inside = [&](int lx, int ly, int lz) {
+      return lx >= 0 && ly >= 0 && lz >= 0 && lx < L.tile_x && ly < L.tile_y && lz < L.tile_z;
+    };
+    auto neighbour_heights = [&](int lx, int ly, int lz, int (&nh)[D]) {
+      const int c = f.HaloIndex(lx, ly, lz);
+      for (int d = 0; d < D; ++d)
+        nh[d] = s.halo_h[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
+    };
+    for (int it = 0; it < tuning_.local_iterations; ++it) {
+      // Push: reads heights, writes the node's own out[] and residuals.
+      for (int l = 0; l < f.n; ++l) {
+        int lx, ly, lz;
+        local(l, &lx, &ly, &lz);
+        int nh[D];
+        std::uint32_t r[D], o[D];
+        for (int d = 0; d < D; ++d) r[d] = s.r[l * D + d];
+        if (pr::IsActive(s.x[l], s.h[l], inf)) neighbour_heights(lx, ly, lz, nh);
+        else
+          for (int d = 0; d < D; ++d) nh[d] = inf;
+        pr::PushStep<D>(s.x[l], s.h[l], inf, r, nh, o);
+        for (int d = 0; d < D; ++d) {
+          s.r[l * D + d] = r[d];
+          if (inside(lx + pr::DirX(KIND, d), ly + pr::DirY(KIND, d), lz + pr::DirZ(KIND, d))) s.out[d * f.n + l] = o[d];
+          else s.acc[l * D + d] += o[d];
+        }
+      }
+      // Pull what the tile's neighbours pushed here, then decide the relabel (heights unchanged).
+      for (int l = 0; l < f.n; ++l) {
+        int lx, ly, lz;
+        local(l, &lx, &ly, &lz);
+        for (int d = 0; d < D; ++d) {
+          const int ux = lx + pr::DirX(KIND, d), uy = ly + pr::DirY(KIND, d), uz = lz + pr::DirZ(KIND, d);
+          if (!inside(ux, uy, uz)) continue;
+          const int u = ux + L.tile_x * (uy + L.tile_y * uz);
+          pr::PullStep(s.x[l], s.r[l * D + d], s.out[pr::Opposite(KIND, d) * f.n + u]);
+        }
+        int nh[D];
+        std::uint32_t r[D];
+        for (int d = 0; d < D; ++d) r[d] = s.r[l * D + d];
+        if (pr::IsActive(s.x[l], s.h[l], inf)) {
+          neighbour_heights(lx, ly, lz, nh);
+          s.new_h[l] = pr::RelabelStep<D>(s.x[l], s.h[l], inf, r, nh);
+        } else {
+          s.new_h[l] = s.h[l];
+        }
+      }
+      // Publish the new heights.
+      any = false;
+      for (int l = 0; l < f.n; ++l) {
+        int lx, ly, lz;
+        local(l, &lx, &ly, &lz);
+        s.h[l] = s.new_h[l];
+        s.halo_h[f.HaloIndex(lx, ly, lz)] = s.h[l];
+        any |= pr::IsActive(s.x[l], s.h[l], inf);
+      }
+      if (!any) break;
+    }
+    // Write back; flow pushed out of the tile goes to the neighbours (idle: other colours).
+    for (int l = 0; l < f.n; ++l) {
+      const std::int64_t v = s.node[l];
+      if (v < 0) continue;
+      x_[v] = s.x[l];
+      h_[v] = s.h[l];
+      for (int d = 0; d < D; ++d) r_[d * N + v] = s.r[l * D + d];
+      int lx, ly, lz;
+      local(l, &lx, &ly, &lz);
+      for (int d = 0; d < D; ++d) {
+        const std::uint32_t a = s.acc[l * D + d];
+        if (a == 0) continue;
+        const int gx = f.x0 + lx + pr::DirX(KIND, d), gy = f.y0 + ly + pr::DirY(KIND, d), gz = f.z0 + lz + pr::DirZ(KIND, d);
+        const std::int64_t w = L.Node(gx, gy, gz);
+        __atomic_fetch_add(&x_[w], static_cast<std::int64_t>(a), __ATOMIC_RELAXED);
+        r_[pr::Opposite(KIND, d) * N + w] += a;  // only this node pushes into that slot
+        __atomic_store_n(&active_[L.TileIndex(gx / L.tile_x, gy / L.tile_y, gz / L.tile_z)], 1, __ATOMIC_RELAXED);
+      }
+    }
+    active_[tile] = any ? 1 : 0;
+    return true;
+  }
+
+  template <int KIND>
+  std::int64_t PushRoundsT(int rounds) {
+    std::int64_t busy = 0;
+    for (int round = 0; round < rounds; ++round) {
+      std::atomic<std::int64_t> count{0};
+      for (int colour = 0; colour < layout_.num_colours(); ++colour) {
+        ForEachTileOfColour(colour, [&](int tx, int ty, int tz) {
+          if (PushTile<KIND>(tx, ty, tz, scratch_.local())) count.fetch_add(1, std::memory_order_relaxed);
+        });
+      }
+      busy = count.load();
+      if (busy == 0) break;  // later rounds would do nothing (the GPU's kernels exit at once)
+    }
+    return busy;
+  }
+
+  // One BFS visit of a tile: relax to the local fixpoint with the halo fixed. Returns whether any
+  // height changed.
+  template <int KIND>
+  bool BfsTile(int tx, int ty, int tz, TileScratch& s) {
+    constexpr int D = pr::NumDirs(KIND);
+    const TileLayout& L = layout_;
+    const TileFrame f = Frame(tx, ty, tz);
+    const int inf = L.inf;
+    LoadHalo(f, s.halo_h);
+    s.mask.assign(f.n, 0);
+    s.new_h.assign(f.n, inf);
+    s.node.assign(f.n, -1);
+    for (int l = 0; l < f.n; ++l) {
+      const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
+      const int gx = f.x0 + lx, gy = f.y0 + ly, gz = f.z0 + lz;
+      if (!L.InGrid(gx, gy, gz)) continue;
+      s.node[l] = L.Node(gx, gy, gz);
+      s.mask[l] = mask_[s.node[l]];
+    }
+    bool changed_any = false;
+    for (;;) {
+      bool changed = false;
+      for (int l = 0; l < f.n; ++l) {
+        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
+        const int c = f.HaloIndex(lx, ly, lz);
+        int nh[D];
+        for (int d = 0; d < D; ++d)
+          nh[d] = s.halo_h[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
+        s.new_h[l] = pr::BfsStep<D>(s.halo_h[c], inf, s.mask[l], nh);
+        changed |= s.new_h[l] != s.halo_h[c];
+      }
+      if (!changed) break;
+      changed_any = true;
+      for (int l = 0; l < f.n; ++l) {
+        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
+        s.halo_h[f.HaloIndex(lx, ly, lz)] = s.new_h[l];
+      }
+    }
+    if (changed_any)
+      for (int l = 0; l < f.n; ++l) {
+        if (s.node[l] < 0) continue;
+        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
+        h_[s.node[l]] = s.halo_h[f.HaloIndex(lx, ly, lz)];
+      }
+    return changed_any;
+  }
+
+  template <int KIND>
+  std::int64_t GlobalRelabelT(std::int64_t* bfs_rounds) {
+    constexpr int D = pr::NumDirs(KIND);
+    const TileLayout& L = layout_;
+    const std::int64_t N = L.num_nodes;
+    const int inf = L.inf;
+    // Distances start at 1 (residual capacity to the sink) or inf; residual bitmasks for the BFS.
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, N, 4096), [&](const tbb::blocked_range<std::int64_t>& range) {
+      for (std::int64_t v = range.begin(); v != range.end(); ++v) {
+        h_[v] = pr::BfsInitStep(x_[v], inf);
+        std::uint32_t r[D];
+        for (int d = 0; d < D; ++d) r[d] = r_[d * N + v];
+        mask_[v] = pr::ResidualMask<D>(r);
+      }
+    });
+    std::fill(dirty_.begin(), dirty_.end(), 1);
+    std::int64_t rounds = 0;
+    for (bool changed = true; changed;) {
+      changed = false;
+      ++rounds;
+      for (int colour = 0; colour < L.num_colours(); ++colour) {
+        std::atomic<bool> any{false};
+        ForEachTileOfColour(colour, [&](int tx, int ty, int tz) {
+          const int t = L.TileIndex(tx, ty, tz);
+          if (!dirty_[t]) return;
+          dirty_[t] = 0;
+          if (!BfsTile<KIND>(tx, ty, tz, scratch_.local())) return;
+          any.store(true, std::memory_order_relaxed);
+          // Tiles whose halo holds nodes of this one (all of them on other colours).
+          for (int d = 0; d < D; ++d) {
+            const int nx = tx + pr::DirX(KIND, d), ny = ty + pr::DirY(KIND, d), nz = tz + pr::DirZ(KIND, d);
+            if (nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y && nz < L.tiles_z)
+              __atomic_store_n(&dirty_[L.TileIndex(nx, ny, nz)], 1, __ATOMIC_RELAXED);
+          }
+        });
+        changed |= any.load();
+      }
+    }
+    *bfs_rounds = rounds;
+    // Census: tile flags, active nodes, the cut, residual capacity left on the sink edges.
+    tbb::combinable<std::int64_t> active_nodes([] { return std::int64_t{0}; });
+    tbb::combinable<std::int64_t> residual([] { return std::int64_t{0}; });
+    ForEachTile([&](int tx, int ty, int tz) {
+      const TileFrame f = Frame(tx, ty, tz);
+      std::int64_t count = 0, res = 0;
+      for (int lz = 0; lz < L.tile_z; ++lz)
+        for (int ly = 0; ly < L.tile_y; ++ly)
+          for (int lx = 0; lx < L.tile_x; ++lx) {
+            const int gx = f.x0 + lx, gy = f.y0 + ly, gz = f.z0 + lz;
+            if (!L.InGrid(gx, gy, gz)) continue;
+            const std::int64_t v = L.Node(gx, gy, gz);
+            count += pr::IsActive(x_[v], h_[v], inf) ? 1 : 0;
+            labels_[v] = h_[v] < inf ? 1 : 0;
+            res += x_[v] < 0 ? -x_[v] : 0;
+          }
+      active_[L.TileIndex(tx, ty, tz)] = count > 0 ? 1 : 0;
+      active_nodes.local() += count;
+      residual.local() += res;
+    });
+    sink_residual_ = residual.combine(std::plus<std::int64_t>());
+    return active_nodes.combine(std::plus<std::int64_t>());
+  }
+
+  std::vector<std::int64_t> x0_, x_;
+  std::vector<std::int32_t> h_;
+  std::vector<std::uint8_t> mask_;
+  std::vector<std::uint32_t> r_;
+  std::vector<std::int32_t> cap_, rev_;
+  std::vector<Label> labels_;
+  std::vector<std::uint8_t> active_, dirty_;
+  std::int64_t sink_residual_ = 0;
+  PhaseTimes times_;
+  tbb::enumerable_thread_specific<TileScratch> scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<PushRelabelEngine> MakeTbbPushRelabelEngine(const PushRelabelTuning& tuning) {
+  return std::make_unique<TbbPushRelabelEngine>(tuning);
+}
+
+}  // namespace mrf
