@@ -61,6 +61,8 @@ struct PushRelabelStats {
   std::int64_t bfs_rounds = 0;       ///< BFS rounds over all global relabels.
   std::int64_t launches = 0;         ///< Kernel launches (cuda-pr) or parallel loops (tbb-pr).
   std::int64_t host_syncs = 0;       ///< Times the host waited for the device to read a counter.
+  std::int64_t tile_visits = 0;      ///< Tile visits that found active nodes.
+  std::int64_t tile_iterations = 0;  ///< Local push/relabel iterations summed over those visits.
 };
 
 /// The raw state of the engine (for step-by-step comparisons of the two engines).
@@ -87,6 +89,8 @@ class PushRelabelEngine : public MaxFlowEngine {
   void set_tuning(const PushRelabelTuning& tuning);
   /// Counters of the last solve.
   const PushRelabelStats& stats() const { return stats_; }
+  /// Bytes of the workspace (device memory for cuda-pr) plus the host copies kept for re-solves.
+  std::size_t MemoryBytes() const override;
   /// Copies the current state (after a solve or RunForTest) to the host.
   virtual PushRelabelState DownloadState() = 0;
   /// Uploads `graph` and runs the algorithm for at most `push_rounds` push rounds (with the
@@ -129,8 +133,6 @@ class PushRelabelEngine : public MaxFlowEngine {
   virtual PhaseTimes Times() = 0;
   /// Bytes held by the workspace.
   virtual std::size_t WorkspaceBytes() const = 0;
-
-  std::size_t MemoryBytes() const override;
 
   PushRelabelTuning tuning_;
   PushRelabelStats stats_;

@@ -59,6 +59,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     std::copy(graph.edge_rev_caps().begin(), graph.edge_rev_caps().end(), rev_.begin());
     times_ = {};
     times_.upload_ms = MsSince(start);
+    visits_ = 0;
+    iterations_ = 0;
     const auto build = std::chrono::steady_clock::now();
     const std::int64_t n = layout_.num_nodes;
     const int fwd = pr::NumForward(layout_.kind);
@@ -82,6 +84,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
 
   void ApplyChanges(const std::vector<NodeChange>& nodes, const std::vector<EdgeChange>& edges) override {
     times_ = {};
+    visits_ = 0;
+    iterations_ = 0;
     const auto start = std::chrono::steady_clock::now();
     for (const NodeChange& c : nodes) x_[c.node] += c.delta;
     const std::int64_t n = layout_.num_nodes;
@@ -248,7 +252,9 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       for (int d = 0; d < D; ++d)
         nh[d] = s.halo_h[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
     };
-    for (int it = 0; it < tuning_.local_iterations; ++it) {
+    int iterations = 0;
+    while (iterations < tuning_.local_iterations) {
+      ++iterations;
       // Push: reads heights, writes the node's own out[] and residuals.
       for (int l = 0; l < f.n; ++l) {
         int lx, ly, lz;
@@ -317,12 +323,15 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       }
     }
     active_[tile] = any ? 1 : 0;
+    visits_.fetch_add(1, std::memory_order_relaxed);
+    iterations_.fetch_add(iterations, std::memory_order_relaxed);
     return true;
   }
 
   template <int KIND>
   std::int64_t PushRoundsT(int rounds) {
     std::int64_t busy = 0;
+    stats_.launches += static_cast<std::int64_t>(rounds) * layout_.num_colours();
     for (int round = 0; round < rounds; ++round) {
       std::atomic<std::int64_t> count{0};
       for (int colour = 0; colour < layout_.num_colours(); ++colour) {
@@ -333,6 +342,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       busy = count.load();
       if (busy == 0) break;  // later rounds would do nothing (the GPU's kernels exit at once)
     }
+    stats_.tile_visits = visits_.load();
+    stats_.tile_iterations = iterations_.load();
     return busy;
   }
 
@@ -454,6 +465,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
   std::vector<Label> labels_;
   std::vector<std::uint8_t> active_, dirty_;
   std::int64_t sink_residual_ = 0;
+  std::atomic<std::int64_t> visits_{0}, iterations_{0};
   PhaseTimes times_;
   tbb::enumerable_thread_specific<TileScratch> scratch_;
 };

@@ -1,0 +1,367 @@
+// cuda-pr: the host side of the GPU push-relabel engine (workspace, transfers, launch batches,
+// CUDA graphs, error handling). The algorithm's schedule is PushRelabelEngine's (shared with tbb-pr).
+#include "backends/cuda/cuda_push_relabel.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "backends/cuda/push_relabel_kernels.h"
+#include "mrf/device.h"
+
+namespace mrf {
+namespace {
+
+using cuda_pr::DeviceState;
+
+std::string MiB(std::size_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+std::string GetEnv(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+class CudaPushRelabelEngine final : public PushRelabelEngine {
+ public:
+  explicit CudaPushRelabelEngine(const PushRelabelTuning& tuning) : PushRelabelEngine(tuning) {}
+  ~CudaPushRelabelEngine() override {
+    Release();
+    for (cudaEvent_t& e : events_)
+      if (e) cudaEventDestroy(e);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  std::string name() const override { return "cuda-pr"; }
+
+  PushRelabelState DownloadState() override {
+    PushRelabelState state;
+    const std::int64_t n = layout_.num_nodes;
+    const int dirs = pr::NumDirs(layout_.kind);
+    state.x.resize(n);
+    state.h.resize(n);
+    state.r.resize(static_cast<std::size_t>(n) * dirs);
+    Check(cudaStreamSynchronize(stream_), "waiting for the GPU");
+    Check(cudaMemcpy(state.x.data(), dev_.x, n * 8, cudaMemcpyDeviceToHost), "downloading the excess");
+    Check(cudaMemcpy(state.h.data(), dev_.h, n * 4, cudaMemcpyDeviceToHost), "downloading the heights");
+    Check(cudaMemcpy(state.r.data(), dev_.r, state.r.size() * 4, cudaMemcpyDeviceToHost), "downloading the residuals");
+    return state;
+  }
+
+ protected:
+  void Prepare(const pr::TileLayout& layout) override {
+    debug_sync_ = GetEnv("MRF_CUDA_DEBUG_SYNC") == "1";
+    inject_ = GetEnv("MRF_INJECT_CUDA_FAULT");
+    if (!inject_.empty() && inject_ != "oom" && inject_ != "launch")
+      throw Error("cuda-pr: MRF_INJECT_CUDA_FAULT must be 'oom' or 'launch' (got '" + inject_ + "')");
+    const std::string why = CudaUnavailableReason();
+    if (!why.empty()) throw Error("cuda-pr: " + why);
+    if (!cuda_pr::HasKernels(layout))
+      throw Error("cuda-pr: no kernels compiled for tile " + std::to_string(layout.tile_x) + "x" +
+                  std::to_string(layout.tile_y) + "x" + std::to_string(layout.tile_z) + " on this grid kind");
+    if (!stream_) {
+      Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
+      for (cudaEvent_t& e : events_) Check(cudaEventCreate(&e), "creating an event");
+    }
+    describe_ = "grid " + std::to_string(layout.width) + "x" + std::to_string(layout.height) +
+                (layout.kind == pr::kKindGrid3D6 ? "x" + std::to_string(layout.depth) : std::string()) +
+                (layout.kind == pr::kKindGrid4 ? ", 4-connected" : layout.kind == pr::kKindGrid8 ? ", 8-connected" : ", 6-connected");
+    if (inject_ == "oom") {
+      Release();
+      Allocate<char>(std::size_t{1} << 50, "fault injection (MRF_INJECT_CUDA_FAULT=oom)");
+    }
+    const bool same = dev_.x && layout.kind == dev_.layout.kind && layout.num_nodes == dev_.layout.num_nodes &&
+                      layout.num_tiles() == dev_.layout.num_tiles();
+    if (!same) {
+      Release();
+      const std::size_t n = static_cast<std::size_t>(layout.num_nodes), dirs = pr::NumDirs(layout.kind);
+      const std::size_t tiles = static_cast<std::size_t>(layout.num_tiles());
+      dev_.x = Allocate<std::int64_t>(n, "the excess");
+      dev_.h = Allocate<std::int32_t>(n, "the heights");
+      dev_.r = Allocate<std::uint32_t>(n * dirs, "the residual capacities");
+      dev_.mask = Allocate<std::uint8_t>(n, "the residual bitmasks");
+      dev_.cap = Allocate<std::int32_t>(n * dirs / 2, "the edge capacities");
+      dev_.rev = Allocate<std::int32_t>(n * dirs / 2, "the reverse edge capacities");
+      dev_.labels = Allocate<std::uint8_t>(n, "the cut");
+      dev_.active = Allocate<std::uint8_t>(tiles, "the tile flags");
+      dev_.dirty = Allocate<std::uint8_t>(2 * tiles, "the BFS tile flags");
+      dev_.counters = Allocate<std::uint32_t>(kMaxBatch, "the round counters");
+      dev_.totals = Allocate<unsigned long long>(cuda_pr::kNumTotals, "the totals");
+      host_x0_ = AllocateHost<std::int64_t>(n, "the initial excess");
+      host_labels_ = AllocateHost<std::uint8_t>(n, "the cut");
+      host_counters_ = AllocateHost<std::uint32_t>(kMaxBatch, "the round counters");
+      host_totals_ = AllocateHost<unsigned long long>(cuda_pr::kNumTotals, "the totals");
+    }
+    dev_.layout = layout;
+    ClearGraphs();  // kernel parameters (layout, pointers) are baked into captured graphs
+  }
+
+  std::int64_t* HostExcessBuffer() override { return host_x0_; }
+
+  void Upload(const StGraph& graph) override {
+    const std::size_t n = static_cast<std::size_t>(layout_.num_nodes), slots = graph.edge_caps().size();
+    Record(kUploadStart);
+    Check(cudaMemcpyAsync(dev_.x, host_x0_, n * 8, cudaMemcpyHostToDevice, stream_), "uploading the excess");
+    Check(cudaMemcpyAsync(dev_.cap, graph.edge_caps().data(), slots * 4, cudaMemcpyHostToDevice, stream_),
+          "uploading the edge capacities");
+    Check(cudaMemcpyAsync(dev_.rev, graph.edge_rev_caps().data(), slots * 4, cudaMemcpyHostToDevice, stream_),
+          "uploading the edge capacities");
+    Record(kUploadEnd);
+    Check(cudaMemsetAsync(dev_.totals, 0, cuda_pr::kNumTotals * sizeof(unsigned long long), stream_), "clearing totals");
+    Launched(cuda_pr::LaunchBuildResiduals(dev_, inject_ == "launch", stream_), "BuildResiduals");
+  }
+
+  void ApplyChanges(const std::vector<NodeChange>& nodes, const std::vector<EdgeChange>& edges) override {
+    std::vector<cuda_pr::NodeDelta> deltas(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) deltas[i] = {nodes[i].node, nodes[i].delta};
+    std::vector<cuda_pr::EdgeUpdate> updates(edges.size());
+    for (std::size_t i = 0; i < edges.size(); ++i) updates[i] = {edges[i].slot, edges[i].cap, edges[i].rev_cap};
+    const std::size_t bytes = deltas.size() * sizeof(cuda_pr::NodeDelta) + updates.size() * sizeof(cuda_pr::EdgeUpdate);
+    if (bytes > change_bytes_) {
+      if (change_buffer_) cudaFree(change_buffer_);
+      change_buffer_ = nullptr;
+      change_bytes_ = 0;
+      change_buffer_ = Allocate<char>(bytes, "the capacity changes");
+      change_bytes_ = bytes;
+    }
+    auto* dev_deltas = reinterpret_cast<cuda_pr::NodeDelta*>(change_buffer_);
+    auto* dev_updates = reinterpret_cast<cuda_pr::EdgeUpdate*>(change_buffer_ + deltas.size() * sizeof(cuda_pr::NodeDelta));
+    Record(kUploadStart);
+    if (!deltas.empty())
+      Check(cudaMemcpyAsync(dev_deltas, deltas.data(), deltas.size() * sizeof(cuda_pr::NodeDelta),
+                            cudaMemcpyHostToDevice, stream_), "uploading the terminal changes");
+    if (!updates.empty())
+      Check(cudaMemcpyAsync(dev_updates, updates.data(), updates.size() * sizeof(cuda_pr::EdgeUpdate),
+                            cudaMemcpyHostToDevice, stream_), "uploading the edge changes");
+    Record(kUploadEnd);
+    Check(cudaMemsetAsync(dev_.totals, 0, cuda_pr::kNumTotals * sizeof(unsigned long long), stream_), "clearing totals");
+    Launched(cuda_pr::LaunchApplyNodeDeltas(dev_, dev_deltas, static_cast<int>(deltas.size()), stream_), "ApplyNodeDeltas");
+    Launched(cuda_pr::LaunchApplyEdgeUpdates(dev_, dev_updates, static_cast<int>(updates.size()), stream_), "ApplyEdgeUpdates");
+    // The host vectors must outlive the asynchronous copies.
+    Check(cudaStreamSynchronize(stream_), "applying the capacity changes");
+  }
+
+  std::int64_t GlobalRelabel(std::int64_t* bfs_rounds) override {
+    const int batch = tuning_.bfs_check_every;
+    Launched(cuda_pr::LaunchBfsInit(dev_, stream_), "BfsInit");
+    Check(cudaMemsetAsync(dev_.dirty, 1, layout_.num_tiles(), stream_), "marking tiles for the BFS");
+    std::int64_t rounds = 0;
+    for (bool converged = false; !converged;) {
+      RunBatch(kBfs, batch);
+      for (int j = 0; j < batch; ++j) {
+        ++rounds;
+        if (host_counters_[j] == 0) {
+          converged = true;
+          break;
+        }
+      }
+      if (!converged && rounds > 4 * layout_.num_nodes + 64)
+        throw Error("cuda-pr: the breadth-first search did not converge (internal error)");
+    }
+    *bfs_rounds = rounds;
+    Check(cudaMemsetAsync(dev_.totals, 0, 2 * sizeof(unsigned long long), stream_), "clearing totals");
+    Launched(cuda_pr::LaunchCensus(dev_, stream_), "Census");
+    Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
+                          cudaMemcpyDeviceToHost, stream_), "reading the totals");
+    Sync("the global relabel");
+    sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
+    stats_.tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileVisits]);
+    stats_.tile_iterations = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileIterations]);
+    return static_cast<std::int64_t>(host_totals_[cuda_pr::kActiveNodes]);
+  }
+
+  std::int64_t PushRounds(int rounds) override {
+    RunBatch(kPush, rounds);
+    return host_counters_[rounds - 1];
+  }
+
+  std::int64_t Finish(std::vector<Label>* sink_side) override {
+    const std::int64_t n = layout_.num_nodes;
+    Record(kDownloadStart);
+    Check(cudaMemcpyAsync(host_labels_, dev_.labels, n, cudaMemcpyDeviceToHost, stream_), "downloading the cut");
+    Record(kDownloadEnd);
+    Sync("downloading the cut");
+    sink_side->resize(n);
+    for (std::int64_t v = 0; v < n; ++v) (*sink_side)[v] = host_labels_[v];
+    return sink_residual_;
+  }
+
+  PhaseTimes Times() override {
+    PhaseTimes t;
+    t.upload_ms = Elapsed(kUploadStart, kUploadEnd);
+    t.solve_ms = Elapsed(kUploadEnd, kDownloadStart);
+    t.download_ms = Elapsed(kDownloadStart, kDownloadEnd);
+    return t;
+  }
+
+  std::size_t WorkspaceBytes() const override { return device_bytes_ + change_bytes_; }
+
+ private:
+  enum Event { kUploadStart, kUploadEnd, kDownloadStart, kDownloadEnd, kNumEvents };
+  enum BatchKind { kPush, kBfs };
+  static constexpr int kMaxBatch = 1024;
+
+  void Check(cudaError_t status, const std::string& what) const {
+    if (status == cudaSuccess) return;
+    cudaGetLastError();  // clear non-sticky errors so later calls (and a CPU fallback) start clean
+    throw Error("cuda-pr: " + what + " failed: " + cudaGetErrorString(status) + " (" + describe_ + ")");
+  }
+
+  void Launched(cudaError_t status, const char* kernel) {
+    ++stats_.launches;
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw Error(std::string("cuda-pr: kernel launch failed (") + kernel + "): " + cudaGetErrorString(status) +
+                  " (" + describe_ + ")");
+    }
+    if (debug_sync_) Check(cudaStreamSynchronize(stream_), std::string("kernel ") + kernel);
+  }
+
+  void Sync(const std::string& what) {
+    ++stats_.host_syncs;
+    Check(cudaStreamSynchronize(stream_), what);
+  }
+
+  void Record(Event e) { Check(cudaEventRecord(events_[e], stream_), "recording an event"); }
+
+  double Elapsed(Event from, Event to) const {
+    float ms = 0;
+    return cudaEventElapsedTime(&ms, events_[from], events_[to]) == cudaSuccess ? ms : (cudaGetLastError(), 0.0);
+  }
+
+  template <class T>
+  T* Allocate(std::size_t count, const std::string& what) {
+    void* p = nullptr;
+    const std::size_t bytes = count * sizeof(T);
+    const cudaError_t status = cudaMalloc(&p, bytes);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      std::size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      cudaGetLastError();
+      throw Error("cuda-pr: out of GPU memory: " + what + " needs " + MiB(bytes) + ", " + MiB(free_bytes) + " of " +
+                  MiB(total_bytes) + " free (" + describe_ + "; " + cudaGetErrorString(status) + ")");
+    }
+    device_bytes_ += bytes;
+    device_blocks_.push_back(p);
+    return static_cast<T*>(p);
+  }
+
+  template <class T>
+  T* AllocateHost(std::size_t count, const std::string& what) {
+    void* p = nullptr;
+    const cudaError_t status = cudaMallocHost(&p, count * sizeof(T));
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("cuda-pr: cannot allocate " + MiB(count * sizeof(T)) + " of pinned host memory for " + what + " (" +
+                  cudaGetErrorString(status) + ")");
+    }
+    host_blocks_.push_back(p);
+    return static_cast<T*>(p);
+  }
+
+  void Release() {
+    ClearGraphs();
+    for (void* p : device_blocks_) cudaFree(p);
+    for (void* p : host_blocks_) cudaFreeHost(p);
+    if (change_buffer_) cudaFree(change_buffer_);
+    device_blocks_.clear();
+    host_blocks_.clear();
+    change_buffer_ = nullptr;
+    change_bytes_ = 0;
+    device_bytes_ = 0;
+    dev_ = DeviceState{};
+    host_x0_ = nullptr;
+    host_labels_ = nullptr;
+    host_counters_ = nullptr;
+    host_totals_ = nullptr;
+  }
+
+  void ClearGraphs() {
+    for (auto& entry : graphs_) cudaGraphExecDestroy(entry.second);
+    graphs_.clear();
+  }
+
+  // Enqueues one batch: clear the round counters, `rounds` rounds of launches, copy the counters
+  // back; then waits. With CUDA graphs the batch is captured once and replayed.
+  void RunBatch(BatchKind kind, int rounds) {
+    const bool graphs = tuning_.cuda_graphs && !debug_sync_;
+    const int per_round = kind == kPush ? layout_.num_colours() : 1;
+    if (!graphs) {
+      EnqueueBatch(kind, rounds);
+    } else {
+      const auto key = std::make_tuple(static_cast<int>(kind), rounds, tuning_.local_iterations);
+      auto found = graphs_.find(key);
+      if (found == graphs_.end()) {
+        cudaGraph_t graph = nullptr;
+        Check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capturing a CUDA graph");
+        try {
+          EnqueueBatch(kind, rounds);
+        } catch (...) {
+          cudaStreamEndCapture(stream_, &graph);
+          if (graph) cudaGraphDestroy(graph);
+          throw;
+        }
+        Check(cudaStreamEndCapture(stream_, &graph), "capturing a CUDA graph");
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        Check(status, "instantiating a CUDA graph");
+        found = graphs_.emplace(key, exec).first;
+        stats_.launches -= static_cast<std::int64_t>(rounds) * per_round;  // counted at replay
+      }
+      Check(cudaGraphLaunch(found->second, stream_), "launching a CUDA graph");
+      stats_.launches += static_cast<std::int64_t>(rounds) * per_round;
+    }
+    Sync(kind == kPush ? "a batch of push rounds" : "a batch of BFS rounds");
+  }
+
+  void EnqueueBatch(BatchKind kind, int rounds) {
+    Check(cudaMemsetAsync(dev_.counters, 0, rounds * sizeof(std::uint32_t), stream_), "clearing round counters");
+    for (int round = 0; round < rounds; ++round) {
+      if (kind == kPush) {
+        for (int colour = 0; colour < layout_.num_colours(); ++colour) {
+          Launched(cuda_pr::LaunchPushColour(dev_, colour, round, tuning_.local_iterations, stream_), "PushTiles");
+        }
+      } else {
+        Launched(cuda_pr::LaunchBfsRound(dev_, round, round & 1, stream_), "BfsTiles");
+      }
+    }
+    Check(cudaMemcpyAsync(host_counters_, dev_.counters, rounds * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream_),
+          "reading round counters");
+  }
+
+  DeviceState dev_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t events_[kNumEvents] = {};
+  std::vector<void*> device_blocks_, host_blocks_;
+  std::size_t device_bytes_ = 0;
+  char* change_buffer_ = nullptr;
+  std::size_t change_bytes_ = 0;
+  std::int64_t* host_x0_ = nullptr;
+  std::uint8_t* host_labels_ = nullptr;
+  std::uint32_t* host_counters_ = nullptr;
+  unsigned long long* host_totals_ = nullptr;
+  std::int64_t sink_residual_ = 0;
+  std::map<std::tuple<int, int, int>, cudaGraphExec_t> graphs_;
+  bool debug_sync_ = false;
+  std::string inject_;
+  std::string describe_;
+};
+
+}  // namespace
+
+std::unique_ptr<PushRelabelEngine> MakeCudaPushRelabelEngine(const PushRelabelTuning& tuning) {
+  return std::make_unique<CudaPushRelabelEngine>(tuning);
+}
+
+}  // namespace mrf
