@@ -5,7 +5,11 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <limits>
 #include <memory>
 
 #include "mrf/types.h"
@@ -29,21 +33,115 @@ std::string Image::Describe() const {
   return std::to_string(width) + "x" + std::to_string(height) + " " + kNames[channels >= 0 && channels <= 4 ? channels : 0];
 }
 
-Image LoadImage(const std::string& path, int channels) {
-  if (channels != 0 && channels != 1 && channels != 3)
-    throw Error("LoadImage: channels must be 0, 1 or 3 (got " + std::to_string(channels) + ")");
-  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) throw Error("cannot open image '" + path + "': " + std::strerror(errno));
+namespace {
+
+// Largest image accepted: keeps a lying header from asking for gigabytes.
+constexpr std::int64_t kMaxPixels = std::int64_t{1} << 28;
+
+[[noreturn]] void Fail(const std::string& name, const std::string& why) {
+  throw Error("cannot read image '" + name + "': " + why);
+}
+
+void CheckShape(const std::string& name, std::int64_t w, std::int64_t h) {
+  if (w <= 0 || h <= 0) Fail(name, "image has no pixels");
+  if (w > kMaxPixels / h)
+    Fail(name, "image of " + std::to_string(w) + "x" + std::to_string(h) + " pixels is larger than supported");
+}
+
+// Converts between grey and RGB (alpha dropped) so callers get the channel count they asked for.
+Image ConvertChannels(Image img, int channels) {
+  if (channels == 0 || channels == img.channels) return img;
+  if (channels == 1) return ToGrey(img);
+  Image rgb = Image::Filled(img.width, img.height, 3);
+  for (std::size_t i = 0; i < img.size(); ++i)
+    for (int c = 0; c < 3; ++c)
+      rgb.pixels[i * 3 + c] = img.pixels[i * img.channels + (img.channels >= 3 ? c : 0)];
+  return rgb;
+}
+
+// Binary PGM (P5) and PPM (P6), 8 or 16 bits. Parsed here rather than by stb, whose PNM reader
+// trusts the header's size (found by fuzzing: a short file made it read past the buffer).
+Image DecodePnm(const std::string& bytes, const std::string& name) {
+  std::size_t pos = 2;
+  auto skip_space = [&] {
+    while (pos < bytes.size()) {
+      if (bytes[pos] == '#') {
+        while (pos < bytes.size() && bytes[pos] != '\n') ++pos;
+      } else if (std::isspace(static_cast<unsigned char>(bytes[pos]))) {
+        ++pos;
+      } else {
+        break;
+      }
+    }
+  };
+  auto number = [&](const char* what) {
+    skip_space();
+    std::int64_t value = 0;
+    const std::size_t start = pos;
+    while (pos < bytes.size() && std::isdigit(static_cast<unsigned char>(bytes[pos]))) {
+      value = value * 10 + (bytes[pos++] - '0');
+      if (value > (1 << 30)) Fail(name, std::string("PNM ") + what + " is too large");
+    }
+    if (pos == start) Fail(name, std::string("PNM header has no ") + what);
+    return value;
+  };
+  const int channels = bytes[1] == '5' ? 1 : 3;
+  const std::int64_t w = number("width"), h = number("height"), maxval = number("maximum value");
+  CheckShape(name, w, h);
+  if (maxval < 1 || maxval > 65535) Fail(name, "PNM maximum value " + std::to_string(maxval) + " is out of range");
+  if (pos >= bytes.size() || !std::isspace(static_cast<unsigned char>(bytes[pos]))) Fail(name, "PNM header is malformed");
+  ++pos;
+  const int sample_bytes = maxval < 256 ? 1 : 2;
+  const std::int64_t needed = w * h * channels * sample_bytes;
+  if (static_cast<std::int64_t>(bytes.size() - pos) < needed)
+    Fail(name, "file is truncated (" + std::to_string(bytes.size() - pos) + " of " + std::to_string(needed) +
+                   " pixel bytes)");
+  Image img = Image::Filled(static_cast<int>(w), static_cast<int>(h), channels);
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data() + pos);
+  for (std::size_t i = 0; i < img.pixels.size(); ++i) {
+    const std::int64_t v = sample_bytes == 1 ? data[i] : (data[2 * i] << 8 | data[2 * i + 1]);
+    img.pixels[i] = static_cast<std::uint8_t>(std::min<std::int64_t>(v, maxval) * 255 / maxval);
+  }
+  return img;
+}
+
+Image DecodeWithStb(const std::string& bytes, const std::string& name) {
   int w = 0, h = 0, n = 0;
-  std::unique_ptr<stbi_uc, void (*)(void*)> data(stbi_load_from_file(file.get(), &w, &h, &n, channels),
-                                                 &stbi_image_free);
-  if (!data) throw Error("cannot read image '" + path + "': " + stbi_failure_reason() + " (corrupt, truncated or not an image)");
+  const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
+  const int size = static_cast<int>(bytes.size());
+  if (!stbi_info_from_memory(data, size, &w, &h, &n)) Fail(name, std::string(stbi_failure_reason()) + " (corrupt or truncated)");
+  CheckShape(name, w, h);
+  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(stbi_load_from_memory(data, size, &w, &h, &n, 0), &stbi_image_free);
+  if (!pixels) Fail(name, std::string(stbi_failure_reason()) + " (corrupt or truncated)");
   Image img;
   img.width = w;
   img.height = h;
-  img.channels = channels ? channels : n;
-  img.pixels.assign(data.get(), data.get() + img.size() * img.channels);
+  img.channels = n;
+  img.pixels.assign(pixels.get(), pixels.get() + img.size() * n);
   return img;
+}
+
+}  // namespace
+
+Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int channels) {
+  if (channels != 0 && channels != 1 && channels != 3)
+    throw Error("LoadImage: channels must be 0, 1 or 3 (got " + std::to_string(channels) + ")");
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) Fail(name, "file too large");
+  auto starts_with = [&](const char* magic, std::size_t n) { return bytes.size() >= n && bytes.compare(0, n, magic, n) == 0; };
+  Image img;
+  if (starts_with("\x89PNG", 4) || starts_with("\xFF\xD8\xFF", 3)) img = DecodeWithStb(bytes, name);
+  else if (starts_with("P5", 2) || starts_with("P6", 2)) img = DecodePnm(bytes, name);
+  else if (bytes.empty()) Fail(name, "file is empty");
+  else Fail(name, "not a PNG, JPEG or binary PGM/PPM image");
+  return ConvertChannels(std::move(img), channels);
+}
+
+Image LoadImage(const std::string& path, int channels) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open image '" + path + "': " + std::strerror(errno));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return LoadImageFromMemory(buffer.str(), path, channels);
 }
 
 void SavePng(const std::string& path, const Image& image) {

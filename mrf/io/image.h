@@ -1,6 +1,6 @@
 #pragma once
 /// @file image.h
-/// @brief 8-bit images: loading (PNG, JPEG, PPM/PGM, BMP, TGA) and PNG writing, with clear errors.
+/// @brief 8-bit images: loading (PNG, JPEG, binary PGM/PPM) and PNG writing, with clear errors.
 
 #include <cstdint>
 #include <string>
@@ -35,6 +35,8 @@ struct Image {
 /// Throws mrf::Error with a one-line message naming the file for a missing, unreadable,
 /// truncated or corrupt file.
 Image LoadImage(const std::string& path, int channels = 0);
+/// Decodes an image held in memory; `name` appears in error messages.
+Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int channels = 0);
 /// Writes a PNG; throws mrf::Error if the file cannot be written.
 void SavePng(const std::string& path, const Image& image);
 /// Converts to grey (ITU-R 601 luma) or leaves a grey image unchanged.

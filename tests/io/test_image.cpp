@@ -48,5 +48,24 @@ TEST(Image, TruncatedAndNonImageFilesAreRejected) {
   EXPECT_THROW(LoadImage(dir + "/empty.png"), Error);
 }
 
+TEST(Image, PnmHeadersAreCheckedAgainstTheData) {
+  // Found by fuzzing: a PGM header promising more pixels than the file holds.
+  EXPECT_THROW(LoadImageFromMemory(std::string("P515\n555515\n555\n\x01\x02\x03", 20), "short.pgm"), Error);
+  EXPECT_THROW(LoadImageFromMemory("P6\n99999999999 2\n255\n", "huge.ppm"), Error);
+  EXPECT_THROW(LoadImageFromMemory("P6\n2 2\n0\n............", "maxval.ppm"), Error);
+  const Image ok = LoadImageFromMemory(std::string("P5\n# comment\n3 1\n65535\n\xff\xff\x00\x00\x80\x00", 30), "ok.pgm", 3);
+  EXPECT_EQ(ok.width, 3);
+  EXPECT_EQ(ok.channels, 3);
+  EXPECT_EQ(ok.at(0, 0, 1), 255);
+  EXPECT_EQ(ok.at(1, 0, 2), 0);
+  EXPECT_EQ(ok.at(2, 0, 0), 127);
+  try {
+    LoadImageFromMemory("GIF89a....", "anim.gif");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a PNG, JPEG or binary PGM/PPM"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace mrf

@@ -1,0 +1,193 @@
+#include "energies/synthetic_scene.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "energies/colour_model.h"
+#include "energies/segmentation.h"
+#include "mrf/binary_graph.h"
+
+namespace mrf {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// Portable draws: std::mt19937_64 is specified exactly by the standard; the distributions below
+// are ours, so a seed gives the same scene with any standard library.
+double Uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+double Uniform(std::mt19937_64& rng, double lo, double hi) { return lo + (hi - lo) * Uniform(rng); }
+// Box-Muller; the second value is not kept, so each draw uses exactly two numbers of the stream.
+double Normal(std::mt19937_64& rng) {
+  const double u1 = 1.0 - Uniform(rng);  // in (0, 1]
+  const double u2 = Uniform(rng);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * kPi * u2);
+}
+
+std::uint8_t DrawIntensity(std::mt19937_64& rng, const IntensityMixture& m) {
+  const double u = Uniform(rng);
+  int k = 0;
+  double cumulative = m.weight[0];
+  while (k < 2 && u >= cumulative) cumulative += m.weight[++k];
+  const double value = std::round(m.mean[k] + m.stddev[k] * Normal(rng));
+  return static_cast<std::uint8_t>(std::clamp(value, 0.0, 255.0));
+}
+
+struct Ellipse {
+  double cx, cy, a, b, cos_t, sin_t;
+  bool Contains(double x, double y) const {
+    const double dx = x - cx, dy = y - cy;
+    const double u = (dx * cos_t + dy * sin_t) / a, v = (-dx * sin_t + dy * cos_t) / b;
+    return u * u + v * v <= 1.0;
+  }
+};
+
+}  // namespace
+
+SyntheticScene MakeSyntheticScene(const SyntheticSceneOptions& o) {
+  if (o.width < 4 || o.height < 4)
+    throw Error("synthetic scene size " + std::to_string(o.width) + "x" + std::to_string(o.height) +
+                " is too small (at least 4x4)");
+  if (std::int64_t{o.width} * o.height > (std::int64_t{1} << 30))
+    throw Error("synthetic scene size " + std::to_string(o.width) + "x" + std::to_string(o.height) +
+                " is too large (at most 2^30 pixels)");
+  if (o.patch_size < 1) throw Error("synthetic scene patch size must be >= 1 (got " + std::to_string(o.patch_size) + ")");
+  if (!(o.data_weight >= 0) || !std::isfinite(o.data_weight))
+    throw Error("synthetic scene data weight must be >= 0 (got " + std::to_string(o.data_weight) + ")");
+
+  for (const IntensityMixture* m : {&o.foreground, &o.background}) {
+    const char* which = m == &o.foreground ? "foreground" : "background";
+    double sum = 0;
+    for (int k = 0; k < 3; ++k) {
+      if (!(m->weight[k] >= 0) || !(m->stddev[k] >= 0) || !std::isfinite(m->mean[k]) || !std::isfinite(m->stddev[k]))
+        throw Error(std::string("synthetic scene ") + which + " mixture component " + std::to_string(k) +
+                    ": weight and standard deviation must be >= 0 and finite");
+      sum += m->weight[k];
+    }
+    if (std::fabs(sum - 1.0) > 1e-9)
+      throw Error(std::string("synthetic scene ") + which + " mixture weights sum to " + std::to_string(sum) +
+                  ", not 1");
+  }
+
+  SyntheticScene scene;
+  const int w = o.width, h = o.height;
+  const int s = std::max(1, std::min(o.patch_size, std::min(w, h) / 4));
+  scene.patch_size = s;
+  std::mt19937_64 rng(o.seed);
+
+  // Ground truth: a union of ellipses, then the two patches.
+  const double side = std::min(w, h);
+  const int count = 3 + static_cast<int>(rng() % 6);
+  std::vector<Ellipse> ellipses;
+  for (int i = 0; i < count; ++i) {
+    Ellipse e;
+    e.cx = Uniform(rng, 0, w);
+    e.cy = Uniform(rng, 0, h);
+    e.a = std::max(1.0, Uniform(rng, 0.05, 0.20) * side);
+    e.b = std::max(1.0, Uniform(rng, 0.05, 0.20) * side);
+    const double angle = Uniform(rng, 0, kPi);
+    e.cos_t = std::cos(angle);
+    e.sin_t = std::sin(angle);
+    ellipses.push_back(e);
+  }
+  scene.num_ellipses = count;
+  const int cx0 = (w - s) / 2, cy0 = (h - s) / 2;
+  scene.truth.assign(static_cast<std::size_t>(w) * h, 0);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      Label fg = 0;
+      for (const Ellipse& e : ellipses)
+        if (e.Contains(x + 0.5, y + 0.5)) {
+          fg = 1;
+          break;
+        }
+      if (x >= cx0 && x < cx0 + s && y >= cy0 && y < cy0 + s) fg = 1;
+      if (x < s && y < s) fg = 0;
+      scene.truth[static_cast<std::size_t>(y) * w + x] = fg;
+    }
+
+  // Intensities, in raster order.
+  scene.image = Image::Filled(w, h, 1);
+  for (std::size_t p = 0; p < scene.image.size(); ++p)
+    scene.image.pixels[p] = DrawIntensity(rng, scene.truth[p] ? o.foreground : o.background);
+
+  // Data costs from the patch histograms, pairwise from the contrast.
+  ColourHistogram foreground(1, o.histogram_bins, 1.0), background(1, o.histogram_bins, 1.0);
+  foreground.AddRectangle(scene.image, cx0, cy0, s, s);
+  background.AddRectangle(scene.image, 0, 0, s, s);
+  ContrastOptions contrast;
+  contrast.lambda = o.pairwise_weight;
+  contrast.sigma = o.sigma;
+  contrast.connectivity = 4;
+  contrast.cost_scale = o.cost_scale;
+  if (!(o.sigma > 0)) throw Error("synthetic scene sigma must be positive (got " + std::to_string(o.sigma) + ")");
+
+  Model& m = scene.model;
+  m.topology = Topology::Grid2D(w, h, 4);
+  m.num_labels = 2;
+  m.cost_scale = o.cost_scale;
+  m.pairwise.kind = PairwiseKind::kPotts;
+  m.pairwise.lambda = 1;
+  m.edge_weights = ContrastWeights(scene.image, m.topology, contrast);
+  // A grey image has 256 values: quantise each value's cost once.
+  Cost cost[2][256];
+  for (int v = 0; v < 256; ++v) {
+    const std::uint8_t value = static_cast<std::uint8_t>(v);
+    cost[0][v] = QuantizeCost(o.data_weight * background.NegLogProbability(&value), o.cost_scale,
+                              "background data cost of intensity " + std::to_string(v));
+    cost[1][v] = QuantizeCost(o.data_weight * foreground.NegLogProbability(&value), o.cost_scale,
+                              "foreground data cost of intensity " + std::to_string(v));
+  }
+  m.unary.resize(scene.image.size() * 2);
+  for (std::size_t p = 0; p < scene.image.size(); ++p) {
+    m.unary[2 * p] = cost[0][scene.image.pixels[p]];
+    m.unary[2 * p + 1] = cost[1][scene.image.pixels[p]];
+  }
+  m.ValidateOrThrow();
+  return scene;
+}
+
+SyntheticScene MakeSyntheticScene(int width, int height, std::uint64_t seed) {
+  SyntheticSceneOptions o;
+  o.width = width;
+  o.height = height;
+  o.seed = seed;
+  return MakeSyntheticScene(o);
+}
+
+Seeds SyntheticSceneSeeds(const SyntheticScene& scene) {
+  const int w = scene.image.width, h = scene.image.height, s = scene.patch_size;
+  Seeds seeds = Seeds::Unknown(w, h);
+  seeds.training.assign(seeds.labels.size(), static_cast<std::uint8_t>(SeedLabel::kUnknown));
+  const int cx0 = (w - s) / 2, cy0 = (h - s) / 2;
+  for (int y = 0; y < s; ++y)
+    for (int x = 0; x < s; ++x) {
+      seeds.training[static_cast<std::size_t>(y) * w + x] = static_cast<std::uint8_t>(SeedLabel::kBackground);
+      seeds.training[static_cast<std::size_t>(cy0 + y) * w + cx0 + x] =
+          static_cast<std::uint8_t>(SeedLabel::kForeground);
+    }
+  return seeds;
+}
+
+SegmentationOptions SyntheticSceneSegmentationOptions(const SyntheticSceneOptions& o) {
+  if (o.data_weight != 1.0)
+    throw Error("segmentation options cannot express a data weight of " + std::to_string(o.data_weight) +
+                " (only 1)");
+  SegmentationOptions s;
+  s.colour_model = ColourModelKind::kHistogram;
+  s.histogram_bins = o.histogram_bins;
+  s.histogram_prior = 1.0;
+  s.contrast.lambda = o.pairwise_weight;
+  s.contrast.sigma = o.sigma;
+  s.contrast.connectivity = 4;
+  s.contrast.cost_scale = o.cost_scale;
+  s.iterations = 1;
+  return s;
+}
+
+StGraph SyntheticSceneGraph(const SyntheticScene& scene, Energy* energy_offset) {
+  return BuildBinaryGraph(scene.model, energy_offset);
+}
+
+}  // namespace mrf

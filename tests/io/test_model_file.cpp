@@ -1,0 +1,87 @@
+// The model file format: exact round trips, and a clear error for every kind of damage.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "mrf/io/model_file.h"
+#include "support/test_support.h"
+
+namespace mrf {
+namespace {
+
+Model SampleModel(std::mt19937_64& rng, const Topology& t, PairwiseKind kind) {
+  Pairwise p{kind, 3, 5, {}};
+  if (kind == PairwiseKind::kTable) p.table = {0, 4, 9, 4, 0, 2, 9, 2, 0};
+  return test::RandomModel(rng, t, 3, 40, p, 4);
+}
+
+std::string Bytes(const Model& m) {
+  std::ostringstream out;
+  SaveModel(m, out);
+  return out.str();
+}
+
+TEST(ModelFile, RoundTripsEveryTopologyAndPairwiseKind) {
+  std::mt19937_64 rng(5);
+  for (const Topology& t : {Topology::Grid2D(5, 4, 4), Topology::Grid2D(3, 6, 8), Topology::Grid3D(3, 2, 2),
+                            Topology::EdgeList(4, {0, 1, 2}, {1, 2, 3})})
+    for (PairwiseKind k : {PairwiseKind::kPotts, PairwiseKind::kTruncatedLinear, PairwiseKind::kTruncatedQuadratic,
+                           PairwiseKind::kTable}) {
+      Model m = SampleModel(rng, t, k);
+      m.cost_scale = 100;
+      const Model back = LoadModelFromBytes(Bytes(m), "mem");
+      EXPECT_TRUE(back.topology == m.topology);
+      EXPECT_EQ(back.unary, m.unary);
+      EXPECT_EQ(back.edge_weights, m.edge_weights);
+      EXPECT_EQ(back.pairwise.table, m.pairwise.table);
+      EXPECT_EQ(back.cost_scale, 100);
+      Labeling x(m.num_nodes());
+      for (auto& l : x) l = static_cast<Label>(rng() % 3);
+      EXPECT_EQ(EvaluateEnergy(back, x).total, EvaluateEnergy(m, x).total);
+    }
+}
+
+TEST(ModelFile, DamagedFilesGiveOneLineErrors) {
+  std::mt19937_64 rng(9);
+  const std::string good = Bytes(SampleModel(rng, Topology::Grid2D(6, 5, 4), PairwiseKind::kPotts));
+  auto message = [](const std::string& bytes) {
+    try {
+      LoadModelFromBytes(bytes, "m.mrf");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("hello").find("not an mrf model file"), std::string::npos);
+  EXPECT_NE(message(good.substr(0, good.size() / 2)).find("m.mrf"), std::string::npos);
+  std::string flipped = good;
+  flipped[good.size() / 2] ^= 0x40;
+  EXPECT_NE(message(flipped).find("checksum"), std::string::npos) << message(flipped);
+  std::string version = good;
+  version[8] = 7;
+  EXPECT_NE(message(version).find("version 7"), std::string::npos) << message(version);
+  // Every truncation point fails cleanly.
+  for (std::size_t cut = 0; cut < good.size(); cut += 7) EXPECT_NE(message(good.substr(0, cut)), "no error");
+  EXPECT_THROW(LoadModel("/nonexistent/model.mrf"), Error);
+}
+
+TEST(ModelFile, MrfSolveSolvesASavedModel) {
+  std::mt19937_64 rng(2);
+  Model m = test::RandomModel(rng, Topology::Grid2D(4, 3, 4), 2, 30, {PairwiseKind::kPotts, 7, 0, {}});
+  const std::string dir = test::ScratchDir("mrf_solve");
+  SaveModel(m, dir + "/m.mrf");
+  const auto r = test::RunCommand(test::AppPath("mrf-solve") + " " + dir + "/m.mrf --json --solver boost-bk");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"energy\":" + std::to_string(test::BruteForceMinEnergy(m))), std::string::npos) << r.out;
+  const auto bad = test::RunCommand(test::AppPath("mrf-solve") + " " + dir + "/missing.mrf");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("cannot open model file"), std::string::npos) << bad.err;
+  const auto unknown = test::RunCommand(test::AppPath("mrf-solve") + " " + dir + "/m.mrf --solver nope");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("unknown backend 'nope'"), std::string::npos) << unknown.err;
+}
+
+}  // namespace
+}  // namespace mrf
