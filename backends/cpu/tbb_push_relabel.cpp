@@ -19,13 +19,28 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 }
 
 // Per-task scratch: one tile with its halo, laid out like the CUDA block's shared memory and registers.
+// Flow pushed to a node of the same tile (target, direction at the target, amount).
+struct Message {
+  int target, dir;
+  std::uint32_t flow;
+};
+// Flow pushed out of the tile (node, direction, amount), handed over after the visit.
+struct Outflow {
+  int node, dir;
+  std::uint32_t flow;
+};
+
+// Per-task scratch: one tile with its halo (the CUDA block's shared memory and registers).
 struct TileScratch {
   std::vector<int> halo_h;               // heights of tile + halo
   std::vector<std::int64_t> x;           // per tile node
-  std::vector<int> h, new_h;
-  std::vector<std::uint32_t> r, acc, out;  // [node * D + d], [node * D + d], [d * n + node]
-  std::vector<std::uint8_t> mask;
+  std::vector<int> h, new_h, stamp;
+  std::vector<std::uint32_t> r;          // [node * D + d]
+  std::vector<std::uint8_t> mask, queued;
   std::vector<std::int64_t> node;        // global index, -1 outside the grid
+  std::vector<int> active, candidates;   // tile nodes (work lists)
+  std::vector<Message> messages;
+  std::vector<Outflow> outside;
 };
 
 class TbbPushRelabelEngine final : public PushRelabelEngine {
@@ -205,7 +220,9 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
         }
   }
 
-  // One visit of a tile: up to local_iterations push/pull/relabel iterations (the CUDA block's loop).
+  // One visit of a tile: up to local_iterations push/pull/relabel iterations, the same steps as the
+  // CUDA block's loop. The GPU runs every node each iteration; here only the active nodes and those
+  // that received flow are touched, which changes nothing (the steps are no-ops on the others).
   template <int KIND>
   bool PushTile(int tx, int ty, int tz, TileScratch& s) {
     constexpr int D = pr::NumDirs(KIND);
@@ -219,11 +236,11 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     s.h.assign(f.n, inf);
     s.new_h.assign(f.n, inf);
     s.r.assign(static_cast<std::size_t>(f.n) * D, 0);
-    s.acc.assign(static_cast<std::size_t>(f.n) * D, 0);
-    s.out.assign(static_cast<std::size_t>(f.n) * D, 0);
     s.node.assign(f.n, -1);
+    s.stamp.assign(f.n, -1);
+    s.active.clear();
+    s.outside.clear();
     LoadHalo(f, s.halo_h);
-    bool any = false;
     for (int l = 0; l < f.n; ++l) {
       const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
       const int gx = f.x0 + lx, gy = f.y0 + ly, gz = f.z0 + lz;
@@ -233,21 +250,20 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       s.x[l] = x_[v];
       s.h[l] = h_[v];
       for (int d = 0; d < D; ++d) s.r[l * D + d] = r_[d * N + v];
-      any |= pr::IsActive(s.x[l], s.h[l], inf);
+      if (pr::IsActive(s.x[l], s.h[l], inf)) s.active.push_back(l);
     }
-    if (!any) {
+    if (s.active.empty()) {
       active_[tile] = 0;
       return false;
     }
-    auto local = [&](int l, int* lx, int* ly, int* lz) {
+    auto coords = [&](int l, int* lx, int* ly, int* lz) {
       *lx = l % L.tile_x;
       *ly = (l / L.tile_x) % L.tile_y;
       *lz = l / (L.tile_x * L.tile_y);
     };
-    auto inside = [&](int lx, int ly, int lz) {
-      return lx >= 0 && ly >= 0 && lz >= 0 && lx < L.tile_x && ly < L.tile_y && lz < L.tile_z;
-    };
-    auto neighbour_heights = [&](int lx, int ly, int lz, int (&nh)[D]) {
+    auto neighbour_heights = [&](int l, int (&nh)[D]) {
+      int lx, ly, lz;
+      coords(l, &lx, &ly, &lz);
       const int c = f.HaloIndex(lx, ly, lz);
       for (int d = 0; d < D; ++d)
         nh[d] = s.halo_h[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
@@ -255,53 +271,60 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     int iterations = 0;
     while (iterations < tuning_.local_iterations) {
       ++iterations;
-      // Push: reads heights, writes the node's own out[] and residuals.
-      for (int l = 0; l < f.n; ++l) {
-        int lx, ly, lz;
-        local(l, &lx, &ly, &lz);
+      // Push (heights fixed): flow for tile nodes becomes messages, flow leaving the tile waits.
+      s.messages.clear();
+      for (int l : s.active) {
         int nh[D];
         std::uint32_t r[D], o[D];
+        neighbour_heights(l, nh);
         for (int d = 0; d < D; ++d) r[d] = s.r[l * D + d];
-        if (pr::IsActive(s.x[l], s.h[l], inf)) neighbour_heights(lx, ly, lz, nh);
-        else
-          for (int d = 0; d < D; ++d) nh[d] = inf;
         pr::PushStep<D>(s.x[l], s.h[l], inf, r, nh, o);
+        int lx, ly, lz;
+        coords(l, &lx, &ly, &lz);
         for (int d = 0; d < D; ++d) {
           s.r[l * D + d] = r[d];
-          if (inside(lx + pr::DirX(KIND, d), ly + pr::DirY(KIND, d), lz + pr::DirZ(KIND, d))) s.out[d * f.n + l] = o[d];
-          else s.acc[l * D + d] += o[d];
+          if (o[d] == 0) continue;
+          const int ux = lx + pr::DirX(KIND, d), uy = ly + pr::DirY(KIND, d), uz = lz + pr::DirZ(KIND, d);
+          if (ux >= 0 && uy >= 0 && uz >= 0 && ux < L.tile_x && uy < L.tile_y && uz < L.tile_z)
+            s.messages.push_back({ux + L.tile_x * (uy + L.tile_y * uz), pr::Opposite(KIND, d), o[d]});
+          else
+            s.outside.push_back({l, d, o[d]});
         }
       }
-      // Pull what the tile's neighbours pushed here, then decide the relabel (heights unchanged).
-      for (int l = 0; l < f.n; ++l) {
-        int lx, ly, lz;
-        local(l, &lx, &ly, &lz);
-        for (int d = 0; d < D; ++d) {
-          const int ux = lx + pr::DirX(KIND, d), uy = ly + pr::DirY(KIND, d), uz = lz + pr::DirZ(KIND, d);
-          if (!inside(ux, uy, uz)) continue;
-          const int u = ux + L.tile_x * (uy + L.tile_y * uz);
-          pr::PullStep(s.x[l], s.r[l * D + d], s.out[pr::Opposite(KIND, d) * f.n + u]);
+      // Pull: what was pushed arrives (sums do not depend on order).
+      s.candidates.clear();
+      for (int l : s.active) {
+        s.stamp[l] = iterations;
+        s.candidates.push_back(l);
+      }
+      for (const Message& m : s.messages) {
+        pr::PullStep(s.x[m.target], s.r[m.target * D + m.dir], m.flow);
+        if (s.stamp[m.target] != iterations) {
+          s.stamp[m.target] = iterations;
+          s.candidates.push_back(m.target);
         }
+      }
+      // Relabel decisions read the heights of before this iteration; then publish them.
+      for (int l : s.candidates) {
+        s.new_h[l] = s.h[l];
+        if (!pr::IsActive(s.x[l], s.h[l], inf)) continue;
         int nh[D];
         std::uint32_t r[D];
+        neighbour_heights(l, nh);
         for (int d = 0; d < D; ++d) r[d] = s.r[l * D + d];
-        if (pr::IsActive(s.x[l], s.h[l], inf)) {
-          neighbour_heights(lx, ly, lz, nh);
-          s.new_h[l] = pr::RelabelStep<D>(s.x[l], s.h[l], inf, r, nh);
-        } else {
-          s.new_h[l] = s.h[l];
+        s.new_h[l] = pr::RelabelStep<D>(s.x[l], s.h[l], inf, r, nh);
+      }
+      s.active.clear();
+      for (int l : s.candidates) {
+        if (s.new_h[l] != s.h[l]) {
+          int lx, ly, lz;
+          coords(l, &lx, &ly, &lz);
+          s.h[l] = s.new_h[l];
+          s.halo_h[f.HaloIndex(lx, ly, lz)] = s.h[l];
         }
+        if (pr::IsActive(s.x[l], s.h[l], inf)) s.active.push_back(l);
       }
-      // Publish the new heights.
-      any = false;
-      for (int l = 0; l < f.n; ++l) {
-        int lx, ly, lz;
-        local(l, &lx, &ly, &lz);
-        s.h[l] = s.new_h[l];
-        s.halo_h[f.HaloIndex(lx, ly, lz)] = s.h[l];
-        any |= pr::IsActive(s.x[l], s.h[l], inf);
-      }
-      if (!any) break;
+      if (s.active.empty()) break;
     }
     // Write back; flow pushed out of the tile goes to the neighbours (idle: other colours).
     for (int l = 0; l < f.n; ++l) {
@@ -310,19 +333,18 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       x_[v] = s.x[l];
       h_[v] = s.h[l];
       for (int d = 0; d < D; ++d) r_[d * N + v] = s.r[l * D + d];
-      int lx, ly, lz;
-      local(l, &lx, &ly, &lz);
-      for (int d = 0; d < D; ++d) {
-        const std::uint32_t a = s.acc[l * D + d];
-        if (a == 0) continue;
-        const int gx = f.x0 + lx + pr::DirX(KIND, d), gy = f.y0 + ly + pr::DirY(KIND, d), gz = f.z0 + lz + pr::DirZ(KIND, d);
-        const std::int64_t w = L.Node(gx, gy, gz);
-        __atomic_fetch_add(&x_[w], static_cast<std::int64_t>(a), __ATOMIC_RELAXED);
-        r_[pr::Opposite(KIND, d) * N + w] += a;  // only this node pushes into that slot
-        __atomic_store_n(&active_[L.TileIndex(gx / L.tile_x, gy / L.tile_y, gz / L.tile_z)], 1, __ATOMIC_RELAXED);
-      }
     }
-    active_[tile] = any ? 1 : 0;
+    for (const Outflow& o : s.outside) {
+      int lx, ly, lz;
+      coords(o.node, &lx, &ly, &lz);
+      const int gx = f.x0 + lx + pr::DirX(KIND, o.dir), gy = f.y0 + ly + pr::DirY(KIND, o.dir),
+                gz = f.z0 + lz + pr::DirZ(KIND, o.dir);
+      const std::int64_t w = L.Node(gx, gy, gz);
+      __atomic_fetch_add(&x_[w], static_cast<std::int64_t>(o.flow), __ATOMIC_RELAXED);
+      r_[pr::Opposite(KIND, o.dir) * N + w] += o.flow;  // only this node pushes into that slot
+      __atomic_store_n(&active_[L.TileIndex(gx / L.tile_x, gy / L.tile_y, gz / L.tile_z)], 1, __ATOMIC_RELAXED);
+    }
+    active_[tile] = s.active.empty() ? 0 : 1;
     visits_.fetch_add(1, std::memory_order_relaxed);
     iterations_.fetch_add(iterations, std::memory_order_relaxed);
     return true;
@@ -347,8 +369,9 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     return busy;
   }
 
-  // One BFS visit of a tile: relax to the local fixpoint with the halo fixed. Returns whether any
-  // height changed.
+  // One BFS visit of a tile: relax to the local fixpoint with the halo fixed (the same fixpoint the
+  // CUDA block's Jacobi loop reaches; here a worklist visits only nodes whose neighbours fell).
+  // Returns whether any height changed.
   template <int KIND>
   bool BfsTile(int tx, int ty, int tz, TileScratch& s) {
     constexpr int D = pr::NumDirs(KIND);
@@ -357,32 +380,39 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     const int inf = L.inf;
     LoadHalo(f, s.halo_h);
     s.mask.assign(f.n, 0);
-    s.new_h.assign(f.n, inf);
     s.node.assign(f.n, -1);
+    s.queued.assign(f.n, 1);
+    s.active.clear();
     for (int l = 0; l < f.n; ++l) {
       const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
       const int gx = f.x0 + lx, gy = f.y0 + ly, gz = f.z0 + lz;
+      s.active.push_back(l);
       if (!L.InGrid(gx, gy, gz)) continue;
       s.node[l] = L.Node(gx, gy, gz);
       s.mask[l] = mask_[s.node[l]];
     }
     bool changed_any = false;
-    for (;;) {
-      bool changed = false;
-      for (int l = 0; l < f.n; ++l) {
-        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
-        const int c = f.HaloIndex(lx, ly, lz);
-        int nh[D];
-        for (int d = 0; d < D; ++d)
-          nh[d] = s.halo_h[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
-        s.new_h[l] = pr::BfsStep<D>(s.halo_h[c], inf, s.mask[l], nh);
-        changed |= s.new_h[l] != s.halo_h[c];
-      }
-      if (!changed) break;
+    for (std::size_t head = 0; head < s.active.size(); ++head) {
+      const int l = s.active[head];
+      s.queued[l] = 0;
+      const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
+      const int c = f.HaloIndex(lx, ly, lz);
+      int nh[D];
+      for (int d = 0; d < D; ++d)
+        nh[d] = s.halo_h[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
+      const int new_h = pr::BfsStep<D>(s.halo_h[c], inf, s.mask[l], nh);
+      if (new_h == s.halo_h[c]) continue;
+      s.halo_h[c] = new_h;
       changed_any = true;
-      for (int l = 0; l < f.n; ++l) {
-        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
-        s.halo_h[f.HaloIndex(lx, ly, lz)] = s.new_h[l];
+      // Tile neighbours with a residual edge to l may fall now.
+      for (int d = 0; d < D; ++d) {
+        const int ux = lx + pr::DirX(KIND, d), uy = ly + pr::DirY(KIND, d), uz = lz + pr::DirZ(KIND, d);
+        if (ux < 0 || uy < 0 || uz < 0 || ux >= L.tile_x || uy >= L.tile_y || uz >= L.tile_z) continue;
+        const int u = ux + L.tile_x * (uy + L.tile_y * uz);
+        if (!s.queued[u] && (s.mask[u] >> pr::Opposite(KIND, d) & 1)) {
+          s.queued[u] = 1;
+          s.active.push_back(u);
+        }
       }
     }
     if (changed_any)
