@@ -24,12 +24,10 @@ bool PushRelabelTuning::IsValid(std::string* error) const {
                 std::to_string(tile3d_y) + "x" + std::to_string(tile3d_z) + ")");
   if (local_iterations < 1 || local_iterations > 100000)
     return fail("local_iterations must be in 1..100000 (got " + std::to_string(local_iterations) + ")");
-  if (rounds_per_global_relabel < 1)
-    return fail("rounds_per_global_relabel must be at least 1 (got " + std::to_string(rounds_per_global_relabel) + ")");
-  if (check_every < 1 || check_every > 1024)
-    return fail("check_every must be in 1..1024 (got " + std::to_string(check_every) + ")");
-  if (bfs_check_every < 2 || bfs_check_every > 1024 || bfs_check_every % 2 != 0)
-    return fail("bfs_check_every must be even and in 2..1024 (got " + std::to_string(bfs_check_every) + ")");
+  if (rounds_per_global_relabel < 1 || rounds_per_global_relabel > 512)
+    return fail("rounds_per_global_relabel must be in 1..512 (got " + std::to_string(rounds_per_global_relabel) + ")");
+  if (bfs_check_every < 2 || bfs_check_every > 512 || bfs_check_every % 2 != 0)
+    return fail("bfs_check_every must be even and in 2..512 (got " + std::to_string(bfs_check_every) + ")");
   if (max_push_rounds < 0) return fail("max_push_rounds must not be negative");
   return true;
 }
@@ -38,7 +36,7 @@ std::string PushRelabelTuning::Describe() const {
   std::ostringstream s;
   s << "tile " << tile_x << "x" << tile_y << " (3-D " << tile3d_x << "x" << tile3d_y << "x" << tile3d_z << "), "
     << local_iterations << " local iterations, global relabel every " << rounds_per_global_relabel
-    << " rounds, check every " << check_every << " rounds (BFS " << bfs_check_every << "), CUDA graphs "
+    << " push rounds, BFS batches of " << bfs_check_every << " rounds, CUDA graphs "
     << (cuda_graphs ? "on" : "off");
   if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
   return s.str();
@@ -64,14 +62,13 @@ void PushRelabelTuning::Parse(const std::string& overrides) {
     else if (name == "tile3d_z") tile3d_z = v;
     else if (name == "local_iterations") local_iterations = v;
     else if (name == "rounds_per_global_relabel") rounds_per_global_relabel = v;
-    else if (name == "check_every") check_every = v;
     else if (name == "bfs_check_every") bfs_check_every = v;
     else if (name == "cuda_graphs") cuda_graphs = v != 0;
     else if (name == "max_push_rounds") max_push_rounds = v;
     else
       throw Error("push-relabel tuning: unknown name '" + name +
                   "' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, local_iterations, "
-                  "rounds_per_global_relabel, check_every, bfs_check_every, cuda_graphs, max_push_rounds)");
+                  "rounds_per_global_relabel, bfs_check_every, cuda_graphs, max_push_rounds)");
   }
   std::string error;
   if (!IsValid(&error)) throw Error(error);
@@ -225,42 +222,35 @@ void PushRelabelEngine::RunForTest(const StGraph& graph, int push_rounds) {
 void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds) {
   stats_ = PushRelabelStats{};
   const auto start = std::chrono::steady_clock::now();
-  // A generous bound: every global relabel either finishes or is followed by push rounds that
-  // move flow; far more relabels than nodes means a bug, which must not hang the caller.
-  const std::int64_t max_relabels = 4 * layout_.num_nodes + 1000;
-  constexpr int kMaxLogRecords = 40;
+  // A generous bound: every cycle either finishes or moves flow; far more cycles than nodes means
+  // a bug, which must not hang the caller.
+  const std::int64_t max_cycles = 4 * layout_.num_nodes + 1000;
+  constexpr std::size_t kMaxLogRecords = 40;
   bool stopped = false;
   for (;;) {
-    std::int64_t bfs_rounds = 0;
-    const std::int64_t active = GlobalRelabel(&bfs_rounds);
+    int rounds = tuning_.rounds_per_global_relabel;
+    if (max_push_rounds > 0) rounds = static_cast<int>(std::min<std::int64_t>(rounds, max_push_rounds - stats_.push_rounds));
+    const CycleResult cycle = Cycle(rounds);
     ++stats_.global_relabels;
-    stats_.bfs_rounds += bfs_rounds;
+    stats_.bfs_rounds += cycle.bfs_rounds;
     if (out->log.size() < kMaxLogRecords) {
       IterationRecord record;
       record.iteration = static_cast<int>(stats_.global_relabels);
       record.time_ms = MsSince(start);
       record.note = "global relabel after " + std::to_string(stats_.push_rounds) + " push rounds: " +
-                    std::to_string(bfs_rounds) + " BFS rounds, " + std::to_string(active) + " active nodes";
+                    std::to_string(cycle.bfs_rounds) + " BFS rounds, " + std::to_string(cycle.active_nodes) +
+                    " active nodes";
       out->log.push_back(record);
     }
-    if (active == 0) break;
-    if (stats_.global_relabels > max_relabels)
-      throw Error(name() + ": no convergence after " + std::to_string(stats_.global_relabels) +
-                  " global relabels (internal error)");
-    int done = 0;
-    while (done < tuning_.rounds_per_global_relabel) {
-      int batch = std::min(tuning_.check_every, tuning_.rounds_per_global_relabel - done);
-      if (max_push_rounds > 0) batch = static_cast<int>(std::min<std::int64_t>(batch, max_push_rounds - stats_.push_rounds));
-      if (batch <= 0) break;
-      const std::int64_t busy = PushRounds(batch);
-      stats_.push_rounds += batch;
-      done += batch;
-      if (busy == 0) break;
-    }
+    if (cycle.active_nodes == 0) break;
+    stats_.push_rounds += rounds;
     if (max_push_rounds > 0 && stats_.push_rounds >= max_push_rounds) {
       stopped = true;
       break;
     }
+    if (stats_.global_relabels > max_cycles)
+      throw Error(name() + ": no convergence after " + std::to_string(stats_.global_relabels) +
+                  " global relabels (internal error)");
   }
   if (stopped) return;  // step-by-step test: no cut wanted
   std::vector<Label> sink_side;

@@ -8,12 +8,14 @@
 ///   heights of its one-node halo, runs up to `local_iterations` synchronous push / pull / relabel
 ///   iterations on it, writes it back and hands flow pushed across the tile's edge to the
 ///   neighbouring nodes; tiles without active nodes cost nothing;
-/// - every `rounds_per_global_relabel` rounds a *global relabel* recomputes exact distances to the
-///   sink by a tiled breadth-first search (relaxation to a fixpoint) over residual-edge bitmasks; it
-///   also marks the nodes that can no longer reach the sink as dead (height inf);
+/// - a *cycle* is a global relabel followed by `rounds_per_global_relabel` push rounds: the global
+///   relabel recomputes exact distances to the sink by a tiled breadth-first search (relaxation to
+///   a fixpoint) over residual-edge bitmasks, marks the nodes that can no longer reach the sink as
+///   dead (height inf), and counts the active nodes; push rounds stop early on the device once a
+///   round finds no work;
 /// - the solve ends when a global relabel finds no active node; the nodes that can reach the sink
 ///   in the final residual graph form the sink side of the minimum cut.
-/// Termination is checked on the device, and read by the host only every `check_every` rounds.
+/// The host waits for the device once per cycle (cuda-pr runs a cycle as one CUDA graph).
 ///
 /// Re-solving after capacity changes starts from the previous residual graph: terminal changes
 /// adjust the netted excess, edge changes keep the edge's flow when it still fits and otherwise
@@ -37,16 +39,15 @@ struct PushRelabelTuning {
   int tile3d_x = 8;            ///< 3-D tile size x (8x8x8 or 32x4x4).
   int tile3d_y = 8;            ///< 3-D tile size y.
   int tile3d_z = 8;            ///< 3-D tile size z.
-  int local_iterations = 16;   ///< Push/relabel iterations per tile visit.
-  int rounds_per_global_relabel = 16;  ///< Push rounds between two global relabels.
-  int check_every = 4;         ///< Push rounds between two termination checks by the host.
-  int bfs_check_every = 8;     ///< BFS rounds between two convergence checks by the host (even).
+  int local_iterations = 8;    ///< Push/relabel iterations per tile visit.
+  int rounds_per_global_relabel = 1;  ///< Push rounds between two global relabels (one cycle).
+  int bfs_check_every = 8;     ///< BFS rounds per batch before the host checks convergence (even).
   bool cuda_graphs = true;     ///< cuda-pr: replay each batch of launches as one CUDA graph.
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.
   bool IsValid(std::string* error) const;
-  /// "tile 32x16 (3-D 8x8x8), 16 local iterations, ..." for logs and benchmark tables.
+  /// "tile 32x16 (3-D 8x8x8), 8 local iterations, ..." for logs and benchmark tables.
   std::string Describe() const;
   /// Applies overrides "name=value,name=value" (names as the fields); throws mrf::Error on bad input.
   void Parse(const std::string& overrides);
@@ -63,6 +64,9 @@ struct PushRelabelStats {
   std::int64_t host_syncs = 0;       ///< Times the host waited for the device to read a counter.
   std::int64_t tile_visits = 0;      ///< Tile visits that found active nodes.
   std::int64_t tile_iterations = 0;  ///< Local push/relabel iterations summed over those visits.
+  std::int64_t bfs_tile_visits = 0;  ///< BFS visits of tiles (tiles processed in BFS rounds).
+  double relabel_ms = 0;             ///< Time in global relabels (device time on the GPU).
+  double push_ms = 0;                ///< Time in push rounds (device time on the GPU).
 };
 
 /// The raw state of the engine (for step-by-step comparisons of the two engines).
@@ -122,10 +126,15 @@ class PushRelabelEngine : public MaxFlowEngine {
   virtual void Upload(const StGraph& graph) = 0;
   /// Applies capacity changes to the residual state (re-solve).
   virtual void ApplyChanges(const std::vector<NodeChange>& nodes, const std::vector<EdgeChange>& edges) = 0;
-  /// Global relabel: exact distances, dead nodes, tile flags. Returns the number of active nodes.
-  virtual std::int64_t GlobalRelabel(std::int64_t* bfs_rounds) = 0;
-  /// Runs `rounds` push rounds; returns how many tiles had work in the last one (0: converged).
-  virtual std::int64_t PushRounds(int rounds) = 0;
+  /// What one cycle found.
+  struct CycleResult {
+    std::int64_t active_nodes = 0;  ///< Active nodes after the global relabel (0: solved).
+    std::int64_t bfs_rounds = 0;    ///< BFS rounds until the fixpoint.
+  };
+  /// One cycle: a global relabel (exact distances, dead nodes, tile flags, the cut, the active
+  /// nodes) and then, if any node is active, `push_rounds` push rounds (stopping after a round
+  /// without work). Adds to stats_ (launches, syncs, visits, phase times).
+  virtual CycleResult Cycle(int push_rounds) = 0;
   /// Copies the cut of the last global relabel (1 = sink side) and returns the total residual
   /// capacity left on the sink edges.
   virtual std::int64_t Finish(std::vector<Label>* sink_side) = 0;

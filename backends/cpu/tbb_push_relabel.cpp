@@ -76,6 +76,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     times_.upload_ms = MsSince(start);
     visits_ = 0;
     iterations_ = 0;
+    bfs_visits_ = 0;
     const auto build = std::chrono::steady_clock::now();
     const std::int64_t n = layout_.num_nodes;
     const int fwd = pr::NumForward(layout_.kind);
@@ -101,6 +102,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     times_ = {};
     visits_ = 0;
     iterations_ = 0;
+    bfs_visits_ = 0;
     const auto start = std::chrono::steady_clock::now();
     for (const NodeChange& c : nodes) x_[c.node] += c.delta;
     const std::int64_t n = layout_.num_nodes;
@@ -121,28 +123,28 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     times_.solve_ms += MsSince(start);
   }
 
-  std::int64_t GlobalRelabel(std::int64_t* bfs_rounds) override {
+  CycleResult Cycle(int push_rounds) override {
+    CycleResult result;
     const auto start = std::chrono::steady_clock::now();
-    std::int64_t active = 0;
     switch (layout_.kind) {
-      case pr::kKindGrid4: active = GlobalRelabelT<pr::kKindGrid4>(bfs_rounds); break;
-      case pr::kKindGrid8: active = GlobalRelabelT<pr::kKindGrid8>(bfs_rounds); break;
-      default: active = GlobalRelabelT<pr::kKindGrid3D6>(bfs_rounds); break;
+      case pr::kKindGrid4: result.active_nodes = GlobalRelabelT<pr::kKindGrid4>(&result.bfs_rounds); break;
+      case pr::kKindGrid8: result.active_nodes = GlobalRelabelT<pr::kKindGrid8>(&result.bfs_rounds); break;
+      default: result.active_nodes = GlobalRelabelT<pr::kKindGrid3D6>(&result.bfs_rounds); break;
     }
-    times_.solve_ms += MsSince(start);
-    return active;
-  }
-
-  std::int64_t PushRounds(int rounds) override {
-    const auto start = std::chrono::steady_clock::now();
-    std::int64_t busy = 0;
+    const double relabel_ms = MsSince(start);
+    stats_.relabel_ms += relabel_ms;
+    times_.solve_ms += relabel_ms;
+    if (result.active_nodes == 0 || push_rounds == 0) return result;
+    const auto push_start = std::chrono::steady_clock::now();
     switch (layout_.kind) {
-      case pr::kKindGrid4: busy = PushRoundsT<pr::kKindGrid4>(rounds); break;
-      case pr::kKindGrid8: busy = PushRoundsT<pr::kKindGrid8>(rounds); break;
-      default: busy = PushRoundsT<pr::kKindGrid3D6>(rounds); break;
+      case pr::kKindGrid4: PushRoundsT<pr::kKindGrid4>(push_rounds); break;
+      case pr::kKindGrid8: PushRoundsT<pr::kKindGrid8>(push_rounds); break;
+      default: PushRoundsT<pr::kKindGrid3D6>(push_rounds); break;
     }
-    times_.solve_ms += MsSince(start);
-    return busy;
+    const double push_ms = MsSince(push_start);
+    stats_.push_ms += push_ms;
+    times_.solve_ms += push_ms;
+    return result;
   }
 
   std::int64_t Finish(std::vector<Label>* sink_side) override {
@@ -440,16 +442,19 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       }
     });
     std::fill(dirty_.begin(), dirty_.end(), 1);
+    stats_.launches += 2;
     std::int64_t rounds = 0;
     for (bool changed = true; changed;) {
       changed = false;
       ++rounds;
+      stats_.launches += L.num_colours();
       for (int colour = 0; colour < L.num_colours(); ++colour) {
         std::atomic<bool> any{false};
         ForEachTileOfColour(colour, [&](int tx, int ty, int tz) {
           const int t = L.TileIndex(tx, ty, tz);
           if (!dirty_[t]) return;
           dirty_[t] = 0;
+          bfs_visits_.fetch_add(1, std::memory_order_relaxed);
           if (!BfsTile<KIND>(tx, ty, tz, scratch_.local())) return;
           any.store(true, std::memory_order_relaxed);
           // Tiles whose halo holds nodes of this one (all of them on other colours).
@@ -484,6 +489,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       residual.local() += res;
     });
     sink_residual_ = residual.combine(std::plus<std::int64_t>());
+    stats_.bfs_tile_visits = bfs_visits_.load();
     return active_nodes.combine(std::plus<std::int64_t>());
   }
 
@@ -495,7 +501,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
   std::vector<Label> labels_;
   std::vector<std::uint8_t> active_, dirty_;
   std::int64_t sink_residual_ = 0;
-  std::atomic<std::int64_t> visits_{0}, iterations_{0};
+  std::atomic<std::int64_t> visits_{0}, iterations_{0}, bfs_visits_{0};
   PhaseTimes times_;
   tbb::enumerable_thread_specific<TileScratch> scratch_;
 };

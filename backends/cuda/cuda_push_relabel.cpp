@@ -150,38 +150,30 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     Check(cudaStreamSynchronize(stream_), "applying the capacity changes");
   }
 
-  std::int64_t GlobalRelabel(std::int64_t* bfs_rounds) override {
-    const int batch = tuning_.bfs_check_every;
-    Launched(cuda_pr::LaunchBfsInit(dev_, stream_), "BfsInit");
-    Check(cudaMemsetAsync(dev_.dirty, 1, layout_.num_tiles(), stream_), "marking tiles for the BFS");
-    std::int64_t rounds = 0;
-    for (bool converged = false; !converged;) {
-      RunBatch(kBfs, batch);
-      for (int j = 0; j < batch; ++j) {
-        ++rounds;
-        if (host_counters_[j] == 0) {
-          converged = true;
-          break;
-        }
+  CycleResult Cycle(int push_rounds) override {
+    const int bfs = tuning_.bfs_check_every;
+    CycleResult result;
+    Record(kCycleStart);
+    RunCycleBatch(true, bfs, push_rounds);
+    for (;;) {
+      bool converged = false;
+      for (int j = 0; j < bfs && !converged; ++j) {
+        ++result.bfs_rounds;
+        converged = host_counters_[j] == 0;
       }
-      if (!converged && rounds > 4 * layout_.num_nodes + 64)
+      if (converged) break;
+      if (result.bfs_rounds > 4 * layout_.num_nodes + 64)
         throw Error("cuda-pr: the breadth-first search did not converge (internal error)");
+      RunCycleBatch(false, bfs, push_rounds);  // more BFS rounds, then the census and the push rounds
     }
-    *bfs_rounds = rounds;
-    Check(cudaMemsetAsync(dev_.totals, 0, 2 * sizeof(unsigned long long), stream_), "clearing totals");
-    Launched(cuda_pr::LaunchCensus(dev_, stream_), "Census");
-    Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
-                          cudaMemcpyDeviceToHost, stream_), "reading the totals");
-    Sync("the global relabel");
+    result.active_nodes = static_cast<std::int64_t>(host_totals_[cuda_pr::kActiveNodes]);
     sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
     stats_.tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileVisits]);
     stats_.tile_iterations = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileIterations]);
-    return static_cast<std::int64_t>(host_totals_[cuda_pr::kActiveNodes]);
-  }
-
-  std::int64_t PushRounds(int rounds) override {
-    RunBatch(kPush, rounds);
-    return host_counters_[rounds - 1];
+    stats_.bfs_tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kBfsTileVisits]);
+    stats_.relabel_ms += Elapsed(kCycleStart, kCensusDone);
+    stats_.push_ms += Elapsed(kCensusDone, kCycleEnd);
+    return result;
   }
 
   std::int64_t Finish(std::vector<Label>* sink_side) override {
@@ -206,9 +198,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   std::size_t WorkspaceBytes() const override { return device_bytes_ + change_bytes_; }
 
  private:
-  enum Event { kUploadStart, kUploadEnd, kDownloadStart, kDownloadEnd, kNumEvents };
-  enum BatchKind { kPush, kBfs };
-  static constexpr int kMaxBatch = 1024;
+  enum Event { kUploadStart, kUploadEnd, kCycleStart, kCensusDone, kCycleEnd, kDownloadStart, kDownloadEnd, kNumEvents };
+  static constexpr int kMaxBatch = 1024;  // BFS rounds + push rounds of one batch (tuning allows 512 + 512)
 
   void Check(cudaError_t status, const std::string& what) const {
     if (status == cudaSuccess) return;
@@ -291,21 +282,22 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     graphs_.clear();
   }
 
-  // Enqueues one batch: clear the round counters, `rounds` rounds of launches, copy the counters
-  // back; then waits. With CUDA graphs the batch is captured once and replayed.
-  void RunBatch(BatchKind kind, int rounds) {
-    const bool graphs = tuning_.cuda_graphs && !debug_sync_;
-    const int per_round = kind == kPush ? layout_.num_colours() : 1;
-    if (!graphs) {
-      EnqueueBatch(kind, rounds);
+  // Runs one batch of a cycle and waits: (the BFS start,) `bfs` BFS rounds, the census if the BFS
+  // converged, `push` push rounds if it found active nodes; then the counters and totals come back.
+  // Kernels decide on the device whether they have work, so the batch is fixed and, with CUDA
+  // graphs, captured once and replayed.
+  void RunCycleBatch(bool first, int bfs, int push) {
+    const int launches = (first ? 1 : 0) + bfs + 1 + push * layout_.num_colours();
+    if (!tuning_.cuda_graphs || debug_sync_) {
+      EnqueueCycleBatch(first, bfs, push);
     } else {
-      const auto key = std::make_tuple(static_cast<int>(kind), rounds, tuning_.local_iterations);
+      const auto key = std::make_tuple(first ? 1 : 0, bfs, push, tuning_.local_iterations);
       auto found = graphs_.find(key);
       if (found == graphs_.end()) {
         cudaGraph_t graph = nullptr;
         Check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capturing a CUDA graph");
         try {
-          EnqueueBatch(kind, rounds);
+          EnqueueCycleBatch(first, bfs, push);
         } catch (...) {
           cudaStreamEndCapture(stream_, &graph);
           if (graph) cudaGraphDestroy(graph);
@@ -317,27 +309,34 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
         cudaGraphDestroy(graph);
         Check(status, "instantiating a CUDA graph");
         found = graphs_.emplace(key, exec).first;
-        stats_.launches -= static_cast<std::int64_t>(rounds) * per_round;  // counted at replay
+        stats_.launches -= launches;  // counted when replayed
       }
       Check(cudaGraphLaunch(found->second, stream_), "launching a CUDA graph");
-      stats_.launches += static_cast<std::int64_t>(rounds) * per_round;
+      stats_.launches += launches;
     }
-    Sync(kind == kPush ? "a batch of push rounds" : "a batch of BFS rounds");
+    Sync(first ? "a global relabel and its push rounds" : "more BFS rounds");
   }
 
-  void EnqueueBatch(BatchKind kind, int rounds) {
-    Check(cudaMemsetAsync(dev_.counters, 0, rounds * sizeof(std::uint32_t), stream_), "clearing round counters");
-    for (int round = 0; round < rounds; ++round) {
-      if (kind == kPush) {
-        for (int colour = 0; colour < layout_.num_colours(); ++colour) {
-          Launched(cuda_pr::LaunchPushColour(dev_, colour, round, tuning_.local_iterations, stream_), "PushTiles");
-        }
-      } else {
-        Launched(cuda_pr::LaunchBfsRound(dev_, round, round & 1, stream_), "BfsTiles");
-      }
+  void EnqueueCycleBatch(bool first, int bfs, int push) {
+    const int counters = bfs + push;
+    if (first) {
+      Launched(cuda_pr::LaunchBfsInit(dev_, stream_), "BfsInit");
+      Check(cudaMemsetAsync(dev_.dirty, 1, layout_.num_tiles(), stream_), "marking tiles for the BFS");
     }
-    Check(cudaMemcpyAsync(host_counters_, dev_.counters, rounds * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream_),
-          "reading round counters");
+    Check(cudaMemsetAsync(dev_.counters, 0, counters * sizeof(std::uint32_t), stream_), "clearing round counters");
+    Check(cudaMemsetAsync(dev_.totals, 0, 2 * sizeof(unsigned long long), stream_), "clearing totals");
+    for (int round = 0; round < bfs; ++round)
+      Launched(cuda_pr::LaunchBfsRound(dev_, round, round & 1, stream_), "BfsTiles");
+    Launched(cuda_pr::LaunchCensus(dev_, bfs, stream_), "Census");
+    Record(kCensusDone);
+    for (int round = 0; round < push; ++round)
+      for (int colour = 0; colour < layout_.num_colours(); ++colour)
+        Launched(cuda_pr::LaunchPushColour(dev_, colour, round, bfs, tuning_.local_iterations, stream_), "PushTiles");
+    Check(cudaMemcpyAsync(host_counters_, dev_.counters, counters * sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
+                          stream_), "reading round counters");
+    Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
+                          cudaMemcpyDeviceToHost, stream_), "reading the totals");
+    Record(kCycleEnd);
   }
 
   DeviceState dev_;
@@ -352,7 +351,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   std::uint32_t* host_counters_ = nullptr;
   unsigned long long* host_totals_ = nullptr;
   std::int64_t sink_residual_ = 0;
-  std::map<std::tuple<int, int, int>, cudaGraphExec_t> graphs_;
+  std::map<std::tuple<int, int, int, int>, cudaGraphExec_t> graphs_;
   bool debug_sync_ = false;
   std::string inject_;
   std::string describe_;

@@ -40,15 +40,26 @@ __device__ void LoadHaloRing(const DeviceState& s, int tx, int ty, int tz, int* 
   }
 }
 
+// True when one of the BFS rounds of this batch changed nothing (the fixpoint is reached).
+__device__ bool BfsConverged(const DeviceState& s, int bfs_rounds) {
+  bool converged = false;
+  for (int j = 0; j < bfs_rounds; ++j) converged |= s.counters[j] == 0;
+  return converged;
+}
+
 // ---- Push: up to `iterations` synchronous push / pull / relabel iterations on one tile ----------
 template <int KIND, int TX, int TY, int TZ>
-__global__ void __launch_bounds__(TX* TY* TZ) PushTilesKernel(DeviceState s, int colour, int round, int iterations) {
+__global__ void __launch_bounds__(TX* TY* TZ)
+    PushTilesKernel(DeviceState s, int colour, int round, int bfs_rounds, int iterations) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
   constexpr int NT = TX * TY * TZ, HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
   __shared__ int sh_h[HX * HY * HZ];
   __shared__ std::uint32_t sh_out[D][NT];
   const TileLayout& L = s.layout;
-  if (round > 0 && s.counters[round - 1] == 0) return;  // converged: later rounds cost one launch
+  // Decided the same way by every block: nothing to do costs one launch.
+  if (round == 0 ? !BfsConverged(s, bfs_rounds) || s.totals[kActiveNodes] == 0
+                 : s.counters[bfs_rounds + round - 1] == 0)
+    return;
   int tx, ty, tz;
   if (!L.ColourTile(colour, blockIdx.x, blockIdx.y, blockIdx.z, &tx, &ty, &tz)) return;
   const int tile = L.TileIndex(tx, ty, tz);
@@ -136,7 +147,7 @@ __global__ void __launch_bounds__(TX* TY* TZ) PushTilesKernel(DeviceState s, int
   }
   if (tid == 0) {
     s.active[tile] = any ? 1 : 0;
-    atomicAdd(&s.counters[round], 1u);
+    atomicAdd(&s.counters[bfs_rounds + round], 1u);
     atomicAdd(&s.totals[kTileVisits], 1ull);
     atomicAdd(&s.totals[kTileIterations], static_cast<unsigned long long>(it));
   }
@@ -184,6 +195,7 @@ __global__ void __launch_bounds__(TX* TY* TZ) BfsTilesKernel(DeviceState s, int 
     return;
   }
   const int tid = threadIdx.x;
+  if (tid == 0) atomicAdd(&s.totals[kBfsTileVisits], 1ull);
   const int lx = tid % TX, ly = (tid / TX) % TY, lz = tid / (TX * TY);
   const int gx = tx * TX + lx, gy = ty * TY + ly, gz = tz * TZ + lz;
   const bool in_grid = L.InGrid(gx, gy, gz);
@@ -220,7 +232,8 @@ __global__ void __launch_bounds__(TX* TY* TZ) BfsTilesKernel(DeviceState s, int 
 
 // Tile flags, active-node count, the cut, and the residual capacity left on the sink edges.
 template <int TX, int TY, int TZ>
-__global__ void __launch_bounds__(TX* TY* TZ) CensusKernel(DeviceState s) {
+__global__ void __launch_bounds__(TX* TY* TZ) CensusKernel(DeviceState s, int bfs_rounds) {
+  if (!BfsConverged(s, bfs_rounds)) return;  // the host runs more BFS rounds first
   const TileLayout& L = s.layout;
   const int tx = blockIdx.x, ty = blockIdx.y, tz = blockIdx.z;
   const int tid = threadIdx.x;
@@ -345,13 +358,13 @@ struct BuildResidualsLaunch {
 
 struct PushColourLaunch {
   const DeviceState& s;
-  int colour, round, iterations;
+  int colour, round, bfs_rounds, iterations;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
     const dim3 grid(L.ColourGridX(), L.ColourGridY(), L.ColourGridZ());
-    PushTilesKernel<K, X, Y, Z><<<grid, X * Y * Z, 0, stream>>>(s, colour, round, iterations);
+    PushTilesKernel<K, X, Y, Z><<<grid, X * Y * Z, 0, stream>>>(s, colour, round, bfs_rounds, iterations);
     return cudaGetLastError();
   }
 };
@@ -380,11 +393,12 @@ struct BfsRoundLaunch {
 
 struct CensusLaunch {
   const DeviceState& s;
+  int bfs_rounds;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
-    CensusKernel<X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(s);
+    CensusKernel<X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(s, bfs_rounds);
     return cudaGetLastError();
   }
 };
@@ -409,8 +423,9 @@ cudaError_t LaunchBuildResiduals(const DeviceState& s, bool bad_config, cudaStre
   return DispatchKind(s.layout.kind, BuildResidualsLaunch{s, bad_config, stream});
 }
 
-cudaError_t LaunchPushColour(const DeviceState& s, int colour, int round, int local_iterations, cudaStream_t stream) {
-  return Dispatch(s.layout, PushColourLaunch{s, colour, round, local_iterations, stream});
+cudaError_t LaunchPushColour(const DeviceState& s, int colour, int round, int bfs_rounds, int local_iterations,
+                             cudaStream_t stream) {
+  return Dispatch(s.layout, PushColourLaunch{s, colour, round, bfs_rounds, local_iterations, stream});
 }
 
 cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream) {
@@ -421,8 +436,8 @@ cudaError_t LaunchBfsRound(const DeviceState& s, int round, int parity, cudaStre
   return Dispatch(s.layout, BfsRoundLaunch{s, round, parity, stream});
 }
 
-cudaError_t LaunchCensus(const DeviceState& s, cudaStream_t stream) {
-  return Dispatch(s.layout, CensusLaunch{s, stream});
+cudaError_t LaunchCensus(const DeviceState& s, int bfs_rounds, cudaStream_t stream) {
+  return Dispatch(s.layout, CensusLaunch{s, bfs_rounds, stream});
 }
 
 cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream) {

@@ -11,7 +11,14 @@
 namespace mrf::cuda_pr {
 
 /// Indices into DeviceState::totals.
-enum Total : int { kActiveNodes = 0, kSinkResidual = 1, kTileVisits = 2, kTileIterations = 3, kNumTotals = 4 };
+enum Total : int {
+  kActiveNodes = 0,     ///< Active nodes found by the last census.
+  kSinkResidual = 1,    ///< Residual capacity left on the sink edges (last census).
+  kTileVisits = 2,      ///< Push visits of tiles with work (whole solve).
+  kTileIterations = 3,  ///< Local iterations of those visits (whole solve).
+  kBfsTileVisits = 4,   ///< BFS visits of tiles (whole solve).
+  kNumTotals = 5
+};
 
 /// Device pointers of the workspace, passed by value to every kernel.
 struct DeviceState {
@@ -24,7 +31,9 @@ struct DeviceState {
   std::uint8_t* labels = nullptr;     ///< Cut of the last census (1 = sink side).
   std::uint8_t* active = nullptr;     ///< Per tile: may hold active nodes.
   std::uint8_t* dirty = nullptr;      ///< 2 x tiles: BFS work flags, by round parity.
-  std::uint32_t* counters = nullptr;  ///< Per round of a batch: tiles that worked (push) or changed (BFS).
+  /// Per round of a cycle: first the BFS rounds (tiles that changed), then the push rounds (tiles
+  /// that had work). A zero among the BFS counters means the BFS converged.
+  std::uint32_t* counters = nullptr;
   unsigned long long* totals = nullptr;  ///< See Total.
   pr::TileLayout layout;
 };
@@ -46,15 +55,18 @@ bool HasKernels(const pr::TileLayout& layout);
 /// Residuals from the slot capacities in s.cap / s.rev (the first kernel of a solve).
 /// `bad_config` launches with an invalid block size: a real launch failure (fault injection).
 cudaError_t LaunchBuildResiduals(const DeviceState& s, bool bad_config, cudaStream_t stream);
-/// One colour of a push round. `round` indexes s.counters; a round whose predecessor found no
-/// work returns at once.
-cudaError_t LaunchPushColour(const DeviceState& s, int colour, int round, int local_iterations, cudaStream_t stream);
+/// One colour of push round `round` of a cycle whose BFS had `bfs_rounds` rounds: the round's
+/// counter is s.counters[bfs_rounds + round]. Round 0 runs only if the BFS converged and the census
+/// found active nodes, a later round only if the one before found work.
+cudaError_t LaunchPushColour(const DeviceState& s, int colour, int round, int bfs_rounds, int local_iterations,
+                             cudaStream_t stream);
 /// Start of a global relabel: heights 1 or inf, residual bitmasks.
 cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream);
 /// One BFS round over all tiles with work; reads dirty[parity], writes dirty[1 - parity].
 cudaError_t LaunchBfsRound(const DeviceState& s, int round, int parity, cudaStream_t stream);
-/// Tile flags, active nodes, the cut and the sink residual (totals kActiveNodes, kSinkResidual).
-cudaError_t LaunchCensus(const DeviceState& s, cudaStream_t stream);
+/// If the BFS converged within the `bfs_rounds` rounds of this batch: tile flags, active nodes,
+/// the cut and the sink residual (totals kActiveNodes, kSinkResidual, cleared before).
+cudaError_t LaunchCensus(const DeviceState& s, int bfs_rounds, cudaStream_t stream);
 /// Re-solve: terminal changes, then edge changes.
 cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream);
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream);

@@ -68,16 +68,16 @@ TEST(TbbPushRelabel, TuningChangesTheScheduleNotTheFlow) {
   const Topology shapes[] = {Topology::Grid2D(77, 41, 4), Topology::Grid2D(40, 70, 8), Topology::Grid3D(20, 9, 13)};
   std::vector<PushRelabelTuning> tunings(5);
   tunings[1].local_iterations = 1;
-  tunings[1].rounds_per_global_relabel = 1;
-  tunings[1].check_every = 1;
+  tunings[1].rounds_per_global_relabel = 2;
   tunings[2].tile_y = 8;
   tunings[2].tile3d_x = 32;
   tunings[2].tile3d_y = 4;
   tunings[2].tile3d_z = 4;
   tunings[2].local_iterations = 200;
   tunings[3].tile_y = 32;
-  tunings[3].rounds_per_global_relabel = 1000;
-  tunings[4].check_every = 7;
+  tunings[3].rounds_per_global_relabel = 500;
+  tunings[3].local_iterations = 3;
+  tunings[4].rounds_per_global_relabel = 7;
   tunings[4].bfs_check_every = 2;
   for (const Topology& shape : shapes) {
     StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);

@@ -110,7 +110,6 @@ TEST(CudaPushRelabel, SmallEveryTuningGivesTheSameFlow) {
         t.tile3d_z = 4;
         t.local_iterations = 1;
         t.rounds_per_global_relabel = 1;
-        t.check_every = 1;
         t.bfs_check_every = 2;
       }
       tunings.push_back(t);
@@ -139,7 +138,6 @@ TEST(CudaPushRelabel, SmallStateEqualsTheCpuTwinStepByStep) {
   PushRelabelTuning t;
   t.local_iterations = 4;
   t.rounds_per_global_relabel = 3;
-  t.check_every = 2;
   for (const Topology& shape : {Topology::Grid2D(70, 45, 4), Topology::Grid2D(33, 41, 8), Topology::Grid3D(17, 9, 12)})
     for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kHuge}) {
       const StGraph g = test::GridFlowCase(rng, shape, p);
