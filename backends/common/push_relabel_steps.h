@@ -87,6 +87,13 @@ struct TileLayout {
   MRF_HD bool InGrid(int x, int y, int z) const {
     return x >= 0 && y >= 0 && z >= 0 && x < width && y < height && z < depth;
   }
+  /// Tile index of node v.
+  MRF_HD int TileOfNode(std::int64_t v) const {
+    const int x = static_cast<int>(v % width);
+    const std::int64_t rest = v / width;
+    const int y = static_cast<int>(rest % height), z = static_cast<int>(rest / height);
+    return TileIndex(x / tile_x, y / tile_y, z / tile_z);
+  }
   /// Blocks of a colour's launch: x covers every other tile (or all), y and z likewise.
   MRF_HD int ColourGridX() const { return (tiles_x + 1) / 2; }
   MRF_HD int ColourGridY() const { return kind == kKindGrid8 ? (tiles_y + 1) / 2 : tiles_y; }

@@ -162,7 +162,7 @@ void PushRelabelEngine::Solve(const StGraph& graph, Result* out) {
   PrepareHost(graph);
   out->timings.setup_ms = MsSince(start);
   Upload(graph);
-  RunLoop(out, 0);
+  RunLoop(out, 0, false);
   solved_ = true;
 }
 
@@ -203,7 +203,7 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
       edge_changes.push_back({e, graph.edge_cap(e), graph.edge_rev_cap(e)});
   out->timings.setup_ms = MsSince(start);
   ApplyChanges(node_changes, edge_changes);
-  RunLoop(out, 0);
+  RunLoop(out, 0, true);
   solved_ = true;
 }
 
@@ -216,12 +216,18 @@ void PushRelabelEngine::RunForTest(const StGraph& graph, int push_rounds) {
   PrepareHost(graph);
   Upload(graph);
   Result scratch;
-  RunLoop(&scratch, push_rounds);
+  RunLoop(&scratch, push_rounds, false);
 }
 
-void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds) {
+void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool push_first) {
   stats_ = PushRelabelStats{};
   const auto start = std::chrono::steady_clock::now();
+  if (push_first) {
+    // Re-solve: the heights of the last solve still guide flow from the changed nodes; the global
+    // relabel that follows makes them exact again and decides termination.
+    Cycle(tuning_.rounds_per_global_relabel, false);
+    stats_.push_rounds += tuning_.rounds_per_global_relabel;
+  }
   // A generous bound: every cycle either finishes or moves flow; far more cycles than nodes means
   // a bug, which must not hang the caller.
   const std::int64_t max_cycles = 4 * layout_.num_nodes + 1000;
@@ -230,7 +236,7 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds) {
   for (;;) {
     int rounds = tuning_.rounds_per_global_relabel;
     if (max_push_rounds > 0) rounds = static_cast<int>(std::min<std::int64_t>(rounds, max_push_rounds - stats_.push_rounds));
-    const CycleResult cycle = Cycle(rounds);
+    const CycleResult cycle = Cycle(rounds, true);
     ++stats_.global_relabels;
     stats_.bfs_rounds += cycle.bfs_rounds;
     if (out->log.size() < kMaxLogRecords) {

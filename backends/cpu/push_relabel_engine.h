@@ -93,6 +93,12 @@ class PushRelabelEngine : public MaxFlowEngine {
   void set_tuning(const PushRelabelTuning& tuning);
   /// Counters of the last solve.
   const PushRelabelStats& stats() const { return stats_; }
+  /// Time spent in the phases of a solve, in milliseconds (device time for the GPU).
+  struct PhaseTimes {
+    double upload_ms = 0, solve_ms = 0, download_ms = 0;
+  };
+  /// Phase times of the last solve or re-solve.
+  PhaseTimes LastPhaseTimes() { return Times(); }
   /// Bytes of the workspace (device memory for cuda-pr) plus the host copies kept for re-solves.
   std::size_t MemoryBytes() const override;
   /// Copies the current state (after a solve or RunForTest) to the host.
@@ -102,10 +108,6 @@ class PushRelabelEngine : public MaxFlowEngine {
   void RunForTest(const StGraph& graph, int push_rounds);
 
  protected:
-  /// Time spent in the phases of the last solve, in milliseconds (device time for the GPU).
-  struct PhaseTimes {
-    double upload_ms = 0, solve_ms = 0, download_ms = 0;
-  };
   /// A change of one edge slot: new capacities in the slot's direction.
   struct EdgeChange {
     std::int64_t slot = 0;
@@ -124,7 +126,7 @@ class PushRelabelEngine : public MaxFlowEngine {
   virtual std::int64_t* HostExcessBuffer() = 0;
   /// Uploads the excess from HostExcessBuffer() and the graph's edge capacities; builds residuals.
   virtual void Upload(const StGraph& graph) = 0;
-  /// Applies capacity changes to the residual state (re-solve).
+  /// Applies capacity changes to the residual state (re-solve) and flags the tiles they touch.
   virtual void ApplyChanges(const std::vector<NodeChange>& nodes, const std::vector<EdgeChange>& edges) = 0;
   /// What one cycle found.
   struct CycleResult {
@@ -133,8 +135,10 @@ class PushRelabelEngine : public MaxFlowEngine {
   };
   /// One cycle: a global relabel (exact distances, dead nodes, tile flags, the cut, the active
   /// nodes) and then, if any node is active, `push_rounds` push rounds (stopping after a round
-  /// without work). Adds to stats_ (launches, syncs, visits, phase times).
-  virtual CycleResult Cycle(int push_rounds) = 0;
+  /// without work). Without `relabel`, only the push rounds, from the tile flags as they are (a
+  /// re-solve starts so: the kept heights guide the flow of the changed nodes). Adds to stats_
+  /// (launches, syncs, visits, phase times).
+  virtual CycleResult Cycle(int push_rounds, bool relabel) = 0;
   /// Copies the cut of the last global relabel (1 = sink side) and returns the total residual
   /// capacity left on the sink edges.
   virtual std::int64_t Finish(std::vector<Label>* sink_side) = 0;
@@ -150,7 +154,7 @@ class PushRelabelEngine : public MaxFlowEngine {
  private:
   pr::TileLayout MakeLayout(const Topology& topology) const;
   void PrepareHost(const StGraph& graph);
-  void RunLoop(Result* out, int max_push_rounds);
+  void RunLoop(Result* out, int max_push_rounds, bool push_first);
 
   std::vector<std::int64_t> sink_caps_;  // t per node at the last solve (flow = sum t - residual)
   std::int64_t sum_sink_caps_ = 0;

@@ -104,7 +104,10 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     iterations_ = 0;
     bfs_visits_ = 0;
     const auto start = std::chrono::steady_clock::now();
-    for (const NodeChange& c : nodes) x_[c.node] += c.delta;
+    for (const NodeChange& c : nodes) {
+      x_[c.node] += c.delta;
+      active_[layout_.TileOfNode(c.node)] = 1;
+    }
     const std::int64_t n = layout_.num_nodes;
     const int fwd = pr::NumForward(layout_.kind);
     for (const EdgeChange& c : edges) {
@@ -119,22 +122,26 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       x_[w] -= flow - kept;
       cap_[c.slot] = c.cap;
       rev_[c.slot] = c.rev_cap;
+      active_[layout_.TileOfNode(v)] = 1;
+      active_[layout_.TileOfNode(w)] = 1;
     }
     times_.solve_ms += MsSince(start);
   }
 
-  CycleResult Cycle(int push_rounds) override {
+  CycleResult Cycle(int push_rounds, bool relabel) override {
     CycleResult result;
-    const auto start = std::chrono::steady_clock::now();
-    switch (layout_.kind) {
-      case pr::kKindGrid4: result.active_nodes = GlobalRelabelT<pr::kKindGrid4>(&result.bfs_rounds); break;
-      case pr::kKindGrid8: result.active_nodes = GlobalRelabelT<pr::kKindGrid8>(&result.bfs_rounds); break;
-      default: result.active_nodes = GlobalRelabelT<pr::kKindGrid3D6>(&result.bfs_rounds); break;
+    if (relabel) {
+      const auto start = std::chrono::steady_clock::now();
+      switch (layout_.kind) {
+        case pr::kKindGrid4: result.active_nodes = GlobalRelabelT<pr::kKindGrid4>(&result.bfs_rounds); break;
+        case pr::kKindGrid8: result.active_nodes = GlobalRelabelT<pr::kKindGrid8>(&result.bfs_rounds); break;
+        default: result.active_nodes = GlobalRelabelT<pr::kKindGrid3D6>(&result.bfs_rounds); break;
+      }
+      const double relabel_ms = MsSince(start);
+      stats_.relabel_ms += relabel_ms;
+      times_.solve_ms += relabel_ms;
+      if (result.active_nodes == 0 || push_rounds == 0) return result;
     }
-    const double relabel_ms = MsSince(start);
-    stats_.relabel_ms += relabel_ms;
-    times_.solve_ms += relabel_ms;
-    if (result.active_nodes == 0 || push_rounds == 0) return result;
     const auto push_start = std::chrono::steady_clock::now();
     switch (layout_.kind) {
       case pr::kKindGrid4: PushRoundsT<pr::kKindGrid4>(push_rounds); break;

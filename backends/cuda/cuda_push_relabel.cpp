@@ -150,11 +150,18 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     Check(cudaStreamSynchronize(stream_), "applying the capacity changes");
   }
 
-  CycleResult Cycle(int push_rounds) override {
-    const int bfs = tuning_.bfs_check_every;
+  CycleResult Cycle(int push_rounds, bool relabel) override {
     CycleResult result;
+    if (!relabel) {
+      Record(kCycleStart);
+      RunCycleBatch(kPushOnly, 0, push_rounds);
+      CollectTotals();
+      stats_.push_ms += Elapsed(kCycleStart, kCycleEnd);
+      return result;
+    }
+    const int bfs = tuning_.bfs_check_every;
     Record(kCycleStart);
-    RunCycleBatch(true, bfs, push_rounds);
+    RunCycleBatch(kFirst, bfs, push_rounds);
     for (;;) {
       bool converged = false;
       for (int j = 0; j < bfs && !converged; ++j) {
@@ -164,13 +171,11 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       if (converged) break;
       if (result.bfs_rounds > 4 * layout_.num_nodes + 64)
         throw Error("cuda-pr: the breadth-first search did not converge (internal error)");
-      RunCycleBatch(false, bfs, push_rounds);  // more BFS rounds, then the census and the push rounds
+      RunCycleBatch(kMoreBfs, bfs, push_rounds);  // more BFS rounds, then the census and the push rounds
     }
     result.active_nodes = static_cast<std::int64_t>(host_totals_[cuda_pr::kActiveNodes]);
     sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
-    stats_.tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileVisits]);
-    stats_.tile_iterations = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileIterations]);
-    stats_.bfs_tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kBfsTileVisits]);
+    CollectTotals();
     stats_.relabel_ms += Elapsed(kCycleStart, kCensusDone);
     stats_.push_ms += Elapsed(kCensusDone, kCycleEnd);
     return result;
@@ -286,18 +291,26 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   // converged, `push` push rounds if it found active nodes; then the counters and totals come back.
   // Kernels decide on the device whether they have work, so the batch is fixed and, with CUDA
   // graphs, captured once and replayed.
-  void RunCycleBatch(bool first, int bfs, int push) {
-    const int launches = (first ? 1 : 0) + bfs + 1 + push * layout_.num_colours();
+  void CollectTotals() {
+    stats_.tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileVisits]);
+    stats_.tile_iterations = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileIterations]);
+    stats_.bfs_tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kBfsTileVisits]);
+  }
+
+  enum BatchKind { kFirst, kMoreBfs, kPushOnly };
+
+  void RunCycleBatch(BatchKind kind, int bfs, int push) {
+    const int launches = (kind == kFirst ? 1 : 0) + bfs + (kind == kPushOnly ? 0 : 1) + push * layout_.num_colours();
     if (!tuning_.cuda_graphs || debug_sync_) {
-      EnqueueCycleBatch(first, bfs, push);
+      EnqueueCycleBatch(kind, bfs, push);
     } else {
-      const auto key = std::make_tuple(first ? 1 : 0, bfs, push, tuning_.local_iterations);
+      const auto key = std::make_tuple(static_cast<int>(kind), bfs, push, tuning_.local_iterations);
       auto found = graphs_.find(key);
       if (found == graphs_.end()) {
         cudaGraph_t graph = nullptr;
         Check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capturing a CUDA graph");
         try {
-          EnqueueCycleBatch(first, bfs, push);
+          EnqueueCycleBatch(kind, bfs, push);
         } catch (...) {
           cudaStreamEndCapture(stream_, &graph);
           if (graph) cudaGraphDestroy(graph);
@@ -314,12 +327,12 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       Check(cudaGraphLaunch(found->second, stream_), "launching a CUDA graph");
       stats_.launches += launches;
     }
-    Sync(first ? "a global relabel and its push rounds" : "more BFS rounds");
+    Sync(kind == kFirst ? "a global relabel and its push rounds" : kind == kMoreBfs ? "more BFS rounds" : "push rounds");
   }
 
-  void EnqueueCycleBatch(bool first, int bfs, int push) {
+  void EnqueueCycleBatch(BatchKind kind, int bfs, int push) {
     const int counters = bfs + push;
-    if (first) {
+    if (kind == kFirst) {
       Launched(cuda_pr::LaunchBfsInit(dev_, stream_), "BfsInit");
       Check(cudaMemsetAsync(dev_.dirty, 1, layout_.num_tiles(), stream_), "marking tiles for the BFS");
     }
@@ -327,8 +340,10 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     Check(cudaMemsetAsync(dev_.totals, 0, 2 * sizeof(unsigned long long), stream_), "clearing totals");
     for (int round = 0; round < bfs; ++round)
       Launched(cuda_pr::LaunchBfsRound(dev_, round, round & 1, stream_), "BfsTiles");
-    Launched(cuda_pr::LaunchCensus(dev_, bfs, stream_), "Census");
-    Record(kCensusDone);
+    if (kind != kPushOnly) {
+      Launched(cuda_pr::LaunchCensus(dev_, bfs, stream_), "Census");
+      Record(kCensusDone);
+    }
     for (int round = 0; round < push; ++round)
       for (int colour = 0; colour < layout_.num_colours(); ++colour)
         Launched(cuda_pr::LaunchPushColour(dev_, colour, round, bfs, tuning_.local_iterations, stream_), "PushTiles");
@@ -361,6 +376,54 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
 
 std::unique_ptr<PushRelabelEngine> MakeCudaPushRelabelEngine(const PushRelabelTuning& tuning) {
   return std::make_unique<CudaPushRelabelEngine>(tuning);
+}
+
+double MeasureCudaCopyBandwidth(std::size_t bytes, int repeat) {
+  const std::string why = CudaUnavailableReason();
+  if (!why.empty()) throw Error("bandwidth probe: " + why);
+  auto check = [](cudaError_t status, const char* what) {
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw Error(std::string("bandwidth probe: ") + what + " failed: " + cudaGetErrorString(status));
+    }
+  };
+  void *a = nullptr, *b = nullptr;
+  check(cudaMalloc(&a, bytes), "cudaMalloc");
+  if (cudaMalloc(&b, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    cudaFree(a);
+    throw Error("bandwidth probe: cudaMalloc failed");
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  std::vector<float> times;
+  try {
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
+    check(cudaMemset(a, 1, bytes), "cudaMemset");
+    check(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice), "warm-up copy");
+    for (int i = 0; i < std::max(1, repeat); ++i) {
+      check(cudaEventRecord(start), "cudaEventRecord");
+      check(cudaMemcpy(i % 2 ? a : b, i % 2 ? b : a, bytes, cudaMemcpyDeviceToDevice), "copy");
+      check(cudaEventRecord(stop), "cudaEventRecord");
+      check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+      times.push_back(ms);
+    }
+  } catch (...) {
+    cudaFree(a);
+    cudaFree(b);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    throw;
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  const double ms = times[times.size() / 2];
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
 }
 
 }  // namespace mrf

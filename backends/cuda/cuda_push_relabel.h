@@ -11,6 +11,7 @@
 ///   configuration), to test the error messages and the CPU fallback;
 /// - `MRF_PR_TUNING=name=value,...`: tuning overrides (see PushRelabelTuning).
 
+#include <cstddef>
 #include <memory>
 
 #include "backends/cpu/push_relabel_engine.h"
@@ -21,5 +22,10 @@ namespace mrf {
 /// message when no GPU is usable, memory runs out or a launch fails.
 std::unique_ptr<PushRelabelEngine> MakeCudaPushRelabelEngine(
     const PushRelabelTuning& tuning = PushRelabelTuning::FromEnvironment());
+
+/// Device-memory bandwidth of GPU 0 by a device-to-device copy of `bytes` (bytes read plus bytes
+/// written per second, median of `repeat` timed copies after a warm-up), in GB/s; for benchmark
+/// reports. Throws mrf::Error without a usable GPU.
+double MeasureCudaCopyBandwidth(std::size_t bytes, int repeat);
 
 }  // namespace mrf

@@ -57,7 +57,8 @@ __global__ void __launch_bounds__(TX* TY* TZ)
   __shared__ std::uint32_t sh_out[D][NT];
   const TileLayout& L = s.layout;
   // Decided the same way by every block: nothing to do costs one launch.
-  if (round == 0 ? !BfsConverged(s, bfs_rounds) || s.totals[kActiveNodes] == 0
+  // (bfs_rounds = 0: push rounds without a global relabel before them, from the flags as they are.)
+  if (round == 0 ? bfs_rounds > 0 && (!BfsConverged(s, bfs_rounds) || s.totals[kActiveNodes] == 0)
                  : s.counters[bfs_rounds + round - 1] == 0)
     return;
   int tx, ty, tz;
@@ -280,7 +281,9 @@ __global__ void BuildResidualsKernel(DeviceState s) {
 
 __global__ void ApplyNodeDeltasKernel(DeviceState s, const NodeDelta* deltas, int count) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < count) s.x[deltas[i].node] += deltas[i].delta;  // nodes are distinct
+  if (i >= count) return;
+  s.x[deltas[i].node] += deltas[i].delta;  // nodes are distinct
+  s.active[s.layout.TileOfNode(deltas[i].node)] = 1;
 }
 
 // Keeps the edge's flow where the new capacities allow it; the excess of a flow that no longer
@@ -304,6 +307,8 @@ __global__ void ApplyEdgeUpdatesKernel(DeviceState s, const EdgeUpdate* updates,
   s.r[(d + F) * N + w] = static_cast<std::uint32_t>(-lo + kept);
   s.cap[slot] = updates[i].cap;
   s.rev[slot] = updates[i].rev_cap;
+  s.active[L.TileOfNode(v)] = 1;
+  s.active[L.TileOfNode(w)] = 1;
   if (flow != kept) {
     atomicAdd(reinterpret_cast<unsigned long long*>(s.x + v), static_cast<unsigned long long>(flow - kept));
     atomicAdd(reinterpret_cast<unsigned long long*>(s.x + w), static_cast<unsigned long long>(kept - flow));

@@ -57,7 +57,7 @@ bool HasKernels(const pr::TileLayout& layout);
 cudaError_t LaunchBuildResiduals(const DeviceState& s, bool bad_config, cudaStream_t stream);
 /// One colour of push round `round` of a cycle whose BFS had `bfs_rounds` rounds: the round's
 /// counter is s.counters[bfs_rounds + round]. Round 0 runs only if the BFS converged and the census
-/// found active nodes, a later round only if the one before found work.
+/// found active nodes (always when bfs_rounds = 0), a later round only if the one before found work.
 cudaError_t LaunchPushColour(const DeviceState& s, int colour, int round, int bfs_rounds, int local_iterations,
                              cudaStream_t stream);
 /// Start of a global relabel: heights 1 or inf, residual bitmasks.
@@ -67,7 +67,7 @@ cudaError_t LaunchBfsRound(const DeviceState& s, int round, int parity, cudaStre
 /// If the BFS converged within the `bfs_rounds` rounds of this batch: tile flags, active nodes,
 /// the cut and the sink residual (totals kActiveNodes, kSinkResidual, cleared before).
 cudaError_t LaunchCensus(const DeviceState& s, int bfs_rounds, cudaStream_t stream);
-/// Re-solve: terminal changes, then edge changes.
+/// Re-solve: terminal changes, then edge changes; both flag the tiles they touch.
 cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream);
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream);
 

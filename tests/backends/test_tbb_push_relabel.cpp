@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "backends/cpu/tbb_push_relabel.h"
 #include "mrf/binary_graph.h"
 #include "mrf/registry.h"
@@ -148,6 +150,18 @@ TEST(TbbPushRelabel, BinaryModelsThroughSolve) {
   ASSERT_TRUE(r.ok) << r.message;
   EXPECT_EQ(r.energy, test::BruteForceMinEnergy(m));
   EXPECT_EQ(r.lower_bound, r.energy);
+}
+
+TEST(TbbPushRelabel, MrfSegmentRunsItByName) {
+  auto run = [](const std::string& backend) {
+    const test::CommandResult r =
+        test::RunCommand(test::AppPath("mrf-segment") + " --size 120x90 --seed 4 --json -q --backend " + backend);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json bk = run("cpu-bk"), pr = run("tbb-pr");
+  EXPECT_EQ(pr["backend"], "tbb-pr");
+  EXPECT_EQ(pr["energy"], bk["energy"]);
 }
 
 TEST(TbbPushRelabel, EdgeListsAreRefusedWithAReason) {

@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 
+#include <nlohmann/json.hpp>
+
 #include "mrf/config.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
@@ -280,6 +282,42 @@ TEST(CudaPushRelabel, SmallInjectedFaultsGiveClearMessagesAndAutoFallsBack) {
   }
   // Afterwards the GPU works again.
   CheckAgainstCpu(g, "after the injected faults");
+}
+
+// A few tiny solves and re-solves of each grid kind: what compute-sanitizer's racecheck runs
+// (--gtest_filter='*Sanitizer*'); memcheck runs every *Small* test.
+TEST(CudaPushRelabel, SmallSanitizerSolvesAndResolves) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(77);
+  for (const Topology& shape : {Topology::Grid2D(40, 20, 4), Topology::Grid2D(33, 17, 8), Topology::Grid3D(9, 7, 10)}) {
+    StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
+    const Result r = g.maxflow("cuda-pr");
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.flow, Copy(g).maxflow("boost-bk").flow) << shape.Describe();
+    for (NodeId v = 0; v < shape.num_nodes(); v += 7) g.set_tweights(v, (v * 37) % 500, (v * 91) % 500);
+    shape.ForEachEdge([&](EdgeId e, NodeId, NodeId) {
+      if (e % 11 == 0) g.set_edge(e, static_cast<Cost>(e % 50), static_cast<Cost>(e % 30));
+    });
+    const Result again = g.maxflow("cuda-pr");
+    ASSERT_TRUE(again.ok) << again.message;
+    EXPECT_EQ(again.flow, Copy(g).maxflow("boost-bk").flow) << shape.Describe() << " (re-solve)";
+  }
+}
+
+// The segmentation program runs on cuda-pr by name and through auto, with the CPU's energy.
+TEST(CudaPushRelabel, MrfSegmentRunsOnTheGpu) {
+  MRF_SKIP_WITHOUT_CUDA();
+  auto run = [](const std::string& backend) {
+    const test::CommandResult r =
+        test::RunCommand(test::AppPath("mrf-segment") + " --size 200x150 --seed 3 --json -q --backend " + backend);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json cpu = run("cpu-bk"), gpu = run("cuda-pr"), automatic = run("auto");
+  EXPECT_EQ(gpu["backend"], "cuda-pr");
+  EXPECT_EQ(automatic["backend"], "cuda-pr");
+  EXPECT_EQ(gpu["energy"], cpu["energy"]);
+  EXPECT_EQ(automatic["energy"], cpu["energy"]);
 }
 
 TEST(CudaPushRelabel, EdgeListsAreRefused) {
