@@ -293,6 +293,11 @@ int RunPushRelabel(const BenchOptions& options) {
       const SolverEntry* entry = Registry::Global().Find(name);
       resolves.push_back(TimeResolve(name, graph, side, name == "tbb-pr" ? std::min(repeat, 3) : repeat,
                                      [entry] { return entry->make_engine(); }));
+      const ResolveRow& r = resolves.back();
+      std::printf("%5d %-8s re-solve after %lld terminal changes: %.3f ms (+%.3f ms transfer), fresh %.3f ms, %.1fx\n",
+                  r.size, r.solver.c_str(), static_cast<long long>(r.changed), r.resolve_ms, r.resolve_transfer_ms,
+                  r.fresh_ms, r.fresh_ms / r.resolve_ms);
+      std::fflush(stdout);
     }
   }
   if (!tunings.empty()) {

@@ -37,7 +37,7 @@ std::string PushRelabelTuning::Describe() const {
   s << "tile " << tile_x << "x" << tile_y << " (3-D " << tile3d_x << "x" << tile3d_y << "x" << tile3d_z << "), "
     << local_iterations << " local iterations, global relabel every " << rounds_per_global_relabel
     << " push rounds, BFS batches of " << bfs_check_every << " rounds, CUDA graphs "
-    << (cuda_graphs ? "on" : "off");
+    << (cuda_graphs ? "on" : "off") << (fused_bfs_start ? ", fused BFS start" : "");
   if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
   return s.str();
 }
@@ -64,11 +64,12 @@ void PushRelabelTuning::Parse(const std::string& overrides) {
     else if (name == "rounds_per_global_relabel") rounds_per_global_relabel = v;
     else if (name == "bfs_check_every") bfs_check_every = v;
     else if (name == "cuda_graphs") cuda_graphs = v != 0;
+    else if (name == "fused_bfs_start") fused_bfs_start = v != 0;
     else if (name == "max_push_rounds") max_push_rounds = v;
     else
       throw Error("push-relabel tuning: unknown name '" + name +
                   "' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, local_iterations, "
-                  "rounds_per_global_relabel, bfs_check_every, cuda_graphs, max_push_rounds)");
+                  "rounds_per_global_relabel, bfs_check_every, cuda_graphs, fused_bfs_start, max_push_rounds)");
   }
   std::string error;
   if (!IsValid(&error)) throw Error(error);

@@ -43,6 +43,9 @@ struct PushRelabelTuning {
   int rounds_per_global_relabel = 1;  ///< Push rounds between two global relabels (one cycle).
   int bfs_check_every = 8;     ///< BFS rounds per batch before the host checks convergence (even).
   bool cuda_graphs = true;     ///< cuda-pr: replay each batch of launches as one CUDA graph.
+  /// cuda-pr: the first BFS round of a global relabel computes the starting distances itself
+  /// (one pass and one launch less); tbb-pr reaches the same distances either way.
+  bool fused_bfs_start = false;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.

@@ -40,6 +40,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     for (cudaEvent_t& e : events_)
       if (e) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
+    cudaGetLastError();  // leave no error behind for the next CUDA user of this thread
   }
   std::string name() const override { return "cuda-pr"; }
 
@@ -65,6 +66,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       throw Error("cuda-pr: MRF_INJECT_CUDA_FAULT must be 'oom' or 'launch' (got '" + inject_ + "')");
     const std::string why = CudaUnavailableReason();
     if (!why.empty()) throw Error("cuda-pr: " + why);
+    cudaGetLastError();  // an error left by other code must not be reported as ours
     if (!cuda_pr::HasKernels(layout))
       throw Error("cuda-pr: no kernels compiled for tile " + std::to_string(layout.tile_x) + "x" +
                   std::to_string(layout.tile_y) + "x" + std::to_string(layout.tile_z) + " on this grid kind");
@@ -227,7 +229,12 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     Check(cudaStreamSynchronize(stream_), what);
   }
 
-  void Record(Event e) { Check(cudaEventRecord(events_[e], stream_), "recording an event"); }
+  // Inside stream capture an event must be recorded as an external event node, or the graph only
+  // uses it to order work and never records it (its elapsed times would then be invalid).
+  void Record(Event e) {
+    Check(cudaEventRecordWithFlags(events_[e], stream_, capturing_ ? cudaEventRecordExternal : cudaEventRecordDefault),
+          "recording an event");
+  }
 
   double Elapsed(Event from, Event to) const {
     float ms = 0;
@@ -275,6 +282,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     change_buffer_ = nullptr;
     change_bytes_ = 0;
     device_bytes_ = 0;
+    cudaGetLastError();  // frees report nothing useful; clear what they may have left
     dev_ = DeviceState{};
     host_x0_ = nullptr;
     host_labels_ = nullptr;
@@ -300,22 +308,26 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   enum BatchKind { kFirst, kMoreBfs, kPushOnly };
 
   void RunCycleBatch(BatchKind kind, int bfs, int push) {
-    const int launches = (kind == kFirst ? 1 : 0) + bfs + (kind == kPushOnly ? 0 : 1) + push * layout_.num_colours();
+    const int launches = (kind == kFirst && !tuning_.fused_bfs_start ? 1 : 0) + bfs + (kind == kPushOnly ? 0 : 1) + push * layout_.num_colours();
     if (!tuning_.cuda_graphs || debug_sync_) {
       EnqueueCycleBatch(kind, bfs, push);
     } else {
-      const auto key = std::make_tuple(static_cast<int>(kind), bfs, push, tuning_.local_iterations);
+      const auto key = std::make_tuple(static_cast<int>(kind) + (tuning_.fused_bfs_start ? 8 : 0), bfs, push,
+                                       tuning_.local_iterations);
       auto found = graphs_.find(key);
       if (found == graphs_.end()) {
         cudaGraph_t graph = nullptr;
         Check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capturing a CUDA graph");
+        capturing_ = true;
         try {
           EnqueueCycleBatch(kind, bfs, push);
         } catch (...) {
+          capturing_ = false;
           cudaStreamEndCapture(stream_, &graph);
           if (graph) cudaGraphDestroy(graph);
           throw;
         }
+        capturing_ = false;
         Check(cudaStreamEndCapture(stream_, &graph), "capturing a CUDA graph");
         cudaGraphExec_t exec = nullptr;
         const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
@@ -332,14 +344,15 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
 
   void EnqueueCycleBatch(BatchKind kind, int bfs, int push) {
     const int counters = bfs + push;
+    const bool fused = kind == kFirst && tuning_.fused_bfs_start;
     if (kind == kFirst) {
-      Launched(cuda_pr::LaunchBfsInit(dev_, stream_), "BfsInit");
+      if (!fused) Launched(cuda_pr::LaunchBfsInit(dev_, stream_), "BfsInit");
       Check(cudaMemsetAsync(dev_.dirty, 1, layout_.num_tiles(), stream_), "marking tiles for the BFS");
     }
     Check(cudaMemsetAsync(dev_.counters, 0, counters * sizeof(std::uint32_t), stream_), "clearing round counters");
     Check(cudaMemsetAsync(dev_.totals, 0, 2 * sizeof(unsigned long long), stream_), "clearing totals");
     for (int round = 0; round < bfs; ++round)
-      Launched(cuda_pr::LaunchBfsRound(dev_, round, round & 1, stream_), "BfsTiles");
+      Launched(cuda_pr::LaunchBfsRound(dev_, round, round & 1, fused && round == 0, stream_), "BfsTiles");
     if (kind != kPushOnly) {
       Launched(cuda_pr::LaunchCensus(dev_, bfs, stream_), "Census");
       Record(kCensusDone);
@@ -368,6 +381,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   std::int64_t sink_residual_ = 0;
   std::map<std::tuple<int, int, int, int>, cudaGraphExec_t> graphs_;
   bool debug_sync_ = false;
+  bool capturing_ = false;
   std::string inject_;
   std::string describe_;
 };

@@ -173,8 +173,12 @@ __global__ void BfsInitKernel(DeviceState s) {
 // heights of tiles changing in the same launch may be read old or new: distances only fall and
 // any order reaches the same fixpoint; a tile that changed marks itself, so its neighbours look
 // again next round, and a round where nothing changed is the fixpoint.
+// With `start` (the first round of a global relabel, fused_bfs_start): the round computes the
+// starting distances itself (1 with residual capacity to the sink, else inf) from the excess, for
+// its nodes and its halo, writes them and the residual bitmasks, and relaxes from there; no other
+// tile's heights are read in that round.
 template <int KIND, int TX, int TY, int TZ>
-__global__ void __launch_bounds__(TX* TY* TZ) BfsTilesKernel(DeviceState s, int round, int parity) {
+__global__ void __launch_bounds__(TX* TY* TZ) BfsTilesKernel(DeviceState s, int round, int parity, bool start) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
   constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
   __shared__ int sh_h[HX * HY * HZ];
@@ -202,10 +206,34 @@ __global__ void __launch_bounds__(TX* TY* TZ) BfsTilesKernel(DeviceState s, int 
   const bool in_grid = L.InGrid(gx, gy, gz);
   const std::int64_t v = in_grid ? L.Node(gx, gy, gz) : 0;
   const int inf = L.inf;
-  int h = in_grid ? s.h[v] : inf;
-  const std::uint8_t mask = in_grid ? s.mask[v] : 0;
+  int h = inf;
+  std::uint8_t mask = 0;
   const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
-  LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
+  if (!start) {
+    if (in_grid) {
+      h = s.h[v];
+      mask = s.mask[v];
+    }
+    LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
+  } else {
+    if (in_grid) {
+      const std::int64_t N = L.num_nodes;
+      std::uint32_t r[D];
+#pragma unroll
+      for (int d = 0; d < D; ++d) r[d] = s.r[d * N + v];
+      mask = pr::ResidualMask<D>(r);
+      s.mask[v] = mask;
+      h = pr::BfsInitStep(s.x[v], inf);
+    }
+    constexpr int NT = TX * TY * TZ, HZ = TZ + 2 * ZP;
+    for (int i = tid; i < HX * HY * HZ; i += NT) {
+      const int cx = i % HX, cy = (i / HX) % HY, cz = i / (HX * HY);
+      const bool ring = cx == 0 || cx == HX - 1 || cy == 0 || cy == HY - 1 || (ZP && (cz == 0 || cz == HZ - 1));
+      if (!ring) continue;
+      const int hx = tx * TX + cx - 1, hy = ty * TY + cy - 1, hz = tz * TZ + cz - ZP;
+      sh_h[i] = L.InGrid(hx, hy, hz) ? pr::BfsInitStep(s.x[L.Node(hx, hy, hz)], inf) : inf;
+    }
+  }
   sh_h[hc] = h;
   __syncthreads();
   bool changed_any = false;
@@ -223,7 +251,7 @@ __global__ void __launch_bounds__(TX* TY* TZ) BfsTilesKernel(DeviceState s, int 
     changed_any |= changed;
     if (!__syncthreads_or(changed)) break;
   }
-  if (changed_any && in_grid) s.h[v] = h;
+  if ((changed_any || start) && in_grid) s.h[v] = h;
   const bool block_changed = __syncthreads_or(changed_any);
   if (tid == 0) {
     dirty_out[tile] = block_changed ? 1 : 0;
@@ -356,6 +384,7 @@ struct BuildResidualsLaunch {
   template <int K>
   cudaError_t operator()() const {
     // Fault injection: more threads than a block may have is a real launch failure.
+    cudaGetLastError();  // report this launch's error only
     BuildResidualsKernel<K><<<NodeBlocks(s.layout.num_nodes), bad_config ? 4096 : 256, 0, stream>>>(s);
     return cudaGetLastError();
   }
@@ -369,6 +398,7 @@ struct PushColourLaunch {
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
     const dim3 grid(L.ColourGridX(), L.ColourGridY(), L.ColourGridZ());
+    cudaGetLastError();
     PushTilesKernel<K, X, Y, Z><<<grid, X * Y * Z, 0, stream>>>(s, colour, round, bfs_rounds, iterations);
     return cudaGetLastError();
   }
@@ -379,6 +409,7 @@ struct BfsInitLaunch {
   cudaStream_t stream;
   template <int K>
   cudaError_t operator()() const {
+    cudaGetLastError();
     BfsInitKernel<K><<<NodeBlocks(s.layout.num_nodes), 256, 0, stream>>>(s);
     return cudaGetLastError();
   }
@@ -387,11 +418,13 @@ struct BfsInitLaunch {
 struct BfsRoundLaunch {
   const DeviceState& s;
   int round, parity;
+  bool start;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
-    BfsTilesKernel<K, X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(s, round, parity);
+    cudaGetLastError();
+    BfsTilesKernel<K, X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(s, round, parity, start);
     return cudaGetLastError();
   }
 };
@@ -403,6 +436,7 @@ struct CensusLaunch {
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
+    cudaGetLastError();
     CensusKernel<X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(s, bfs_rounds);
     return cudaGetLastError();
   }
@@ -415,6 +449,7 @@ struct EdgeUpdatesLaunch {
   cudaStream_t stream;
   template <int K>
   cudaError_t operator()() const {
+    cudaGetLastError();
     ApplyEdgeUpdatesKernel<K><<<(count + 255) / 256, 256, 0, stream>>>(s, updates, count);
     return cudaGetLastError();
   }
@@ -437,8 +472,8 @@ cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream) {
   return DispatchKind(s.layout.kind, BfsInitLaunch{s, stream});
 }
 
-cudaError_t LaunchBfsRound(const DeviceState& s, int round, int parity, cudaStream_t stream) {
-  return Dispatch(s.layout, BfsRoundLaunch{s, round, parity, stream});
+cudaError_t LaunchBfsRound(const DeviceState& s, int round, int parity, bool start, cudaStream_t stream) {
+  return Dispatch(s.layout, BfsRoundLaunch{s, round, parity, start, stream});
 }
 
 cudaError_t LaunchCensus(const DeviceState& s, int bfs_rounds, cudaStream_t stream) {
@@ -447,6 +482,7 @@ cudaError_t LaunchCensus(const DeviceState& s, int bfs_rounds, cudaStream_t stre
 
 cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
+  cudaGetLastError();
   ApplyNodeDeltasKernel<<<(count + 255) / 256, 256, 0, stream>>>(s, deltas, count);
   return cudaGetLastError();
 }

@@ -62,8 +62,9 @@ cudaError_t LaunchPushColour(const DeviceState& s, int colour, int round, int bf
                              cudaStream_t stream);
 /// Start of a global relabel: heights 1 or inf, residual bitmasks.
 cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream);
-/// One BFS round over all tiles with work; reads dirty[parity], writes dirty[1 - parity].
-cudaError_t LaunchBfsRound(const DeviceState& s, int round, int parity, cudaStream_t stream);
+/// One BFS round over all tiles with work; reads dirty[parity], writes dirty[1 - parity]. With
+/// `start`, the round also does LaunchBfsInit's work for its tiles (the first round of a relabel).
+cudaError_t LaunchBfsRound(const DeviceState& s, int round, int parity, bool start, cudaStream_t stream);
 /// If the BFS converged within the `bfs_rounds` rounds of this batch: tile flags, active nodes,
 /// the cut and the sink residual (totals kActiveNodes, kSinkResidual, cleared before).
 cudaError_t LaunchCensus(const DeviceState& s, int bfs_rounds, cudaStream_t stream);

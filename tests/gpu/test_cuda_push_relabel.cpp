@@ -106,6 +106,7 @@ TEST(CudaPushRelabel, SmallEveryTuningGivesTheSameFlow) {
       PushRelabelTuning t;
       t.tile_y = tile_y;
       t.cuda_graphs = graphs;
+      t.fused_bfs_start = tile_y != 16;
       if (tile_y == 8) {
         t.tile3d_x = 32;
         t.tile3d_y = 4;
@@ -140,16 +141,19 @@ TEST(CudaPushRelabel, SmallStateEqualsTheCpuTwinStepByStep) {
   PushRelabelTuning t;
   t.local_iterations = 4;
   t.rounds_per_global_relabel = 3;
+  for (bool fused : {false, true})
   for (const Topology& shape : {Topology::Grid2D(70, 45, 4), Topology::Grid2D(33, 41, 8), Topology::Grid3D(17, 9, 12)})
     for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kHuge}) {
       const StGraph g = test::GridFlowCase(rng, shape, p);
       for (int rounds : {1, 2, 5, 11}) {
+        t.fused_bfs_start = fused;
         auto gpu = MakeCuda(t);
         auto cpu = MakeTbbPushRelabelEngine(t);
         gpu->RunForTest(g, rounds);
         cpu->RunForTest(g, rounds);
         const PushRelabelState a = gpu->DownloadState(), b = cpu->DownloadState();
-        const std::string what = shape.Describe() + ", " + test::ToString(p) + ", " + std::to_string(rounds) + " rounds";
+        const std::string what = shape.Describe() + ", " + test::ToString(p) + ", " + std::to_string(rounds) +
+                                 " rounds" + (fused ? ", fused BFS start" : "");
         EXPECT_EQ(a.x, b.x) << what << ": excess differs";
         EXPECT_EQ(a.h, b.h) << what << ": heights differ";
         EXPECT_EQ(a.r, b.r) << what << ": residuals differ";
