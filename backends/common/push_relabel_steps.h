@@ -185,6 +185,22 @@ MRF_UNROLL
   return candidate < h ? candidate : h;
 }
 
+/// Incremental global relabel, first phase: a height survives only if it is still the length of
+/// a residual path to the sink, i.e. the node has residual capacity to the sink (height 1) or a
+/// residual edge to a neighbour one lower that survives too; otherwise it becomes inf. Nodes with
+/// residual capacity to the sink get height 1. Heights only rise in this phase, and the nodes that
+/// survive do not depend on the order of the steps. The surviving heights are upper bounds of the
+/// distances, so relaxing from them (BfsStep) then gives the exact distances.
+template <int D>
+MRF_HD int KillStep(std::int64_t x, int h, int inf, std::uint8_t mask, const int (&nh)[D]) {
+  if (x < 0) return 1;
+  if (h >= inf || h <= 1) return inf;
+  bool supported = false;
+MRF_UNROLL
+  for (int d = 0; d < D; ++d) supported |= (mask & (1u << d)) && nh[d] == h - 1;
+  return supported ? h : inf;
+}
+
 /// A node still has work: excess that may reach the sink.
 MRF_HD bool IsActive(std::int64_t x, int h, int inf) { return x > 0 && h < inf; }
 

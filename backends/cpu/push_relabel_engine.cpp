@@ -37,7 +37,8 @@ std::string PushRelabelTuning::Describe() const {
   s << "tile " << tile_x << "x" << tile_y << " (3-D " << tile3d_x << "x" << tile3d_y << "x" << tile3d_z << "), "
     << local_iterations << " local iterations, global relabel every " << rounds_per_global_relabel
     << " push rounds, BFS batches of " << bfs_check_every << " rounds, CUDA graphs "
-    << (cuda_graphs ? "on" : "off") << (fused_bfs_start ? ", fused BFS start" : "");
+    << (cuda_graphs ? "on" : "off") << (fused_bfs_start ? ", fused BFS start" : "")
+    << (incremental_relabel ? ", incremental relabels" : ", full relabels");
   if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
   return s.str();
 }
@@ -65,11 +66,13 @@ void PushRelabelTuning::Parse(const std::string& overrides) {
     else if (name == "bfs_check_every") bfs_check_every = v;
     else if (name == "cuda_graphs") cuda_graphs = v != 0;
     else if (name == "fused_bfs_start") fused_bfs_start = v != 0;
+    else if (name == "incremental_relabel") incremental_relabel = v != 0;
     else if (name == "max_push_rounds") max_push_rounds = v;
     else
       throw Error("push-relabel tuning: unknown name '" + name +
                   "' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, local_iterations, "
-                  "rounds_per_global_relabel, bfs_check_every, cuda_graphs, fused_bfs_start, max_push_rounds)");
+                  "rounds_per_global_relabel, bfs_check_every, cuda_graphs, fused_bfs_start, incremental_relabel, "
+                  "max_push_rounds)");
   }
   std::string error;
   if (!IsValid(&error)) throw Error(error);
@@ -220,13 +223,14 @@ void PushRelabelEngine::RunForTest(const StGraph& graph, int push_rounds) {
   RunLoop(&scratch, push_rounds, false);
 }
 
-void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool push_first) {
+void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) {
   stats_ = PushRelabelStats{};
   const auto start = std::chrono::steady_clock::now();
-  if (push_first) {
-    // Re-solve: the heights of the last solve still guide flow from the changed nodes; the global
-    // relabel that follows makes them exact again and decides termination.
-    Cycle(tuning_.rounds_per_global_relabel, false);
+  // A fresh solve has no heights to start from. A re-solve keeps the exact ones of the last solve:
+  // they guide the flow of the changed nodes at once, and the relabels after start from them.
+  bool full = !resolve || !tuning_.incremental_relabel;
+  if (resolve) {
+    Cycle(tuning_.rounds_per_global_relabel, Relabel::kNone);
     stats_.push_rounds += tuning_.rounds_per_global_relabel;
   }
   // A generous bound: every cycle either finishes or moves flow; far more cycles than nodes means
@@ -237,7 +241,8 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool push_firs
   for (;;) {
     int rounds = tuning_.rounds_per_global_relabel;
     if (max_push_rounds > 0) rounds = static_cast<int>(std::min<std::int64_t>(rounds, max_push_rounds - stats_.push_rounds));
-    const CycleResult cycle = Cycle(rounds, true);
+    const CycleResult cycle = Cycle(rounds, full ? Relabel::kFull : Relabel::kIncremental);
+    full = !tuning_.incremental_relabel;
     ++stats_.global_relabels;
     stats_.bfs_rounds += cycle.bfs_rounds;
     if (out->log.size() < kMaxLogRecords) {

@@ -40,12 +40,16 @@ struct PushRelabelTuning {
   int tile3d_y = 8;            ///< 3-D tile size y.
   int tile3d_z = 8;            ///< 3-D tile size z.
   int local_iterations = 8;    ///< Push/relabel iterations per tile visit.
-  int rounds_per_global_relabel = 1;  ///< Push rounds between two global relabels (one cycle).
+  int rounds_per_global_relabel = 2;  ///< Push rounds between two global relabels (one cycle).
   int bfs_check_every = 8;     ///< BFS rounds per batch before the host checks convergence (even).
   bool cuda_graphs = true;     ///< cuda-pr: replay each batch of launches as one CUDA graph.
   /// cuda-pr: the first BFS round of a global relabel computes the starting distances itself
   /// (one pass and one launch less); tbb-pr reaches the same distances either way.
-  bool fused_bfs_start = false;
+  bool fused_bfs_start = true;
+  /// Global relabels after the first of a solve (and all of a re-solve) start from the heights
+  /// there: heights no longer backed by a residual path are dropped, then the BFS relaxes only
+  /// around the tiles that changed. The distances are the same exact ones either way.
+  bool incremental_relabel = true;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.
@@ -136,12 +140,17 @@ class PushRelabelEngine : public MaxFlowEngine {
     std::int64_t active_nodes = 0;  ///< Active nodes after the global relabel (0: solved).
     std::int64_t bfs_rounds = 0;    ///< BFS rounds until the fixpoint.
   };
+  /// How a cycle's global relabel starts.
+  enum class Relabel {
+    kNone,         ///< No global relabel: push rounds from the tile flags and heights as they are.
+    kFull,         ///< From scratch: distance 1 at the sink's neighbours, inf elsewhere.
+    kIncremental,  ///< From the heights there, around the tiles changed since the last relabel.
+  };
   /// One cycle: a global relabel (exact distances, dead nodes, tile flags, the cut, the active
   /// nodes) and then, if any node is active, `push_rounds` push rounds (stopping after a round
-  /// without work). Without `relabel`, only the push rounds, from the tile flags as they are (a
-  /// re-solve starts so: the kept heights guide the flow of the changed nodes). Adds to stats_
-  /// (launches, syncs, visits, phase times).
-  virtual CycleResult Cycle(int push_rounds, bool relabel) = 0;
+  /// without work); with Relabel::kNone only the push rounds (active_nodes is then not counted).
+  /// Adds to stats_ (launches, syncs, visits, phase times).
+  virtual CycleResult Cycle(int push_rounds, Relabel relabel) = 0;
   /// Copies the cut of the last global relabel (1 = sink side) and returns the total residual
   /// capacity left on the sink edges.
   virtual std::int64_t Finish(std::vector<Label>* sink_side) = 0;
@@ -157,7 +166,7 @@ class PushRelabelEngine : public MaxFlowEngine {
  private:
   pr::TileLayout MakeLayout(const Topology& topology) const;
   void PrepareHost(const StGraph& graph);
-  void RunLoop(Result* out, int max_push_rounds, bool push_first);
+  void RunLoop(Result* out, int max_push_rounds, bool resolve);
 
   std::vector<std::int64_t> sink_caps_;  // t per node at the last solve (flow = sum t - residual)
   std::int64_t sum_sink_caps_ = 0;

@@ -64,6 +64,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     labels_.resize(n);
     active_.assign(layout.num_tiles(), 0);
     dirty_.assign(layout.num_tiles(), 0);
+    touched_.assign(layout.num_tiles(), 0);
+    seed_.assign(layout.num_tiles(), 0);
   }
 
   std::int64_t* HostExcessBuffer() override { return x0_.data(); }
@@ -107,6 +109,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     for (const NodeChange& c : nodes) {
       x_[c.node] += c.delta;
       active_[layout_.TileOfNode(c.node)] = 1;
+      touched_[layout_.TileOfNode(c.node)] = 1;
     }
     const std::int64_t n = layout_.num_nodes;
     const int fwd = pr::NumForward(layout_.kind);
@@ -124,18 +127,21 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       rev_[c.slot] = c.rev_cap;
       active_[layout_.TileOfNode(v)] = 1;
       active_[layout_.TileOfNode(w)] = 1;
+      touched_[layout_.TileOfNode(v)] = 1;
+      touched_[layout_.TileOfNode(w)] = 1;
     }
     times_.solve_ms += MsSince(start);
   }
 
-  CycleResult Cycle(int push_rounds, bool relabel) override {
+  CycleResult Cycle(int push_rounds, Relabel relabel) override {
     CycleResult result;
-    if (relabel) {
+    if (relabel != Relabel::kNone) {
+      const bool incremental = relabel == Relabel::kIncremental;
       const auto start = std::chrono::steady_clock::now();
       switch (layout_.kind) {
-        case pr::kKindGrid4: result.active_nodes = GlobalRelabelT<pr::kKindGrid4>(&result.bfs_rounds); break;
-        case pr::kKindGrid8: result.active_nodes = GlobalRelabelT<pr::kKindGrid8>(&result.bfs_rounds); break;
-        default: result.active_nodes = GlobalRelabelT<pr::kKindGrid3D6>(&result.bfs_rounds); break;
+        case pr::kKindGrid4: result.active_nodes = GlobalRelabelT<pr::kKindGrid4>(&result.bfs_rounds, incremental); break;
+        case pr::kKindGrid8: result.active_nodes = GlobalRelabelT<pr::kKindGrid8>(&result.bfs_rounds, incremental); break;
+        default: result.active_nodes = GlobalRelabelT<pr::kKindGrid3D6>(&result.bfs_rounds, incremental); break;
       }
       const double relabel_ms = MsSince(start);
       stats_.relabel_ms += relabel_ms;
@@ -352,8 +358,10 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       __atomic_fetch_add(&x_[w], static_cast<std::int64_t>(o.flow), __ATOMIC_RELAXED);
       r_[pr::Opposite(KIND, o.dir) * N + w] += o.flow;  // only this node pushes into that slot
       __atomic_store_n(&active_[L.TileIndex(gx / L.tile_x, gy / L.tile_y, gz / L.tile_z)], 1, __ATOMIC_RELAXED);
+      __atomic_store_n(&touched_[L.TileIndex(gx / L.tile_x, gy / L.tile_y, gz / L.tile_z)], 1, __ATOMIC_RELAXED);
     }
     active_[tile] = s.active.empty() ? 0 : 1;
+    touched_[tile] = 1;
     visits_.fetch_add(1, std::memory_order_relaxed);
     iterations_.fetch_add(iterations, std::memory_order_relaxed);
     return true;
@@ -433,23 +441,26 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     return changed_any;
   }
 
+  // Marks tile t and the tiles whose halo holds its nodes (for 8-connected grids all 8 around;
+  // all of them have other colours than t).
   template <int KIND>
-  std::int64_t GlobalRelabelT(std::int64_t* bfs_rounds) {
+  void MarkWithNeighbours(std::vector<std::uint8_t>& flags, int tx, int ty, int tz) {
     constexpr int D = pr::NumDirs(KIND);
     const TileLayout& L = layout_;
-    const std::int64_t N = L.num_nodes;
-    const int inf = L.inf;
-    // Distances start at 1 (residual capacity to the sink) or inf; residual bitmasks for the BFS.
-    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, N, 4096), [&](const tbb::blocked_range<std::int64_t>& range) {
-      for (std::int64_t v = range.begin(); v != range.end(); ++v) {
-        h_[v] = pr::BfsInitStep(x_[v], inf);
-        std::uint32_t r[D];
-        for (int d = 0; d < D; ++d) r[d] = r_[d * N + v];
-        mask_[v] = pr::ResidualMask<D>(r);
-      }
-    });
-    std::fill(dirty_.begin(), dirty_.end(), 1);
-    stats_.launches += 2;
+    __atomic_store_n(&flags[L.TileIndex(tx, ty, tz)], 1, __ATOMIC_RELAXED);
+    for (int d = 0; d < D; ++d) {
+      const int nx = tx + pr::DirX(KIND, d), ny = ty + pr::DirY(KIND, d), nz = tz + pr::DirZ(KIND, d);
+      if (nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y && nz < L.tiles_z)
+        __atomic_store_n(&flags[L.TileIndex(nx, ny, nz)], 1, __ATOMIC_RELAXED);
+    }
+  }
+
+  // Rounds over the dirty tiles, colour by colour, until a round changes nothing; `visit` returns
+  // whether the tile changed, which makes its neighbours dirty. Returns the number of rounds.
+  template <int KIND, class Visit>
+  std::int64_t TileRounds(Visit&& visit) {
+    constexpr int D = pr::NumDirs(KIND);
+    const TileLayout& L = layout_;
     std::int64_t rounds = 0;
     for (bool changed = true; changed;) {
       changed = false;
@@ -461,10 +472,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
           const int t = L.TileIndex(tx, ty, tz);
           if (!dirty_[t]) return;
           dirty_[t] = 0;
-          bfs_visits_.fetch_add(1, std::memory_order_relaxed);
-          if (!BfsTile<KIND>(tx, ty, tz, scratch_.local())) return;
+          if (!visit(tx, ty, tz, scratch_.local())) return;
           any.store(true, std::memory_order_relaxed);
-          // Tiles whose halo holds nodes of this one (all of them on other colours).
           for (int d = 0; d < D; ++d) {
             const int nx = tx + pr::DirX(KIND, d), ny = ty + pr::DirY(KIND, d), nz = tz + pr::DirZ(KIND, d);
             if (nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y && nz < L.tiles_z)
@@ -474,6 +483,106 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
         changed |= any.load();
       }
     }
+    return rounds;
+  }
+
+  // Incremental relabel, first phase, on one tile: refresh the residual bitmasks, then drop the
+  // heights no longer backed by a residual path (KillStep) to the local fixpoint.
+  template <int KIND>
+  bool KillTile(int tx, int ty, int tz, TileScratch& s) {
+    constexpr int D = pr::NumDirs(KIND);
+    const TileLayout& L = layout_;
+    const TileFrame f = Frame(tx, ty, tz);
+    const std::int64_t N = L.num_nodes;
+    const int inf = L.inf;
+    LoadHalo(f, s.halo_h);
+    s.node.assign(f.n, -1);
+    s.x.assign(f.n, 0);
+    s.new_h.assign(f.n, inf);
+    s.mask.assign(f.n, 0);
+    for (int l = 0; l < f.n; ++l) {
+      const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
+      const int gx = f.x0 + lx, gy = f.y0 + ly, gz = f.z0 + lz;
+      if (!L.InGrid(gx, gy, gz)) continue;
+      const std::int64_t v = L.Node(gx, gy, gz);
+      s.node[l] = v;
+      s.x[l] = x_[v];
+      std::uint32_t r[D];
+      for (int d = 0; d < D; ++d) r[d] = r_[d * N + v];
+      s.mask[l] = mask_[v] = pr::ResidualMask<D>(r);
+    }
+    bool changed_any = false;
+    for (;;) {
+      bool changed = false;
+      for (int l = 0; l < f.n; ++l) {
+        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
+        const int c = f.HaloIndex(lx, ly, lz);
+        s.new_h[l] = s.halo_h[c];
+        if (s.node[l] < 0) continue;
+        int nh[D];
+        for (int d = 0; d < D; ++d)
+          nh[d] = s.halo_h[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
+        s.new_h[l] = pr::KillStep<D>(s.x[l], s.halo_h[c], inf, s.mask[l], nh);
+        changed |= s.new_h[l] != s.halo_h[c];
+      }
+      if (!changed) break;
+      changed_any = true;
+      for (int l = 0; l < f.n; ++l) {
+        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
+        s.halo_h[f.HaloIndex(lx, ly, lz)] = s.new_h[l];
+      }
+    }
+    if (changed_any)
+      for (int l = 0; l < f.n; ++l) {
+        if (s.node[l] < 0) continue;
+        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
+        h_[s.node[l]] = s.halo_h[f.HaloIndex(lx, ly, lz)];
+      }
+    return changed_any;
+  }
+
+  template <int KIND>
+  std::int64_t GlobalRelabelT(std::int64_t* bfs_rounds, bool incremental) {
+    constexpr int D = pr::NumDirs(KIND);
+    const TileLayout& L = layout_;
+    const std::int64_t N = L.num_nodes;
+    const int inf = L.inf;
+    std::int64_t rounds = 0;
+    if (!incremental) {
+      // Distances start at 1 (residual capacity to the sink) or inf; residual bitmasks for the BFS.
+      tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, N, 4096), [&](const tbb::blocked_range<std::int64_t>& range) {
+        for (std::int64_t v = range.begin(); v != range.end(); ++v) {
+          h_[v] = pr::BfsInitStep(x_[v], inf);
+          std::uint32_t r[D];
+          for (int d = 0; d < D; ++d) r[d] = r_[d * N + v];
+          mask_[v] = pr::ResidualMask<D>(r);
+        }
+      });
+      std::fill(dirty_.begin(), dirty_.end(), 1);
+      stats_.launches += 2;
+    } else {
+      // Drop the heights no longer backed by a residual path, around the tiles that changed
+      // (heights, residuals and excess change nowhere else), then relax from what is left there.
+      std::fill(dirty_.begin(), dirty_.end(), 0);
+      std::fill(seed_.begin(), seed_.end(), 0);
+      for (int t = 0; t < L.num_tiles(); ++t)
+        if (touched_[t]) {
+          seed_[t] = 1;
+          MarkWithNeighbours<KIND>(dirty_, t % L.tiles_x, (t / L.tiles_x) % L.tiles_y, t / (L.tiles_x * L.tiles_y));
+        }
+      rounds += TileRounds<KIND>([&](int tx, int ty, int tz, TileScratch& s) {
+        if (!KillTile<KIND>(tx, ty, tz, s)) return false;
+        seed_[L.TileIndex(tx, ty, tz)] = 1;
+        return true;
+      });
+      for (int t = 0; t < L.num_tiles(); ++t)
+        if (seed_[t]) MarkWithNeighbours<KIND>(dirty_, t % L.tiles_x, (t / L.tiles_x) % L.tiles_y, t / (L.tiles_x * L.tiles_y));
+    }
+    std::fill(touched_.begin(), touched_.end(), 0);
+    rounds += TileRounds<KIND>([&](int tx, int ty, int tz, TileScratch& s) {
+      bfs_visits_.fetch_add(1, std::memory_order_relaxed);
+      return BfsTile<KIND>(tx, ty, tz, s);
+    });
     *bfs_rounds = rounds;
     // Census: tile flags, active nodes, the cut, residual capacity left on the sink edges.
     tbb::combinable<std::int64_t> active_nodes([] { return std::int64_t{0}; });
@@ -507,6 +616,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
   std::vector<std::int32_t> cap_, rev_;
   std::vector<Label> labels_;
   std::vector<std::uint8_t> active_, dirty_;
+  std::vector<std::uint8_t> touched_;  // per tile: heights, residuals or excess changed since the last relabel
+  std::vector<std::uint8_t> seed_;     // per tile: where an incremental relabel's BFS starts
   std::int64_t sink_residual_ = 0;
   std::atomic<std::int64_t> visits_{0}, iterations_{0}, bfs_visits_{0};
   PhaseTimes times_;

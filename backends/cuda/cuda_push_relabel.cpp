@@ -95,7 +95,9 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       dev_.rev = Allocate<std::int32_t>(n * dirs / 2, "the reverse edge capacities");
       dev_.labels = Allocate<std::uint8_t>(n, "the cut");
       dev_.active = Allocate<std::uint8_t>(tiles, "the tile flags");
-      dev_.dirty = Allocate<std::uint8_t>(2 * tiles, "the BFS tile flags");
+      dev_.touched = Allocate<std::uint8_t>(tiles, "the tile flags");
+      dev_.seed = Allocate<std::uint8_t>(tiles, "the tile flags");
+      dev_.dirty = Allocate<std::uint8_t>(4 * tiles, "the BFS tile flags");
       dev_.counters = Allocate<std::uint32_t>(kMaxBatch, "the round counters");
       dev_.totals = Allocate<unsigned long long>(cuda_pr::kNumTotals, "the totals");
       host_x0_ = AllocateHost<std::int64_t>(n, "the initial excess");
@@ -133,6 +135,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       change_buffer_ = nullptr;
       change_bytes_ = 0;
       change_buffer_ = Allocate<char>(bytes, "the capacity changes");
+      device_blocks_.pop_back();  // owned by change_buffer_, freed on its own
+      device_bytes_ -= bytes;
       change_bytes_ = bytes;
     }
     auto* dev_deltas = reinterpret_cast<cuda_pr::NodeDelta*>(change_buffer_);
@@ -152,28 +156,47 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     Check(cudaStreamSynchronize(stream_), "applying the capacity changes");
   }
 
-  CycleResult Cycle(int push_rounds, bool relabel) override {
+  CycleResult Cycle(int push_rounds, Relabel relabel) override {
     CycleResult result;
-    if (!relabel) {
-      Record(kCycleStart);
-      RunCycleBatch(kPushOnly, 0, push_rounds);
+    Record(kCycleStart);
+    if (relabel == Relabel::kNone) {
+      RunCycleBatch(kPushOnly, push_rounds);
       CollectTotals();
       stats_.push_ms += Elapsed(kCycleStart, kCycleEnd);
       return result;
     }
     const int bfs = tuning_.bfs_check_every;
-    Record(kCycleStart);
-    RunCycleBatch(kFirst, bfs, push_rounds);
-    for (;;) {
-      bool converged = false;
-      for (int j = 0; j < bfs && !converged; ++j) {
-        ++result.bfs_rounds;
-        converged = host_counters_[j] == 0;
+    auto rounds_until_zero = [&](int first, bool* converged) {
+      int rounds = 0;
+      *converged = false;
+      for (int j = first; j < first + bfs && !*converged; ++j) {
+        ++rounds;
+        *converged = host_counters_[j] == 0;
       }
-      if (converged) break;
+      return rounds;
+    };
+    bool converged = false;
+    if (relabel == Relabel::kIncremental) {
+      RunCycleBatch(kIncremental, push_rounds);
+      bool killed = false;
+      result.bfs_rounds += rounds_until_zero(0, &killed);
+      if (killed) {
+        result.bfs_rounds += rounds_until_zero(bfs, &converged);
+      } else {
+        // The first phase needs more rounds than a batch has: start from scratch instead (the
+        // same distances come out).
+        RunCycleBatch(kFirst, push_rounds);
+        result.bfs_rounds += rounds_until_zero(0, &converged);
+      }
+    } else {
+      RunCycleBatch(kFirst, push_rounds);
+      result.bfs_rounds += rounds_until_zero(0, &converged);
+    }
+    while (!converged) {
       if (result.bfs_rounds > 4 * layout_.num_nodes + 64)
         throw Error("cuda-pr: the breadth-first search did not converge (internal error)");
-      RunCycleBatch(kMoreBfs, bfs, push_rounds);  // more BFS rounds, then the census and the push rounds
+      RunCycleBatch(kMoreBfs, push_rounds);  // more BFS rounds, then the census and the push rounds
+      result.bfs_rounds += rounds_until_zero(0, &converged);
     }
     result.active_nodes = static_cast<std::int64_t>(host_totals_[cuda_pr::kActiveNodes]);
     sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
@@ -206,7 +229,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
 
  private:
   enum Event { kUploadStart, kUploadEnd, kCycleStart, kCensusDone, kCycleEnd, kDownloadStart, kDownloadEnd, kNumEvents };
-  static constexpr int kMaxBatch = 1024;  // BFS rounds + push rounds of one batch (tuning allows 512 + 512)
+  static constexpr int kMaxBatch = 1536;  // kill + BFS + push rounds of one batch (tuning allows 512 each)
 
   void Check(cudaError_t status, const std::string& what) const {
     if (status == cudaSuccess) return;
@@ -295,32 +318,41 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     graphs_.clear();
   }
 
-  // Runs one batch of a cycle and waits: (the BFS start,) `bfs` BFS rounds, the census if the BFS
-  // converged, `push` push rounds if it found active nodes; then the counters and totals come back.
-  // Kernels decide on the device whether they have work, so the batch is fixed and, with CUDA
-  // graphs, captured once and replayed.
   void CollectTotals() {
     stats_.tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileVisits]);
     stats_.tile_iterations = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileIterations]);
     stats_.bfs_tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kBfsTileVisits]);
   }
 
-  enum BatchKind { kFirst, kMoreBfs, kPushOnly };
+  // Batches of launches. Each ends by copying the round counters and totals back; the host waits
+  // once per batch. kFirst: global relabel from scratch (BFS rounds), census, push rounds.
+  // kMoreBfs: more BFS rounds of a relabel that had not converged, census, push rounds.
+  // kIncremental: kill rounds, BFS rounds from the seed tiles, census, push rounds. kPushOnly:
+  // push rounds. Kernels decide on the device whether they have work (Gate), so a batch is a fixed
+  // sequence and, with CUDA graphs, captured once and replayed.
+  enum BatchKind { kFirst, kMoreBfs, kIncremental, kPushOnly };
 
-  void RunCycleBatch(BatchKind kind, int bfs, int push) {
-    const int launches = (kind == kFirst && !tuning_.fused_bfs_start ? 1 : 0) + bfs + (kind == kPushOnly ? 0 : 1) + push * layout_.num_colours();
+  int BatchLaunches(BatchKind kind, int push) const {
+    const int bfs = tuning_.bfs_check_every;
+    const int relabel = kind == kPushOnly ? 0 : bfs + 1 + (kind == kIncremental ? bfs : 0) +
+                                                 (kind == kFirst && !tuning_.fused_bfs_start ? 1 : 0);
+    return relabel + push * layout_.num_colours();
+  }
+
+  void RunCycleBatch(BatchKind kind, int push) {
+    const int launches = BatchLaunches(kind, push);
     if (!tuning_.cuda_graphs || debug_sync_) {
-      EnqueueCycleBatch(kind, bfs, push);
+      EnqueueCycleBatch(kind, push);
     } else {
-      const auto key = std::make_tuple(static_cast<int>(kind) + (tuning_.fused_bfs_start ? 8 : 0), bfs, push,
-                                       tuning_.local_iterations);
+      const auto key = std::make_tuple(static_cast<int>(kind) + (tuning_.fused_bfs_start ? 8 : 0),
+                                       tuning_.bfs_check_every, push, tuning_.local_iterations);
       auto found = graphs_.find(key);
       if (found == graphs_.end()) {
         cudaGraph_t graph = nullptr;
         Check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capturing a CUDA graph");
         capturing_ = true;
         try {
-          EnqueueCycleBatch(kind, bfs, push);
+          EnqueueCycleBatch(kind, push);
         } catch (...) {
           capturing_ = false;
           cudaStreamEndCapture(stream_, &graph);
@@ -339,27 +371,57 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       Check(cudaGraphLaunch(found->second, stream_), "launching a CUDA graph");
       stats_.launches += launches;
     }
-    Sync(kind == kFirst ? "a global relabel and its push rounds" : kind == kMoreBfs ? "more BFS rounds" : "push rounds");
+    Sync(kind == kPushOnly ? "push rounds" : kind == kMoreBfs ? "more BFS rounds" : "a global relabel and its push rounds");
   }
 
-  void EnqueueCycleBatch(BatchKind kind, int bfs, int push) {
-    const int counters = bfs + push;
+  void EnqueueCycleBatch(BatchKind kind, int push) {
+    using cuda_pr::Gate;
+    const int bfs = kind == kPushOnly ? 0 : tuning_.bfs_check_every;
+    const int kill = kind == kIncremental ? bfs : 0;
+    const int counters = kill + bfs + push;
+    const std::size_t T = static_cast<std::size_t>(layout_.num_tiles());
+    std::uint8_t* const a = dev_.dirty;
+    std::uint8_t* const b = dev_.dirty + T;
+    std::uint8_t* const c = dev_.dirty + 2 * T;
+    std::uint8_t* const d = dev_.dirty + 3 * T;
+    Check(cudaMemsetAsync(dev_.counters, 0, counters * sizeof(std::uint32_t), stream_), "clearing round counters");
+    if (kind != kPushOnly)
+      Check(cudaMemsetAsync(dev_.totals, 0, 2 * sizeof(unsigned long long), stream_), "clearing totals");
     const bool fused = kind == kFirst && tuning_.fused_bfs_start;
+    const std::uint8_t* bfs_start = a;  // tiles of the first BFS round
     if (kind == kFirst) {
       if (!fused) Launched(cuda_pr::LaunchBfsInit(dev_, stream_), "BfsInit");
-      Check(cudaMemsetAsync(dev_.dirty, 1, layout_.num_tiles(), stream_), "marking tiles for the BFS");
+      Check(cudaMemsetAsync(a, 1, T, stream_), "marking tiles for the BFS");
+      Check(cudaMemsetAsync(dev_.touched, 0, T, stream_), "clearing tile marks");
+    } else if (kind == kIncremental) {
+      Check(cudaMemcpyAsync(dev_.seed, dev_.touched, T, cudaMemcpyDeviceToDevice, stream_), "seeding the BFS");
+      for (int j = 0; j < kill; ++j) {
+        const Gate gate = j == 0 ? Gate{} : Gate{Gate::kIfPreviousChanged, j - 1, 1};
+        const std::uint8_t* in = j == 0 ? dev_.touched : j % 2 ? c : d;
+        Launched(cuda_pr::LaunchKillRound(dev_, j, gate, in, j % 2 ? d : c, j == 0, stream_), "KillTiles");
+      }
+      Check(cudaMemsetAsync(dev_.touched, 0, T, stream_), "clearing tile marks");
+      bfs_start = dev_.seed;
     }
-    Check(cudaMemsetAsync(dev_.counters, 0, counters * sizeof(std::uint32_t), stream_), "clearing round counters");
-    Check(cudaMemsetAsync(dev_.totals, 0, 2 * sizeof(unsigned long long), stream_), "clearing totals");
-    for (int round = 0; round < bfs; ++round)
-      Launched(cuda_pr::LaunchBfsRound(dev_, round, round & 1, fused && round == 0, stream_), "BfsTiles");
+    // BFS rounds alternate A -> B -> A ...; the last (odd) round writes A, where kMoreBfs goes on.
+    for (int j = 0; j < bfs; ++j) {
+      const int counter = kill + j;
+      Gate gate{Gate::kIfPreviousChanged, counter - 1, 1};
+      if (j == 0) gate = kind == kIncremental ? Gate{Gate::kIfConverged, 0, kill} : Gate{};
+      const std::uint8_t* in = j == 0 ? bfs_start : j % 2 ? b : a;
+      Launched(cuda_pr::LaunchBfsRound(dev_, counter, gate, in, j % 2 ? a : b, fused && j == 0, stream_), "BfsTiles");
+    }
     if (kind != kPushOnly) {
-      Launched(cuda_pr::LaunchCensus(dev_, bfs, stream_), "Census");
+      Launched(cuda_pr::LaunchCensus(dev_, Gate{Gate::kIfConverged, kill, bfs}, stream_), "Census");
       Record(kCensusDone);
     }
-    for (int round = 0; round < push; ++round)
+    for (int k = 0; k < push; ++k) {
+      const int counter = kill + bfs + k;
+      Gate gate{Gate::kIfPreviousChanged, counter - 1, 1};
+      if (k == 0) gate = kind == kPushOnly ? Gate{} : Gate{Gate::kIfConvergedAndActive, kill, bfs};
       for (int colour = 0; colour < layout_.num_colours(); ++colour)
-        Launched(cuda_pr::LaunchPushColour(dev_, colour, round, bfs, tuning_.local_iterations, stream_), "PushTiles");
+        Launched(cuda_pr::LaunchPushColour(dev_, colour, counter, gate, tuning_.local_iterations, stream_), "PushTiles");
+    }
     Check(cudaMemcpyAsync(host_counters_, dev_.counters, counters * sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
                           stream_), "reading round counters");
     Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),

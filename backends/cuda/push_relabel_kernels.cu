@@ -40,27 +40,38 @@ __device__ void LoadHaloRing(const DeviceState& s, int tx, int ty, int tz, int* 
   }
 }
 
-// True when one of the BFS rounds of this batch changed nothing (the fixpoint is reached).
-__device__ bool BfsConverged(const DeviceState& s, int bfs_rounds) {
+__device__ bool Open(const DeviceState& s, Gate gate) {
+  if (gate.mode == Gate::kAlways) return true;
+  if (gate.mode == Gate::kIfPreviousChanged) return s.counters[gate.first] != 0;
   bool converged = false;
-  for (int j = 0; j < bfs_rounds; ++j) converged |= s.counters[j] == 0;
-  return converged;
+  for (int j = gate.first; j < gate.first + gate.count; ++j) converged |= s.counters[j] == 0;
+  return converged && (gate.mode == Gate::kIfConverged || s.totals[kActiveNodes] != 0);
+}
+
+// Whether a tile or one of the tiles whose nodes its halo holds is flagged.
+template <int KIND>
+__device__ bool FlaggedNear(const TileLayout& L, const std::uint8_t* flags, int tx, int ty, int tz) {
+  constexpr int D = KindTraits<KIND>::D;
+  bool flagged = flags[L.TileIndex(tx, ty, tz)] != 0;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    const int nx = tx + pr::DirX(KIND, d), ny = ty + pr::DirY(KIND, d), nz = tz + pr::DirZ(KIND, d);
+    if (nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y && nz < L.tiles_z)
+      flagged |= flags[L.TileIndex(nx, ny, nz)] != 0;
+  }
+  return flagged;
 }
 
 // ---- Push: up to `iterations` synchronous push / pull / relabel iterations on one tile ----------
 template <int KIND, int TX, int TY, int TZ>
 __global__ void __launch_bounds__(TX* TY* TZ)
-    PushTilesKernel(DeviceState s, int colour, int round, int bfs_rounds, int iterations) {
+    PushTilesKernel(DeviceState s, int colour, int counter, Gate gate, int iterations) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
   constexpr int NT = TX * TY * TZ, HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
   __shared__ int sh_h[HX * HY * HZ];
   __shared__ std::uint32_t sh_out[D][NT];
   const TileLayout& L = s.layout;
-  // Decided the same way by every block: nothing to do costs one launch.
-  // (bfs_rounds = 0: push rounds without a global relabel before them, from the flags as they are.)
-  if (round == 0 ? bfs_rounds > 0 && (!BfsConverged(s, bfs_rounds) || s.totals[kActiveNodes] == 0)
-                 : s.counters[bfs_rounds + round - 1] == 0)
-    return;
+  if (!Open(s, gate)) return;  // decided the same way by every block: nothing to do costs one launch
   int tx, ty, tz;
   if (!L.ColourTile(colour, blockIdx.x, blockIdx.y, blockIdx.z, &tx, &ty, &tz)) return;
   const int tile = L.TileIndex(tx, ty, tz);
@@ -145,10 +156,12 @@ __global__ void __launch_bounds__(TX* TY* TZ)
     atomicAdd(reinterpret_cast<unsigned long long*>(s.x + w), static_cast<unsigned long long>(acc[d]));
     s.r[pr::Opposite(KIND, d) * N + w] += acc[d];
     s.active[L.TileIndex(nx / TX, ny / TY, nz / TZ)] = 1;
+    s.touched[L.TileIndex(nx / TX, ny / TY, nz / TZ)] = 1;
   }
   if (tid == 0) {
     s.active[tile] = any ? 1 : 0;
-    atomicAdd(&s.counters[bfs_rounds + round], 1u);
+    s.touched[tile] = 1;
+    atomicAdd(&s.counters[counter], 1u);
     atomicAdd(&s.totals[kTileVisits], 1ull);
     atomicAdd(&s.totals[kTileIterations], static_cast<unsigned long long>(it));
   }
@@ -178,24 +191,17 @@ __global__ void BfsInitKernel(DeviceState s) {
 // its nodes and its halo, writes them and the residual bitmasks, and relaxes from there; no other
 // tile's heights are read in that round.
 template <int KIND, int TX, int TY, int TZ>
-__global__ void __launch_bounds__(TX* TY* TZ) BfsTilesKernel(DeviceState s, int round, int parity, bool start) {
+__global__ void __launch_bounds__(TX* TY* TZ)
+    BfsTilesKernel(DeviceState s, int counter, Gate gate, const std::uint8_t* dirty_in, std::uint8_t* dirty_out,
+                   bool start) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
   constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
   __shared__ int sh_h[HX * HY * HZ];
   const TileLayout& L = s.layout;
-  if (round > 0 && s.counters[round - 1] == 0) return;
+  if (!Open(s, gate)) return;
   const int tx = blockIdx.x, ty = blockIdx.y, tz = blockIdx.z;
-  const int tile = L.TileIndex(tx, ty, tz), T = L.num_tiles();
-  const std::uint8_t* dirty_in = s.dirty + parity * T;
-  std::uint8_t* dirty_out = s.dirty + (1 - parity) * T;
-  bool work = dirty_in[tile] != 0;
-#pragma unroll
-  for (int d = 0; d < D; ++d) {
-    const int nx = tx + pr::DirX(KIND, d), ny = ty + pr::DirY(KIND, d), nz = tz + pr::DirZ(KIND, d);
-    if (nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y && nz < L.tiles_z)
-      work |= dirty_in[L.TileIndex(nx, ny, nz)] != 0;
-  }
-  if (!work) {
+  const int tile = L.TileIndex(tx, ty, tz);
+  if (!FlaggedNear<KIND>(L, dirty_in, tx, ty, tz)) {
     if (threadIdx.x == 0) dirty_out[tile] = 0;
     return;
   }
@@ -255,14 +261,87 @@ __global__ void __launch_bounds__(TX* TY* TZ) BfsTilesKernel(DeviceState s, int 
   const bool block_changed = __syncthreads_or(changed_any);
   if (tid == 0) {
     dirty_out[tile] = block_changed ? 1 : 0;
-    if (block_changed) atomicAdd(&s.counters[round], 1u);
+    if (block_changed) atomicAdd(&s.counters[counter], 1u);
+  }
+}
+
+// Incremental relabel, first phase: drop heights no longer backed by a residual path (KillStep),
+// to the local fixpoint with the halo as read. Heights only rise here (but for nodes that gained
+// residual capacity to the sink, which drop to 1 once, by their own excess): a halo height read
+// old can only keep a node alive too long, and then the tile that changed marks itself, so its
+// neighbours look again; the nodes that survive in the end do not depend on the order.
+template <int KIND, int TX, int TY, int TZ>
+__global__ void __launch_bounds__(TX* TY* TZ)
+    KillTilesKernel(DeviceState s, int counter, Gate gate, const std::uint8_t* dirty_in, std::uint8_t* dirty_out,
+                    bool refresh_masks) {
+  constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
+  constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
+  __shared__ int sh_h[HX * HY * HZ];
+  const TileLayout& L = s.layout;
+  if (!Open(s, gate)) return;
+  const int tx = blockIdx.x, ty = blockIdx.y, tz = blockIdx.z;
+  const int tile = L.TileIndex(tx, ty, tz);
+  if (!FlaggedNear<KIND>(L, dirty_in, tx, ty, tz)) {
+    if (threadIdx.x == 0) dirty_out[tile] = 0;
+    return;
+  }
+  const int tid = threadIdx.x;
+  const int lx = tid % TX, ly = (tid / TX) % TY, lz = tid / (TX * TY);
+  const int gx = tx * TX + lx, gy = ty * TY + ly, gz = tz * TZ + lz;
+  const bool in_grid = L.InGrid(gx, gy, gz);
+  const std::int64_t v = in_grid ? L.Node(gx, gy, gz) : 0;
+  const int inf = L.inf;
+  int h = inf;
+  std::int64_t x = 0;
+  std::uint8_t mask = 0;
+  if (in_grid) {
+    h = s.h[v];
+    x = s.x[v];
+    if (refresh_masks) {
+      const std::int64_t N = L.num_nodes;
+      std::uint32_t r[D];
+#pragma unroll
+      for (int d = 0; d < D; ++d) r[d] = s.r[d * N + v];
+      mask = pr::ResidualMask<D>(r);
+      s.mask[v] = mask;
+    } else {
+      mask = s.mask[v];
+    }
+  }
+  const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
+  LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
+  sh_h[hc] = h;
+  __syncthreads();
+  bool changed_any = false;
+  for (;;) {
+    int nh[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
+    const int new_h = in_grid ? pr::KillStep<D>(x, h, inf, mask, nh) : inf;
+    const bool changed = new_h != h;
+    __syncthreads();
+    if (changed) {
+      h = new_h;
+      sh_h[hc] = h;
+    }
+    changed_any |= changed;
+    if (!__syncthreads_or(changed)) break;
+  }
+  if (changed_any && in_grid) s.h[v] = h;
+  const bool block_changed = __syncthreads_or(changed_any);
+  if (tid == 0) {
+    dirty_out[tile] = block_changed ? 1 : 0;
+    if (block_changed) {
+      s.seed[tile] = 1;
+      atomicAdd(&s.counters[counter], 1u);
+    }
   }
 }
 
 // Tile flags, active-node count, the cut, and the residual capacity left on the sink edges.
 template <int TX, int TY, int TZ>
-__global__ void __launch_bounds__(TX* TY* TZ) CensusKernel(DeviceState s, int bfs_rounds) {
-  if (!BfsConverged(s, bfs_rounds)) return;  // the host runs more BFS rounds first
+__global__ void __launch_bounds__(TX* TY* TZ) CensusKernel(DeviceState s, Gate gate) {
+  if (!Open(s, gate)) return;  // the host runs more BFS rounds first
   const TileLayout& L = s.layout;
   const int tx = blockIdx.x, ty = blockIdx.y, tz = blockIdx.z;
   const int tid = threadIdx.x;
@@ -312,6 +391,7 @@ __global__ void ApplyNodeDeltasKernel(DeviceState s, const NodeDelta* deltas, in
   if (i >= count) return;
   s.x[deltas[i].node] += deltas[i].delta;  // nodes are distinct
   s.active[s.layout.TileOfNode(deltas[i].node)] = 1;
+  s.touched[s.layout.TileOfNode(deltas[i].node)] = 1;
 }
 
 // Keeps the edge's flow where the new capacities allow it; the excess of a flow that no longer
@@ -337,6 +417,8 @@ __global__ void ApplyEdgeUpdatesKernel(DeviceState s, const EdgeUpdate* updates,
   s.rev[slot] = updates[i].rev_cap;
   s.active[L.TileOfNode(v)] = 1;
   s.active[L.TileOfNode(w)] = 1;
+  s.touched[L.TileOfNode(v)] = 1;
+  s.touched[L.TileOfNode(w)] = 1;
   if (flow != kept) {
     atomicAdd(reinterpret_cast<unsigned long long*>(s.x + v), static_cast<unsigned long long>(flow - kept));
     atomicAdd(reinterpret_cast<unsigned long long*>(s.x + w), static_cast<unsigned long long>(kept - flow));
@@ -392,14 +474,16 @@ struct BuildResidualsLaunch {
 
 struct PushColourLaunch {
   const DeviceState& s;
-  int colour, round, bfs_rounds, iterations;
+  int colour, counter;
+  Gate gate;
+  int iterations;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
     const dim3 grid(L.ColourGridX(), L.ColourGridY(), L.ColourGridZ());
     cudaGetLastError();
-    PushTilesKernel<K, X, Y, Z><<<grid, X * Y * Z, 0, stream>>>(s, colour, round, bfs_rounds, iterations);
+    PushTilesKernel<K, X, Y, Z><<<grid, X * Y * Z, 0, stream>>>(s, colour, counter, gate, iterations);
     return cudaGetLastError();
   }
 };
@@ -417,27 +501,49 @@ struct BfsInitLaunch {
 
 struct BfsRoundLaunch {
   const DeviceState& s;
-  int round, parity;
+  int counter;
+  Gate gate;
+  const std::uint8_t* dirty_in;
+  std::uint8_t* dirty_out;
   bool start;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
     cudaGetLastError();
-    BfsTilesKernel<K, X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(s, round, parity, start);
+    BfsTilesKernel<K, X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(s, counter, gate, dirty_in, dirty_out,
+                                                                                  start);
+    return cudaGetLastError();
+  }
+};
+
+struct KillRoundLaunch {
+  const DeviceState& s;
+  int counter;
+  Gate gate;
+  const std::uint8_t* dirty_in;
+  std::uint8_t* dirty_out;
+  bool refresh_masks;
+  cudaStream_t stream;
+  template <int K, int X, int Y, int Z>
+  cudaError_t operator()() const {
+    const TileLayout& L = s.layout;
+    cudaGetLastError();
+    KillTilesKernel<K, X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(
+        s, counter, gate, dirty_in, dirty_out, refresh_masks);
     return cudaGetLastError();
   }
 };
 
 struct CensusLaunch {
   const DeviceState& s;
-  int bfs_rounds;
+  Gate gate;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
     cudaGetLastError();
-    CensusKernel<X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(s, bfs_rounds);
+    CensusKernel<X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(s, gate);
     return cudaGetLastError();
   }
 };
@@ -463,21 +569,27 @@ cudaError_t LaunchBuildResiduals(const DeviceState& s, bool bad_config, cudaStre
   return DispatchKind(s.layout.kind, BuildResidualsLaunch{s, bad_config, stream});
 }
 
-cudaError_t LaunchPushColour(const DeviceState& s, int colour, int round, int bfs_rounds, int local_iterations,
+cudaError_t LaunchPushColour(const DeviceState& s, int colour, int counter, Gate gate, int local_iterations,
                              cudaStream_t stream) {
-  return Dispatch(s.layout, PushColourLaunch{s, colour, round, bfs_rounds, local_iterations, stream});
+  return Dispatch(s.layout, PushColourLaunch{s, colour, counter, gate, local_iterations, stream});
 }
 
 cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream) {
   return DispatchKind(s.layout.kind, BfsInitLaunch{s, stream});
 }
 
-cudaError_t LaunchBfsRound(const DeviceState& s, int round, int parity, bool start, cudaStream_t stream) {
-  return Dispatch(s.layout, BfsRoundLaunch{s, round, parity, start, stream});
+cudaError_t LaunchBfsRound(const DeviceState& s, int counter, Gate gate, const std::uint8_t* dirty_in,
+                           std::uint8_t* dirty_out, bool start, cudaStream_t stream) {
+  return Dispatch(s.layout, BfsRoundLaunch{s, counter, gate, dirty_in, dirty_out, start, stream});
 }
 
-cudaError_t LaunchCensus(const DeviceState& s, int bfs_rounds, cudaStream_t stream) {
-  return Dispatch(s.layout, CensusLaunch{s, bfs_rounds, stream});
+cudaError_t LaunchKillRound(const DeviceState& s, int counter, Gate gate, const std::uint8_t* dirty_in,
+                            std::uint8_t* dirty_out, bool refresh_masks, cudaStream_t stream) {
+  return Dispatch(s.layout, KillRoundLaunch{s, counter, gate, dirty_in, dirty_out, refresh_masks, stream});
+}
+
+cudaError_t LaunchCensus(const DeviceState& s, Gate gate, cudaStream_t stream) {
+  return Dispatch(s.layout, CensusLaunch{s, gate, stream});
 }
 
 cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream) {

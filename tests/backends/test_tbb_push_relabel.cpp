@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
@@ -95,6 +96,33 @@ TEST(TbbPushRelabel, TuningChangesTheScheduleNotTheFlow) {
   }
 }
 
+// The incremental global relabel finds the same exact distances as the one from scratch, so the
+// whole run is the same, step by step.
+TEST(TbbPushRelabel, IncrementalRelabelsEqualFullOnesStepByStep) {
+  std::mt19937_64 rng(17);
+  PushRelabelTuning full, incremental;
+  full.incremental_relabel = false;
+  incremental.incremental_relabel = true;
+  for (PushRelabelTuning* t : {&full, &incremental}) {
+    t->local_iterations = 3;
+    t->rounds_per_global_relabel = 2;
+  }
+  for (const Topology& shape : {Topology::Grid2D(70, 45, 4), Topology::Grid2D(33, 41, 8), Topology::Grid3D(17, 9, 12)})
+    for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kSparse}) {
+      StGraph g = test::GridFlowCase(rng, shape, p);
+      const std::string what = Describe(shape, p, 0);
+      for (int rounds : {2, 5, 9, 30}) {
+        auto a = MakeTbbPushRelabelEngine(full), b = MakeTbbPushRelabelEngine(incremental);
+        a->RunForTest(g, rounds);
+        b->RunForTest(g, rounds);
+        const PushRelabelState sa = a->DownloadState(), sb = b->DownloadState();
+        EXPECT_EQ(sa.x, sb.x) << what << ", " << rounds << " rounds";
+        EXPECT_EQ(sa.h, sb.h) << what << ", " << rounds << " rounds";
+        EXPECT_EQ(sa.r, sb.r) << what << ", " << rounds << " rounds";
+      }
+    }
+}
+
 // Changes terminal and edge capacities of a solved graph (some edges drop below their flow) and
 // checks that the incremental re-solve equals a fresh solve and the reference.
 void CheckResolve(const Topology& shape, CapacityProfile profile, std::uint64_t seed) {
@@ -125,10 +153,14 @@ void CheckResolve(const Topology& shape, CapacityProfile profile, std::uint64_t 
 
 TEST(TbbPushRelabel, ResolveEqualsSolveFromScratch) {
   std::uint64_t seed = 100;
-  for (const Topology& shape : {Topology::Grid2D(45, 38, 4), Topology::Grid2D(33, 29, 8), Topology::Grid3D(9, 10, 7),
-                                Topology::Grid2D(1, 40, 4)})
-    for (CapacityProfile p : {CapacityProfile::kUniform, CapacityProfile::kSegmentation, CapacityProfile::kZero})
-      CheckResolve(shape, p, seed++);
+  for (const char* tuning : {"incremental_relabel=1", "incremental_relabel=0"}) {
+    setenv("MRF_PR_TUNING", tuning, 1);  // read when the registry makes the engine
+    for (const Topology& shape : {Topology::Grid2D(45, 38, 4), Topology::Grid2D(33, 29, 8), Topology::Grid3D(9, 10, 7),
+                                  Topology::Grid2D(1, 40, 4)})
+      for (CapacityProfile p : {CapacityProfile::kUniform, CapacityProfile::kSegmentation, CapacityProfile::kZero})
+        CheckResolve(shape, p, seed++);
+  }
+  unsetenv("MRF_PR_TUNING");
 }
 
 TEST(TbbPushRelabel, ResolveAfterAddTweightsWithNegativeWeights) {

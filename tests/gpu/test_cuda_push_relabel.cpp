@@ -107,6 +107,7 @@ TEST(CudaPushRelabel, SmallEveryTuningGivesTheSameFlow) {
       t.tile_y = tile_y;
       t.cuda_graphs = graphs;
       t.fused_bfs_start = tile_y != 16;
+      t.incremental_relabel = tile_y != 8;
       if (tile_y == 8) {
         t.tile3d_x = 32;
         t.tile3d_y = 4;
