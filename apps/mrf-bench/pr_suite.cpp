@@ -136,21 +136,23 @@ PrRow TimeEngine(PushRelabelEngine& engine, const std::string& solver, const StG
   return row;
 }
 
-// Re-solve after changing the terminal weights of 1% of the pixels (each takes the weights of
-// another random pixel: realistic values), strokes accumulating.
+// Re-solve after an edit of the terminal weights, edits accumulating: "1%" gives 1% of the pixels,
+// anywhere, the weights of another random pixel (realistic values); "stroke" forces a disc of
+// side/32 pixels radius to one label (a brush stroke, as in the binary suite).
 struct ResolveRow {
   int size = 0;
-  std::string solver;
+  std::string solver, edit;
   std::int64_t changed = 0;
   double resolve_ms = -1, resolve_transfer_ms = -1, fresh_ms = -1;
   Energy flow = -1;
 };
 
-ResolveRow TimeResolve(const std::string& solver, const StGraph& original, int size, int repeat,
-                       const std::function<std::unique_ptr<MaxFlowEngine>()>& make_fresh) {
+ResolveRow TimeResolve(const std::string& solver, const std::string& edit, const StGraph& original, int size,
+                       int repeat, const std::function<std::unique_ptr<MaxFlowEngine>()>& make_fresh) {
   ResolveRow row;
   row.size = size;
   row.solver = solver;
+  row.edit = edit;
   StGraph graph(original.topology());
   for (NodeId v = 0; v < original.num_nodes(); ++v) graph.add_tweights(v, original.source_cap(v), original.sink_cap(v));
   original.topology().ForEachEdge(
@@ -164,12 +166,26 @@ ResolveRow TimeResolve(const std::string& solver, const StGraph& original, int s
     return static_cast<NodeId>((state >> 33) % static_cast<std::uint64_t>(bound));
   };
   const NodeId n = graph.num_nodes();
-  row.changed = std::max<std::int64_t>(1, n / 100);
+  const int side = graph.topology().width(), radius = std::max(1, side / 32);
   std::vector<double> resolve, transfer, fresh;
   for (int k = -1; k < repeat; ++k) {
-    for (std::int64_t i = 0; i < row.changed; ++i) {
-      const NodeId v = next(n), donor = next(n);
-      graph.set_tweights(v, original.source_cap(donor), original.sink_cap(donor));
+    row.changed = 0;
+    if (edit == "1%") {
+      row.changed = std::max<std::int64_t>(1, n / 100);
+      for (std::int64_t i = 0; i < row.changed; ++i) {
+        const NodeId v = next(n), donor = next(n);
+        graph.set_tweights(v, original.source_cap(donor), original.sink_cap(donor));
+      }
+    } else {
+      constexpr Energy kForce = 100000;  // more than the four n-links of a pixel together
+      const int cx = next(side), cy = next(graph.topology().height());
+      const bool foreground = k % 2 == 0;
+      for (int y = std::max(0, cy - radius); y <= std::min(graph.topology().height() - 1, cy + radius); ++y)
+        for (int x = std::max(0, cx - radius); x <= std::min(side - 1, cx + radius); ++x)
+          if ((x - cx) * (x - cx) + (y - cy) * (y - cy) <= radius * radius) {
+            graph.set_tweights(y * side + x, foreground ? 0 : kForce, foreground ? kForce : 0);
+            ++row.changed;
+          }
     }
     const Result again = graph.maxflow(solver);  // from the residual graph
     if (!again.ok) throw Error(solver + " re-solve: " + again.message);
@@ -291,13 +307,15 @@ int RunPushRelabel(const BenchOptions& options) {
     for (const std::string& name : dynamic) {
       app::Progress("mrf-bench", "pushrelabel: " + std::to_string(side) + ": " + name + " re-solves");
       const SolverEntry* entry = Registry::Global().Find(name);
-      resolves.push_back(TimeResolve(name, graph, side, name == "tbb-pr" ? std::min(repeat, 3) : repeat,
-                                     [entry] { return entry->make_engine(); }));
-      const ResolveRow& r = resolves.back();
-      std::printf("%5d %-8s re-solve after %lld terminal changes: %.3f ms (+%.3f ms transfer), fresh %.3f ms, %.1fx\n",
-                  r.size, r.solver.c_str(), static_cast<long long>(r.changed), r.resolve_ms, r.resolve_transfer_ms,
-                  r.fresh_ms, r.fresh_ms / r.resolve_ms);
-      std::fflush(stdout);
+      for (const char* edit : {"1%", "stroke"}) {
+        resolves.push_back(TimeResolve(name, edit, graph, side, name == "tbb-pr" ? std::min(repeat, 3) : repeat,
+                                       [entry] { return entry->make_engine(); }));
+        const ResolveRow& r = resolves.back();
+        std::printf("%5d %-8s re-solve after a %s edit (%lld pixels): %.3f ms (+%.3f ms transfer), fresh %.3f ms, %.1fx\n",
+                    r.size, r.solver.c_str(), edit, static_cast<long long>(r.changed), r.resolve_ms,
+                    r.resolve_transfer_ms, r.fresh_ms, r.fresh_ms / r.resolve_ms);
+        std::fflush(stdout);
+      }
     }
   }
   if (!tunings.empty()) {
@@ -306,13 +324,14 @@ int RunPushRelabel(const BenchOptions& options) {
       std::printf("#   %zu: %s  [--tuning %s]\n", i + 1, tunings[i].Describe().c_str(), options.tunings[i].c_str());
   }
   if (!resolves.empty()) {
-    std::printf("\n# re-solve after 1%% of the pixels get new terminal weights (those of another random pixel),\n"
-                "# edits accumulating; fresh = solving the edited graph from scratch (same engine kind, workspace\n"
-                "# warm); solve times only (GPU: device time; transfer shown apart)\n");
-    std::printf("%5s %-8s %9s %11s %9s %10s %8s %14s\n", "size", "solver", "changed", "resolve_ms", "xfer_ms",
-                "fresh_ms", "speedup", "flow");
+    std::printf("\n# re-solve after an edit of terminal weights, edits accumulating: '1%%' = 1%% of the pixels,\n"
+                "# anywhere, get the weights of another random pixel; 'stroke' = a disc of side/32 radius forced to\n"
+                "# one label; fresh = solving the edited graph from scratch (same engine kind, workspace warm);\n"
+                "# solve times only (GPU: device time; transfer shown apart)\n");
+    std::printf("%5s %-8s %-7s %9s %11s %9s %10s %8s %14s\n", "size", "solver", "edit", "changed", "resolve_ms",
+                "xfer_ms", "fresh_ms", "speedup", "flow");
     for (const ResolveRow& r : resolves)
-      std::printf("%5d %-8s %9lld %11.3f %9.3f %10.3f %8.1f %14lld\n", r.size, r.solver.c_str(),
+      std::printf("%5d %-8s %-7s %9lld %11.3f %9.3f %10.3f %8.1f %14lld\n", r.size, r.solver.c_str(), r.edit.c_str(),
                   static_cast<long long>(r.changed), r.resolve_ms, r.resolve_transfer_ms, r.fresh_ms,
                   r.fresh_ms / r.resolve_ms, static_cast<long long>(r.flow));
   }
@@ -336,7 +355,7 @@ int RunPushRelabel(const BenchOptions& options) {
     }
     for (const ResolveRow& r : resolves) {
       out << (first ? "" : ",\n") << "  {\"suite\": \"pushrelabel-resolve\", \"size\": " << r.size
-          << ", \"solver\": \"" << r.solver << "\", \"changed\": " << r.changed << ", \"resolve_ms\": " << r.resolve_ms
+          << ", \"solver\": \"" << r.solver << "\", \"edit\": \"" << r.edit << "\", \"changed\": " << r.changed << ", \"resolve_ms\": " << r.resolve_ms
           << ", \"resolve_transfer_ms\": " << r.resolve_transfer_ms << ", \"fresh_ms\": " << r.fresh_ms
           << ", \"flow\": " << r.flow << "}";
       first = false;

@@ -29,6 +29,8 @@ bool PushRelabelTuning::IsValid(std::string* error) const {
   if (bfs_check_every < 2 || bfs_check_every > 512 || bfs_check_every % 2 != 0)
     return fail("bfs_check_every must be even and in 2..512 (got " + std::to_string(bfs_check_every) + ")");
   if (max_push_rounds < 0) return fail("max_push_rounds must not be negative");
+  if (incremental_relabel < 0 || incremental_relabel > 2)
+    return fail("incremental_relabel must be 0, 1 or 2 (got " + std::to_string(incremental_relabel) + ")");
   return true;
 }
 
@@ -38,7 +40,9 @@ std::string PushRelabelTuning::Describe() const {
     << local_iterations << " local iterations, global relabel every " << rounds_per_global_relabel
     << " push rounds, BFS batches of " << bfs_check_every << " rounds, CUDA graphs "
     << (cuda_graphs ? "on" : "off") << (fused_bfs_start ? ", fused BFS start" : "")
-    << (incremental_relabel ? ", incremental relabels" : ", full relabels");
+    << (incremental_relabel == 0   ? ", full relabels"
+        : incremental_relabel == 1 ? ", incremental relabels in re-solves"
+                                   : ", incremental relabels");
   if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
   return s.str();
 }
@@ -66,7 +70,7 @@ void PushRelabelTuning::Parse(const std::string& overrides) {
     else if (name == "bfs_check_every") bfs_check_every = v;
     else if (name == "cuda_graphs") cuda_graphs = v != 0;
     else if (name == "fused_bfs_start") fused_bfs_start = v != 0;
-    else if (name == "incremental_relabel") incremental_relabel = v != 0;
+    else if (name == "incremental_relabel") incremental_relabel = v;
     else if (name == "max_push_rounds") max_push_rounds = v;
     else
       throw Error("push-relabel tuning: unknown name '" + name +
@@ -228,7 +232,7 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) 
   const auto start = std::chrono::steady_clock::now();
   // A fresh solve has no heights to start from. A re-solve keeps the exact ones of the last solve:
   // they guide the flow of the changed nodes at once, and the relabels after start from them.
-  bool full = !resolve || !tuning_.incremental_relabel;
+  bool full = resolve ? tuning_.incremental_relabel == 0 : true;
   if (resolve) {
     Cycle(tuning_.rounds_per_global_relabel, Relabel::kNone);
     stats_.push_rounds += tuning_.rounds_per_global_relabel;
@@ -242,7 +246,7 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) 
     int rounds = tuning_.rounds_per_global_relabel;
     if (max_push_rounds > 0) rounds = static_cast<int>(std::min<std::int64_t>(rounds, max_push_rounds - stats_.push_rounds));
     const CycleResult cycle = Cycle(rounds, full ? Relabel::kFull : Relabel::kIncremental);
-    full = !tuning_.incremental_relabel;
+    full = resolve ? tuning_.incremental_relabel == 0 : tuning_.incremental_relabel < 2;
     ++stats_.global_relabels;
     stats_.bfs_rounds += cycle.bfs_rounds;
     if (out->log.size() < kMaxLogRecords) {

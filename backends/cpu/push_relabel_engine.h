@@ -46,10 +46,12 @@ struct PushRelabelTuning {
   /// cuda-pr: the first BFS round of a global relabel computes the starting distances itself
   /// (one pass and one launch less); tbb-pr reaches the same distances either way.
   bool fused_bfs_start = true;
-  /// Global relabels after the first of a solve (and all of a re-solve) start from the heights
-  /// there: heights no longer backed by a residual path are dropped, then the BFS relaxes only
-  /// around the tiles that changed. The distances are the same exact ones either way.
-  bool incremental_relabel = true;
+  /// Incremental global relabels start from the heights there: heights no longer backed by a
+  /// residual path are dropped, then the BFS relaxes only around the tiles that changed since the
+  /// last relabel. The distances are the same exact ones either way. 0: never; 1: in re-solves
+  /// (the default: their changes are often local); 2: also in every cycle of a solve but the first
+  /// (measured slower on the segmentation scene, where push rounds touch most tiles).
+  int incremental_relabel = 1;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.

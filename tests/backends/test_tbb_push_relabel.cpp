@@ -101,8 +101,8 @@ TEST(TbbPushRelabel, TuningChangesTheScheduleNotTheFlow) {
 TEST(TbbPushRelabel, IncrementalRelabelsEqualFullOnesStepByStep) {
   std::mt19937_64 rng(17);
   PushRelabelTuning full, incremental;
-  full.incremental_relabel = false;
-  incremental.incremental_relabel = true;
+  full.incremental_relabel = 0;
+  incremental.incremental_relabel = 2;  // every cycle after the first
   for (PushRelabelTuning* t : {&full, &incremental}) {
     t->local_iterations = 3;
     t->rounds_per_global_relabel = 2;
@@ -153,7 +153,7 @@ void CheckResolve(const Topology& shape, CapacityProfile profile, std::uint64_t 
 
 TEST(TbbPushRelabel, ResolveEqualsSolveFromScratch) {
   std::uint64_t seed = 100;
-  for (const char* tuning : {"incremental_relabel=1", "incremental_relabel=0"}) {
+  for (const char* tuning : {"incremental_relabel=1", "incremental_relabel=0", "incremental_relabel=2"}) {
     setenv("MRF_PR_TUNING", tuning, 1);  // read when the registry makes the engine
     for (const Topology& shape : {Topology::Grid2D(45, 38, 4), Topology::Grid2D(33, 29, 8), Topology::Grid3D(9, 10, 7),
                                   Topology::Grid2D(1, 40, 4)})

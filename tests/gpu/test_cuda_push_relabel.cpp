@@ -107,7 +107,7 @@ TEST(CudaPushRelabel, SmallEveryTuningGivesTheSameFlow) {
       t.tile_y = tile_y;
       t.cuda_graphs = graphs;
       t.fused_bfs_start = tile_y != 16;
-      t.incremental_relabel = tile_y != 8;
+      t.incremental_relabel = tile_y == 8 ? 0 : 2;
       if (tile_y == 8) {
         t.tile3d_x = 32;
         t.tile3d_y = 4;
@@ -148,6 +148,7 @@ TEST(CudaPushRelabel, SmallStateEqualsTheCpuTwinStepByStep) {
       const StGraph g = test::GridFlowCase(rng, shape, p);
       for (int rounds : {1, 2, 5, 11}) {
         t.fused_bfs_start = fused;
+        t.incremental_relabel = fused ? 2 : 0;
         auto gpu = MakeCuda(t);
         auto cpu = MakeTbbPushRelabelEngine(t);
         gpu->RunForTest(g, rounds);
