@@ -42,7 +42,7 @@ struct PushRelabelTuning {
   int local_iterations = 8;    ///< Push/relabel iterations per tile visit.
   int rounds_per_global_relabel = 2;  ///< Push rounds between two global relabels (one cycle).
   int bfs_check_every = 8;     ///< BFS rounds per batch before the host checks convergence (even).
-  bool cuda_graphs = true;     ///< cuda-pr: replay each batch of launches as one CUDA graph.
+  bool cuda_graphs = false;    ///< cuda-pr: replay each batch of launches as one CUDA graph (measured no faster).
   /// cuda-pr: the first BFS round of a global relabel computes the starting distances itself
   /// (one pass and one launch less); tbb-pr reaches the same distances either way.
   bool fused_bfs_start = true;
