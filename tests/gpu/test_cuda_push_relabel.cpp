@@ -279,6 +279,11 @@ TEST(CudaPushRelabel, SmallInjectedFaultsGiveClearMessagesAndAutoFallsBack) {
     const Result failed = Solve(m, by_name);
     EXPECT_FALSE(failed.ok);
     EXPECT_NE(failed.message.find(expected), std::string::npos) << failed.message;
+    StGraph graph_auto = Copy(g);
+    const Result graph_fallback = graph_auto.maxflow("auto");
+    ASSERT_TRUE(graph_fallback.ok) << graph_fallback.message;
+    EXPECT_NE(graph_fallback.backend_used, "cuda-pr");
+    EXPECT_NE(graph_fallback.fallback_reason.find("cuda-pr failed"), std::string::npos) << graph_fallback.fallback_reason;
     const Result automatic = Solve(m, SolveOptions{});
     ASSERT_TRUE(automatic.ok) << automatic.message;
     EXPECT_NE(automatic.backend_used, "cuda-pr");
