@@ -71,6 +71,7 @@ struct TileLayout {
   std::int64_t num_nodes = 0;
   int inf = 0;  ///< Height meaning "cannot reach the sink": num_nodes + 1.
 
+  /// Number of tiles.
   MRF_HD int num_tiles() const { return tiles_x * tiles_y * tiles_z; }
   /// Tiles are coloured so that no two tiles of one colour touch (8-connected grids need 4).
   MRF_HD int num_colours() const { return kind == kKindGrid8 ? 4 : 2; }
@@ -84,6 +85,7 @@ struct TileLayout {
   MRF_HD std::int64_t Node(int x, int y, int z) const {
     return x + static_cast<std::int64_t>(width) * (y + static_cast<std::int64_t>(height) * z);
   }
+  /// Whether grid coordinates lie inside the grid.
   MRF_HD bool InGrid(int x, int y, int z) const {
     return x >= 0 && y >= 0 && z >= 0 && x < width && y < height && z < depth;
   }
@@ -94,9 +96,11 @@ struct TileLayout {
     const int y = static_cast<int>(rest % height), z = static_cast<int>(rest / height);
     return TileIndex(x / tile_x, y / tile_y, z / tile_z);
   }
-  /// Blocks of a colour's launch: x covers every other tile (or all), y and z likewise.
+  /// Blocks of a colour's launch along x: every other tile.
   MRF_HD int ColourGridX() const { return (tiles_x + 1) / 2; }
+  /// Blocks of a colour's launch along y (every other tile on 8-connected grids).
   MRF_HD int ColourGridY() const { return kind == kKindGrid8 ? (tiles_y + 1) / 2 : tiles_y; }
+  /// Blocks of a colour's launch along z.
   MRF_HD int ColourGridZ() const { return tiles_z; }
   /// The tile of colour `colour` at launch position (bx, by, bz); false past the grid's edge.
   MRF_HD bool ColourTile(int colour, int bx, int by, int bz, int* tx, int* ty, int* tz) const {

@@ -142,27 +142,28 @@ TEST(CudaPushRelabel, SmallStateEqualsTheCpuTwinStepByStep) {
   PushRelabelTuning t;
   t.local_iterations = 4;
   t.rounds_per_global_relabel = 3;
+  const Topology shapes[] = {Topology::Grid2D(70, 45, 4), Topology::Grid2D(33, 41, 8), Topology::Grid3D(17, 9, 12)};
   for (bool fused : {false, true})
-  for (const Topology& shape : {Topology::Grid2D(70, 45, 4), Topology::Grid2D(33, 41, 8), Topology::Grid3D(17, 9, 12)})
-    for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kHuge}) {
-      const StGraph g = test::GridFlowCase(rng, shape, p);
-      for (int rounds : {1, 2, 5, 11}) {
-        t.fused_bfs_start = fused;
-        t.incremental_relabel = fused ? 2 : 0;
-        auto gpu = MakeCuda(t);
-        auto cpu = MakeTbbPushRelabelEngine(t);
-        gpu->RunForTest(g, rounds);
-        cpu->RunForTest(g, rounds);
-        const PushRelabelState a = gpu->DownloadState(), b = cpu->DownloadState();
-        const std::string what = shape.Describe() + ", " + test::ToString(p) + ", " + std::to_string(rounds) +
-                                 " rounds" + (fused ? ", fused BFS start" : "");
-        EXPECT_EQ(a.x, b.x) << what << ": excess differs";
-        EXPECT_EQ(a.h, b.h) << what << ": heights differ";
-        EXPECT_EQ(a.r, b.r) << what << ": residuals differ";
-        EXPECT_EQ(gpu->stats().push_rounds, cpu->stats().push_rounds) << what;
-        EXPECT_EQ(gpu->stats().global_relabels, cpu->stats().global_relabels) << what;
+    for (const Topology& shape : shapes)
+      for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kHuge}) {
+        const StGraph g = test::GridFlowCase(rng, shape, p);
+        for (int rounds : {1, 2, 5, 11}) {
+          t.fused_bfs_start = fused;
+          t.incremental_relabel = fused ? 2 : 0;
+          auto gpu = MakeCuda(t);
+          auto cpu = MakeTbbPushRelabelEngine(t);
+          gpu->RunForTest(g, rounds);
+          cpu->RunForTest(g, rounds);
+          const PushRelabelState a = gpu->DownloadState(), b = cpu->DownloadState();
+          const std::string what = shape.Describe() + ", " + test::ToString(p) + ", " + std::to_string(rounds) +
+                                   " rounds" + (fused ? ", fused BFS start" : "");
+          EXPECT_EQ(a.x, b.x) << what << ": excess differs";
+          EXPECT_EQ(a.h, b.h) << what << ": heights differ";
+          EXPECT_EQ(a.r, b.r) << what << ": residuals differ";
+          EXPECT_EQ(gpu->stats().push_rounds, cpu->stats().push_rounds) << what;
+          EXPECT_EQ(gpu->stats().global_relabels, cpu->stats().global_relabels) << what;
+        }
       }
-    }
 }
 
 void CheckResolve(const Topology& shape, CapacityProfile profile, std::uint64_t seed) {
