@@ -184,16 +184,33 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
     if (num_nodes() == 0) throw Error("maxflow: the graph has no nodes");
     const bool resolve = reuse && engine_ && !changes_.structure_changed && engine_->SupportsResolve() &&
                          (backend == "auto" || backend == engine_->name());
-    if (!resolve) {
+    auto accepts = [this](const SolverEntry& e) {
+      return e.make_engine ? e.make_engine()->CannotSolve(topology_) : std::string("not an engine");
+    };
+    const SolverEntry* entry = nullptr;
+    try {
+      if (!resolve) {
+        std::string note;
+        entry = &Registry::Global().Choose(backend, Algorithm::kMaxFlow, Device::kAuto, &note, accepts);
+        engine_ = entry->make_engine();
+        result.fallback_reason = note;
+        engine_->Solve(*this, &result);
+      } else {
+        entry = Registry::Global().Find(engine_->name());
+        engine_->Resolve(*this, &result);
+      }
+    } catch (const std::exception& e) {
+      // A GPU engine failing at run time (out of memory, a failed launch) falls back to the CPU
+      // when the backend was left to us; the result says so.
+      if (backend != "auto" || !entry || entry->device != Device::kCuda) throw;
+      const std::string failure = entry->name + " failed: " + e.what();
       std::string note;
-      const SolverEntry& entry = Registry::Global().Choose(
-          backend, Algorithm::kMaxFlow, Device::kAuto, &note,
-          [this](const SolverEntry& e) { return e.make_engine ? e.make_engine()->CannotSolve(topology_) : std::string("not an engine"); });
-      engine_ = entry.make_engine();
-      result.fallback_reason = note;
+      const SolverEntry& cpu = Registry::Global().Choose("auto", Algorithm::kMaxFlow, Device::kCpu, &note, accepts);
+      engine_ = cpu.make_engine();
+      result = Result{};
+      result.backend_requested = backend;
+      result.fallback_reason = failure + "; ran " + cpu.name + " instead";
       engine_->Solve(*this, &result);
-    } else {
-      engine_->Resolve(*this, &result);
     }
     result.backend_used = engine_->name();
     changes_ = GraphChanges{};

@@ -83,7 +83,8 @@ class StGraph {
   /// The next maxflow() solves from scratch.
   void ResetCapacities();
 
-  /// Computes a maximum flow with the named engine ("auto" picks the best available one).
+  /// Computes a maximum flow with the named engine ("auto" picks the best available one; if a GPU
+  /// engine it picked fails at run time, a CPU engine runs instead and result.fallback_reason says why).
   /// With `reuse`, a graph solved before by the same engine whose capacities changed since is
   /// re-solved incrementally. Never throws: errors end up in the result (ok = false, message).
   /// result.flow is the max-flow value; result.energy is the capacity of the cut that was found,
