@@ -16,8 +16,13 @@ namespace mrf {
 /// such move is one graph cut when the smoothness term is a semimetric (V(a,a) + V(b,b) <=
 /// V(a,b) + V(b,a)), which covers Potts, truncated linear and truncated quadratic terms. Tables that
 /// break it are refused with a message naming the two labels, unless options.truncate_nonsubmodular
-/// is set. A move is kept only if it lowers the true energy. A cycle visits all L(L-1)/2 pairs, in
-/// order (0,1), (0,2), ..., or shuffled with options.seed.
-void RunAlphaBetaSwap(const Model& model, const SolveOptions& options, Result* out);
+/// is set. A move is kept only if it lowers the true energy. A cycle visits all L(L-1)/2 pairs in the
+/// reference implementation's order, a = 0, 1, ..., and for each a, b = L-1 down to a+1 (with it the
+/// Middlebury energies of BENCHMARKS.md are reproduced exactly), or shuffled with options.seed.
+///
+/// Speed: each move cuts a compact graph of just the nodes labelled a or b when the engine takes
+/// general graphs (cpu-bk does); `tuning` can switch that off, or supply the engine.
+void RunAlphaBetaSwap(const Model& model, const SolveOptions& options, Result* out,
+                      const MoveTuning& tuning = MoveTuning());
 
 }  // namespace mrf

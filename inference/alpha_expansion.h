@@ -25,7 +25,12 @@ namespace mrf {
 /// Options used: max_iterations (cycles over all labels), label_order and seed, initial_labels,
 /// time_limit_s, callback (after every cycle), truncate_nonsubmodular, maxflow_backend ("auto" = the
 /// best available CPU engine for the model's shape). Throws mrf::Error on bad input.
+///
+/// Speed: every label keeps its move graph and residual flow between cycles when the engine can
+/// re-solve (cpu-bk) and the memory allows, and only the terms around nodes that changed since
+/// are rebuilt; moves that cannot find anything new (nothing changed since they last ran) are
+/// skipped. `tuning` switches these off for comparisons.
 void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* out,
-                       TruncationRule rule = TruncationRule::kRaiseDisagreement);
+                       const MoveTuning& tuning = MoveTuning());
 
 }  // namespace mrf

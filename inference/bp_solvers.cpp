@@ -85,8 +85,9 @@ void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result
   if (const char* launch = std::getenv("MRF_BP_CUDA_LAUNCH")) tuning.launch = bp::ParseCudaLaunch(launch);
   if (const char* lanes = std::getenv("MRF_BP_LABELS_PER_LANE")) {
     tuning.labels_per_lane = std::atoi(lanes);
-    if (tuning.labels_per_lane != 2 && tuning.labels_per_lane != 4 && tuning.labels_per_lane != 8)
-      throw Error(std::string("MRF_BP_LABELS_PER_LANE must be 2, 4 or 8 (got '") + lanes + "')");
+    if (tuning.labels_per_lane != 2 && tuning.labels_per_lane != 4 && tuning.labels_per_lane != 8 &&
+        tuning.labels_per_lane != 16)
+      throw Error(std::string("MRF_BP_LABELS_PER_LANE must be 2, 4, 8 or 16 (got '") + lanes + "')");
   }
   bp::CudaRunner runner(problem, config, tuning);
   result->timings.setup_ms = MsSince(start) - runner.times().upload_ms;

@@ -13,6 +13,15 @@ void RunIcm(const Model& model, const SolveOptions& options, Result* out) {
   if (!options.IsValid(&error)) throw Error(error);
   model.ValidateOrThrow();
   Labeling labels = InitialLabels(model, options);
+  if (options.initial_labels.empty()) {
+    // The classic start (and the reference implementation's): every node's cheapest data label.
+    for (NodeId p = 0; p < model.num_nodes(); ++p) {
+      Label best = 0;
+      for (Label l = 1; l < model.num_labels; ++l)
+        if (model.unary_cost(p, l) < model.unary_cost(p, best)) best = l;
+      labels[p] = best;
+    }
+  }
   const LabelCosts cost(model);
   const Adjacency adjacency(model.topology);
   Energy energy = EvaluateEnergy(model, labels).total;
@@ -35,14 +44,15 @@ void RunIcm(const Model& model, const SolveOptions& options, Result* out) {
   for (int sweep = 1;; ++sweep) {
     std::int64_t changed = 0;
     for (NodeId p = 0; p < n; ++p) {
+      // The lowest label of least local cost, as the reference implementation picks it: never
+      // worse than the current label, and the same labelling whatever the sweep saw before.
       const Label current = labels[p];
-      const Energy current_cost = local_cost(p, current);
-      Energy best_cost = current_cost;
-      Label best = current;
+      Energy current_cost = 0, best_cost = 0;
+      Label best = 0;
       for (Label l = 0; l < num_labels; ++l) {
-        if (l == current) continue;
         const Energy c = local_cost(p, l);
-        if (c < best_cost) {
+        if (l == current) current_cost = c;
+        if (l == 0 || c < best_cost) {
           best_cost = c;
           best = l;
         }
@@ -56,7 +66,7 @@ void RunIcm(const Model& model, const SolveOptions& options, Result* out) {
     const bool go_on = control.Record(sweep, energy, std::to_string(changed) + " nodes changed");
     if (changed == 0) {
       stop = "converged after " + std::to_string(sweep) + (sweep == 1 ? " sweep" : " sweeps") +
-             ": no single node can lower the energy";
+             ": every node has its best label given its neighbours";
       break;
     }
     if (!go_on) {

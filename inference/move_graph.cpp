@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <cstdlib>
 
 #include "inference/iteration_control.h"
 #include "mrf/registry.h"
@@ -82,6 +83,7 @@ std::int64_t LabelingState::Commit(Energy predicted, bool exact, const std::stri
   const std::int64_t count = static_cast<std::int64_t>(changed_.size());
   if (delta < 0) {
     for (NodeId p : changed_) labels_[p] = proposal_[p];
+    change_log_.insert(change_log_.end(), changed_.begin(), changed_.end());
     energy_ += delta;
   } else {
     for (NodeId p : changed_) proposal_[p] = labels_[p];
@@ -212,87 +214,333 @@ std::string FindNonSubmodularMoveTerm(const Model& model, bool expansion) {
 
 // ---- BinaryMoveGraph -------------------------------------------------------------------------------
 
+struct BinaryMoveGraph::KeyGraph {
+  StGraph graph;
+  std::unique_ptr<MaxFlowEngine> engine;
+  Energy sink_total = 0;        // sum of the sink capacities: the cut where nobody moves
+  std::int64_t truncated = 0;   // truncated terms the graph holds
+  bool solved = false;          // the engine holds this graph's residual flow (reuse only)
+};
+
 BinaryMoveGraph::BinaryMoveGraph(const Model& model, const std::string& backend, Device device, bool truncate,
-                                 TruncationRule rule)
-    : truncate_(truncate), rule_(rule) {
+                                 std::int64_t num_keys, const MoveTuning& tuning)
+    : truncate_(truncate), rule_(tuning.rule), topology_(&model.topology) {
   const Topology& topology = model.topology;
-  auto accepts = [&topology](const SolverEntry& e) {
-    return e.make_engine ? e.make_engine()->CannotSolve(topology) : std::string("not a max-flow engine");
-  };
-  try {
-    const SolverEntry& entry = Registry::Global().Choose(backend, Algorithm::kMaxFlow,
-                                                         backend == "auto" ? device : Device::kAuto, &engine_note_,
-                                                         accepts);
-    engine_ = entry.make_engine();
-    engine_name_ = entry.name;
-  } catch (const Error& e) {
-    throw Error(std::string("max-flow engine for the moves: ") + e.what());
-  }
-  // The graph has the model's edge slots, so a move's term for slot s goes to graph slot s.
-  if (topology.is_grid()) {
-    graph_ = StGraph(topology);
+  std::unique_ptr<MaxFlowEngine> probe;
+  if (tuning.engine) {
+    make_engine_ = tuning.engine;
+    engine_name_ = tuning.engine_name.empty() ? std::string("custom engine") : tuning.engine_name;
+    probe = make_engine_();
+    const std::string cannot = probe->CannotSolve(topology);
+    if (!cannot.empty()) throw Error("max-flow engine for the moves: " + engine_name_ + " cannot: " + cannot);
   } else {
-    graph_.reserve(topology.num_nodes(), topology.num_edges());
-    graph_.add_node(topology.num_nodes());
-    topology.ForEachEdge([this](EdgeId, NodeId p, NodeId q) { graph_.add_edge(p, q, 0, 0); });
+    auto accepts = [&topology](const SolverEntry& e) {
+      return e.make_engine ? e.make_engine()->CannotSolve(topology) : std::string("not a max-flow engine");
+    };
+    try {
+      const SolverEntry& entry = Registry::Global().Choose(
+          backend, Algorithm::kMaxFlow, backend == "auto" ? device : Device::kAuto, &engine_note_, accepts);
+      make_engine_ = entry.make_engine;
+      engine_name_ = entry.name;
+      probe = make_engine_();
+    } catch (const Error& e) {
+      throw Error(std::string("max-flow engine for the moves: ") + e.what());
+    }
   }
-  slope_.assign(static_cast<std::size_t>(topology.num_nodes()), 0);
+  // A graph and a residual flow per key cost about this much (the graph plus a compact engine such
+  // as cpu-bk; measured: 290 MB for Tsukuba's 16 labels, 530 MB for Venus's 20).
+  const double per_key = 64.0 * topology.num_nodes() + 48.0 * topology.num_edges();
+  reuse_ = tuning.reuse_flow && probe->SupportsResolve() && num_keys > 1 &&
+           per_key * static_cast<double>(num_keys) <= tuning.reuse_memory_budget;
+  graphs_.resize(reuse_ ? static_cast<std::size_t>(num_keys) : 1);
+  // Compact graphs are general graphs: only for engines that take them.
+  sparse_ok_ = tuning.sparse_moves && !reuse_ && probe->CannotSolve(Topology()).empty();
+  if (sparse_ok_) {
+    sparse_engine_ = std::move(probe);
+    local_.assign(static_cast<std::size_t>(topology.num_nodes()), -1);
+  }
+  const std::size_t n = static_cast<std::size_t>(topology.num_nodes());
+  const std::size_t slots = static_cast<std::size_t>(topology.num_edge_slots());
+  slope_.assign(n, 0);
+  edge_cap_.assign(slots, 0);
+  edge_rev_cap_.assign(slots, 0);
+  node_touched_.assign(n, 0);
+  slot_touched_.assign(slots, 0);
 }
 
 BinaryMoveGraph::~BinaryMoveGraph() = default;
 
-void BinaryMoveGraph::Truncate(EdgeId slot, NodeId p, NodeId q, Energy* e01, Energy* e10, Energy* e11,
-                               Energy* excess) {
-  if (!truncate_)
-    throw Error("internal error: the move term of edge " + std::to_string(p) + "-" + std::to_string(q) + " (slot " +
-                std::to_string(slot) + ") is not submodular although the smoothness term passed the check");
-  ++building_truncations_;
-  ++total_truncations_;
-  const Energy deficit = -*excess;
-  if (rule_ == TruncationRule::kRaiseDisagreement) {
-    *e01 += deficit / 2;
-    *e10 += deficit - deficit / 2;
-  } else {
-    *e11 -= deficit;
-  }
-  *excess = 0;
+bool BinaryMoveGraph::HasGraph(std::int64_t key) const {
+  return reuse_ && graphs_[static_cast<std::size_t>(key)] && graphs_[static_cast<std::size_t>(key)]->solved;
 }
 
-void BinaryMoveGraph::AddEdge(EdgeId slot, NodeId p, NodeId q, Energy capacity) {
-  if (capacity > kMaxCost)
+BinaryMoveGraph::KeyGraph& BinaryMoveGraph::Graph(std::int64_t key) {
+  std::unique_ptr<KeyGraph>& slot = graphs_[reuse_ ? static_cast<std::size_t>(key) : 0];
+  if (slot) return *slot;
+  slot = std::make_unique<KeyGraph>();
+  // The graph has the model's edge slots, so a move's term for slot s goes to graph slot s.
+  const Topology& topology = *topology_;
+  if (topology.is_grid()) {
+    slot->graph = StGraph(topology);
+  } else {
+    slot->graph.reserve(topology.num_nodes(), topology.num_edges());
+    slot->graph.add_node(topology.num_nodes());
+    StGraph& graph = slot->graph;
+    topology.ForEachEdge([&graph](EdgeId, NodeId p, NodeId q) { graph.add_edge(p, q, 0, 0); });
+  }
+  slot->engine = make_engine_();
+  return *slot;
+}
+
+void BinaryMoveGraph::Begin(std::int64_t key, bool update) {
+  if (update && !HasGraph(key))
+    throw Error("internal error: a move update for key " + std::to_string(key) + " without an earlier graph");
+  key_ = key;
+  update_ = update;
+  sparse_ = false;
+  move_truncations_ = 0;
+}
+
+void BinaryMoveGraph::BeginSparse(std::int64_t key) {
+  Begin(key, false);
+  sparse_ = sparse_ok_;
+}
+
+void BinaryMoveGraph::PairwiseTerm(EdgeId slot, NodeId p, NodeId q, Energy e00, Energy e01, Energy e10, Energy e11,
+                                   int sign) {
+  if (e01 + e10 < e00 + e11) {
+    if (!truncate_)
+      throw Error("internal error: the move term of edge " + std::to_string(p) + "-" + std::to_string(q) +
+                  " (slot " + std::to_string(slot) + ") is not submodular although the smoothness term passed the check");
+    const Energy deficit = e00 + e11 - e01 - e10;
+    if (rule_ == TruncationRule::kRaiseDisagreement) {
+      e01 += deficit / 2;
+      e10 += deficit - deficit / 2;
+    } else {
+      e11 -= deficit;
+    }
+    move_truncations_ += sign;
+  }
+  // E = e00 + (e11 - e00) x_p + R with R(0,1) = b, R(1,0) = c, R(0,0) = R(1,1) = 0, b + c >= 0.
+  // R goes on the edge in both directions where b, c >= 0 (a symmetric term adds no terminal
+  // capacity, so the engine has no extra flow to route); a negative part moves to the terminals.
+  Energy dp = e11 - e00, dq = 0, cap = 0, rev_cap = 0;
+  const Energy b = e01 - e00, c = e10 - e11;
+  if (b < 0) {  // R = b [x_p = 0] - b [x_q = 0] + (b + c) [x_p = 1, x_q = 0]
+    dp -= b;
+    dq += b;
+    rev_cap = b + c;
+  } else if (c < 0) {  // R = c [x_p = 1] - c [x_q = 1] + (b + c) [x_p = 0, x_q = 1]
+    dp += c;
+    dq -= c;
+    cap = b + c;
+  } else {
+    cap = b;
+    rev_cap = c;
+  }
+  slope_[p] += sign * dp;
+  slope_[q] += sign * dq;
+  const std::size_t s = static_cast<std::size_t>(slot);
+  if (!update_) {
+    if (sparse_) {
+      TouchNode(p);
+      TouchNode(q);
+      TouchSlot(slot, p, q);
+    }
+    AccumulateEdge(slot, p, q, cap, rev_cap);
+    return;
+  }
+  TouchNode(p);
+  TouchNode(q);
+  TouchSlot(slot, p, q);
+  if (sign < 0) cap = rev_cap = 0;  // a removed term leaves its edge empty unless one is added again
+  if (cap > kMaxCost || rev_cap > kMaxCost)
     throw Error("the move term of edge " + std::to_string(p) + "-" + std::to_string(q) + " needs capacity " +
-                std::to_string(capacity) + ", more than 32 bits");
-  graph_.add_to_edge_slot(slot, static_cast<Cost>(capacity), 0);
+                std::to_string(std::max(cap, rev_cap)) + ", more than 32 bits");
+  edge_cap_[s] = static_cast<Cost>(cap);
+  edge_rev_cap_[s] = static_cast<Cost>(rev_cap);
+}
+
+void BinaryMoveGraph::AccumulateEdge(EdgeId slot, NodeId p, NodeId q, Energy cap, Energy rev_cap) {
+  const std::size_t s = static_cast<std::size_t>(slot);
+  cap += edge_cap_[s];
+  rev_cap += edge_rev_cap_[s];
+  if (cap > kMaxCost || rev_cap > kMaxCost)
+    throw Error("the move term of edge " + std::to_string(p) + "-" + std::to_string(q) + " needs capacity " +
+                std::to_string(std::max(cap, rev_cap)) + ", more than 32 bits");
+  edge_cap_[s] = static_cast<Cost>(cap);
+  edge_rev_cap_[s] = static_cast<Cost>(rev_cap);
+}
+
+void BinaryMoveGraph::WriteAll(KeyGraph& g, bool fresh, std::vector<EdgeId>* placeholders) {
+  // A node paying `s` > 0 when it moves gets capacity source->node (cut when it is on the sink side);
+  // one paying when it stays gets node->sink. Then E(x) - E(nobody moves) = cut(x) - sum of sink caps.
+  StGraph& graph = g.graph;
+  if (!reuse_) graph.ResetCapacities();  // the shared graph starts from zero
+  const bool write_all = !reuse_ || fresh;
+  const NodeId n = graph.num_nodes();
+  g.sink_total = 0;
+  for (NodeId p = 0; p < n; ++p) {
+    const Energy s = slope_[p];
+    const Energy source_cap = s > 0 ? s : 0, sink_cap = s < 0 ? -s : 0;
+    g.sink_total += sink_cap;
+    if (write_all ? s != 0 : graph.source_cap(p) != source_cap || graph.sink_cap(p) != sink_cap)
+      graph.set_tweights(p, source_cap, sink_cap);
+  }
+  const std::vector<Cost>& caps = graph.edge_caps();
+  const std::vector<Cost>& rev_caps = graph.edge_rev_caps();
+  topology_->ForEachEdge([&](EdgeId e, NodeId, NodeId) {
+    const std::size_t s = static_cast<std::size_t>(e);
+    const Cost cap = edge_cap_[s], rev_cap = edge_rev_cap_[s];
+    if (!write_all) {
+      // Only what differs: with reuse these are the changes the engine re-solves from.
+      if (caps[s] != cap || rev_caps[s] != rev_cap) graph.set_edge_slot(e, cap, rev_cap);
+    } else if (cap > 0 || rev_cap > 0) {
+      graph.add_to_edge_slot(e, cap, rev_cap);
+    } else if (reuse_) {
+      // Engines may build arcs only for edges with capacity (cpu-bk does), and an edge without
+      // arcs that gains capacity later forces a rebuild. Solve with a placeholder capacity first,
+      // then take it away by one cheap re-solve.
+      graph.add_to_edge_slot(e, 1, 1);
+      placeholders->push_back(e);
+    }
+  });
+}
+
+void BinaryMoveGraph::WriteUpdate(KeyGraph& g) {
+  StGraph& graph = g.graph;
+  for (NodeId p : touched_nodes_) {
+    const Energy s = graph.source_cap(p) - graph.sink_cap(p) + slope_[p];
+    const Energy source_cap = s > 0 ? s : 0, sink_cap = s < 0 ? -s : 0;
+    if (graph.source_cap(p) != source_cap || graph.sink_cap(p) != sink_cap) {
+      g.sink_total += sink_cap - graph.sink_cap(p);
+      graph.set_tweights(p, source_cap, sink_cap);
+    }
+  }
+  for (EdgeId e : touched_slots_) {
+    const std::size_t s = static_cast<std::size_t>(e);
+    if (graph.edge_cap(e) != edge_cap_[s] || graph.edge_rev_cap(e) != edge_rev_cap_[s])
+      graph.set_edge_slot(e, edge_cap_[s], edge_rev_cap_[s]);
+  }
+}
+
+void BinaryMoveGraph::ClearTerms() {
+  if (update_ || sparse_) {
+    for (NodeId p : touched_nodes_) {
+      slope_[p] = 0;
+      node_touched_[p] = 0;
+    }
+    for (EdgeId e : touched_slots_) {
+      const std::size_t s = static_cast<std::size_t>(e);
+      edge_cap_[s] = edge_rev_cap_[s] = 0;
+      slot_touched_[s] = 0;
+    }
+    touched_nodes_.clear();
+    touched_slots_.clear();
+    touched_ends_.clear();
+  } else {
+    std::fill(slope_.begin(), slope_.end(), 0);
+    std::fill(edge_cap_.begin(), edge_cap_.end(), 0);
+    std::fill(edge_rev_cap_.begin(), edge_rev_cap_.end(), 0);
+  }
 }
 
 Energy BinaryMoveGraph::Solve(const Labeling* reference) {
-  // A node paying `s` > 0 when it moves gets capacity source->node (cut when it is on the sink side);
-  // one paying when it stays gets node->sink. Then E(x) - E(nobody moves) = cut(x) - sum of sink caps.
-  const NodeId n = graph_.num_nodes();
-  Energy sink_total = 0;
-  for (NodeId p = 0; p < n; ++p) {
-    const Energy s = slope_[p];
-    if (s > 0) {
-      graph_.set_tweights(p, s, 0);
-    } else if (s < 0) {
-      graph_.set_tweights(p, 0, -s);
-      sink_total -= s;
+  if (sparse_) return SolveSparse(reference);
+  const NodeId n = topology_->num_nodes();
+  const bool kept = reuse_ && graphs_[static_cast<std::size_t>(key_)];
+  if (!update_ && !kept) {  // (a kept graph must follow even an empty move: later updates build on it)
+    bool any_term = false;
+    for (NodeId p = 0; p < n && !any_term; ++p) any_term = slope_[p] != 0;
+    for (std::size_t e = 0; e < edge_cap_.size() && !any_term; ++e) any_term = edge_cap_[e] != 0 || edge_rev_cap_[e] != 0;
+    if (!any_term) {  // every cut costs the same: keep the reference, no engine needed
+      if (reference) result_.labels = *reference;
+      else result_.labels.assign(static_cast<std::size_t>(n), 0);
+      last_move_truncations_ = 0;
+      return 0;
     }
-    slope_[p] = 0;
   }
-  last_move_truncations_ = building_truncations_;
-  building_truncations_ = 0;
+  KeyGraph& g = Graph(key_);
+  StGraph& graph = g.graph;
+  const bool fresh = !g.solved;
+  std::vector<EdgeId> placeholders;
+  if (update_) {
+    WriteUpdate(g);
+    g.truncated += move_truncations_;
+  } else {
+    WriteAll(g, fresh, &placeholders);
+    g.truncated = move_truncations_;
+  }
+  ClearTerms();
+
   result_.labels.clear();
   result_.log.clear();
   result_.flow = 0;
-  engine_->Solve(graph_, &result_);
+  if (fresh) g.engine->Solve(graph, &result_);
+  else g.engine->Resolve(graph, &result_);
+  if (reuse_) {
+    graph.MarkSolved();
+    if (!placeholders.empty()) {
+      for (EdgeId e : placeholders) graph.set_edge_slot(e, 0, 0);
+      result_.log.clear();
+      g.engine->Resolve(graph, &result_);
+      graph.MarkSolved();
+    }
+    g.solved = true;
+  }
   if (static_cast<NodeId>(result_.labels.size()) != n)
     throw Error("max-flow engine " + engine_name_ + " returned a cut of " + std::to_string(result_.labels.size()) +
                 " nodes for a move graph of " + std::to_string(n));
-  const Energy change = result_.flow + graph_.constant() -
-                        (reference ? graph_.CutCapacity(*reference) : graph_.constant() + sink_total);
-  graph_.ResetCapacities();
-  return change;
+  last_move_truncations_ = g.truncated;
+  total_truncations_ += g.truncated;
+  const Energy flow = result_.flow + graph.constant();
+  return flow - (reference ? graph.CutCapacity(*reference) : graph.constant() + g.sink_total);
+}
+
+Energy BinaryMoveGraph::SolveSparse(const Labeling* reference) {
+  const NodeId n = topology_->num_nodes();
+  const NodeId k = static_cast<NodeId>(touched_nodes_.size());
+  last_move_truncations_ = move_truncations_;
+  total_truncations_ += move_truncations_;
+  // The cut is read at the nodes with terms only: reset what the last sparse move wrote.
+  if (static_cast<NodeId>(result_.labels.size()) != n) result_.labels.assign(static_cast<std::size_t>(n), 0);
+  for (NodeId p : sparse_nodes_) result_.labels[p] = 0;
+  sparse_nodes_.clear();
+  if (k == 0) return 0;
+  // A compact graph of the nodes with terms, numbered in the order they were touched.
+  StGraph graph;
+  graph.reserve(k, static_cast<EdgeId>(touched_slots_.size()));
+  graph.add_node(k);
+  Energy sink_total = 0;
+  Labeling local_reference(reference ? static_cast<std::size_t>(k) : 0);
+  for (NodeId i = 0; i < k; ++i) {
+    const NodeId p = touched_nodes_[static_cast<std::size_t>(i)];
+    local_[p] = i;
+    const Energy s = slope_[p];
+    if (s > 0) graph.add_tweights(i, s, 0);
+    else if (s < 0) graph.add_tweights(i, 0, -s);
+    sink_total += s < 0 ? -s : 0;
+    if (reference) local_reference[static_cast<std::size_t>(i)] = (*reference)[p];
+  }
+  for (std::size_t j = 0; j < touched_slots_.size(); ++j) {
+    const std::size_t s = static_cast<std::size_t>(touched_slots_[j]);
+    if (edge_cap_[s] || edge_rev_cap_[s])
+      graph.add_edge(local_[touched_ends_[j].first], local_[touched_ends_[j].second], edge_cap_[s], edge_rev_cap_[s]);
+  }
+  for (NodeId p : touched_nodes_) local_[p] = -1;
+  sparse_nodes_.assign(touched_nodes_.begin(), touched_nodes_.end());
+  ClearTerms();
+  sparse_result_.labels.clear();
+  sparse_result_.log.clear();
+  sparse_result_.flow = 0;
+  sparse_engine_->Solve(graph, &sparse_result_);
+  if (static_cast<NodeId>(sparse_result_.labels.size()) != k)
+    throw Error("max-flow engine " + engine_name_ + " returned a cut of " + std::to_string(sparse_result_.labels.size()) +
+                " nodes for a move graph of " + std::to_string(k));
+  for (NodeId i = 0; i < k; ++i)
+    result_.labels[sparse_nodes_[static_cast<std::size_t>(i)]] = sparse_result_.labels[static_cast<std::size_t>(i)];
+  const Energy flow = sparse_result_.flow + graph.constant();
+  return flow - (reference ? graph.CutCapacity(local_reference) : graph.constant() + sink_total);
 }
 
 // ---- Start and label order -------------------------------------------------------------------------

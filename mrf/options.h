@@ -64,7 +64,8 @@ struct SolveOptions {
   int max_iterations = 100;        ///< Cycles (expansion, swap), iterations (BP, ICM).
   LabelOrder label_order = LabelOrder::kSequential;  ///< Expansion/swap label order.
   std::uint64_t seed = 0;          ///< Seed for every random choice; same seed, same result.
-  Labeling initial_labels;         ///< Starting labelling; empty means all label 0.
+  /// Starting labelling; empty means all label 0 (ICM: every node's cheapest data label).
+  Labeling initial_labels;
   double time_limit_s = 0;         ///< Stop after this many seconds (0 = no limit).
   int num_threads = 0;             ///< TBB threads (0 = TBB's default).
   /// Expansion/swap: truncate terms that break submodularity instead of rejecting the model.

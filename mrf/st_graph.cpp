@@ -116,10 +116,20 @@ EdgeId StGraph::add_edge(NodeId from, NodeId to, Cost cap, Cost rev_cap) {
 }
 
 void StGraph::add_to_edge_slot(EdgeId edge, Cost cap, Cost rev_cap) {
-  if (edge < 0 || edge >= num_edge_slots()) throw Error("edge slot " + std::to_string(edge) + " does not exist");
+  if (edge < 0 || static_cast<std::size_t>(edge) >= cap_.size())  // cap_ holds one entry per slot
+    throw Error("edge slot " + std::to_string(edge) + " does not exist");
   if (cap < 0 || rev_cap < 0) throw Error("edge slot " + std::to_string(edge) + " given a negative capacity");
   cap_[edge] = CheckedCapacitySum(cap_[edge], cap, edge);
   rev_cap_[edge] = CheckedCapacitySum(rev_cap_[edge], rev_cap, edge);
+  MarkEdge(edge);
+}
+
+void StGraph::set_edge_slot(EdgeId edge, Cost cap, Cost rev_cap) {
+  if (edge < 0 || static_cast<std::size_t>(edge) >= cap_.size())  // cap_ holds one entry per slot
+    throw Error("edge slot " + std::to_string(edge) + " does not exist");
+  if (cap < 0 || rev_cap < 0) throw Error("edge slot " + std::to_string(edge) + " given a negative capacity");
+  cap_[edge] = cap;
+  rev_cap_[edge] = rev_cap;
   MarkEdge(edge);
 }
 
@@ -140,6 +150,11 @@ void StGraph::ResetCapacities() {
   std::fill(rev_cap_.begin(), rev_cap_.end(), 0);
   constant_ = 0;
   changes_ = GraphChanges{};  // structure_changed: the next solve starts afresh
+}
+
+void StGraph::MarkSolved() {
+  changes_ = GraphChanges{};
+  changes_.structure_changed = false;
 }
 
 Energy StGraph::CutCapacity(const Labeling& sink_side) const {
@@ -169,16 +184,33 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
     if (num_nodes() == 0) throw Error("maxflow: the graph has no nodes");
     const bool resolve = reuse && engine_ && !changes_.structure_changed && engine_->SupportsResolve() &&
                          (backend == "auto" || backend == engine_->name());
-    if (!resolve) {
+    auto accepts = [this](const SolverEntry& e) {
+      return e.make_engine ? e.make_engine()->CannotSolve(topology_) : std::string("not an engine");
+    };
+    const SolverEntry* entry = nullptr;
+    try {
+      if (!resolve) {
+        std::string note;
+        entry = &Registry::Global().Choose(backend, Algorithm::kMaxFlow, Device::kAuto, &note, accepts);
+        engine_ = entry->make_engine();
+        result.fallback_reason = note;
+        engine_->Solve(*this, &result);
+      } else {
+        entry = Registry::Global().Find(engine_->name());
+        engine_->Resolve(*this, &result);
+      }
+    } catch (const std::exception& e) {
+      // A GPU engine failing at run time (out of memory, a failed launch) falls back to the CPU
+      // when the backend was left to us; the result says so.
+      if (backend != "auto" || !entry || entry->device != Device::kCuda) throw;
+      const std::string failure = entry->name + " failed: " + e.what();
       std::string note;
-      const SolverEntry& entry = Registry::Global().Choose(
-          backend, Algorithm::kMaxFlow, Device::kAuto, &note,
-          [this](const SolverEntry& e) { return e.make_engine ? e.make_engine()->CannotSolve(topology_) : std::string("not an engine"); });
-      engine_ = entry.make_engine();
-      result.fallback_reason = note;
+      const SolverEntry& cpu = Registry::Global().Choose("auto", Algorithm::kMaxFlow, Device::kCpu, &note, accepts);
+      engine_ = cpu.make_engine();
+      result = Result{};
+      result.backend_requested = backend;
+      result.fallback_reason = failure + "; ran " + cpu.name + " instead";
       engine_->Solve(*this, &result);
-    } else {
-      engine_->Resolve(*this, &result);
     }
     result.backend_used = engine_->name();
     changes_ = GraphChanges{};

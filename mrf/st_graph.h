@@ -74,12 +74,17 @@ class StGraph {
   void set_tweights(NodeId node, Energy cap_source, Energy cap_sink);
   /// Replaces the capacities of an edge slot, given in the slot's own direction (for re-solving).
   void set_edge(EdgeId edge, Cost cap, Cost rev_cap);
+  /// Replaces the capacities of an edge slot in the slot's own direction: the fast path of
+  /// set_edge() for builders that walk the topology's edges (like add_to_edge_slot(), the slot is
+  /// only range-checked, not looked up).
+  void set_edge_slot(EdgeId edge, Cost cap, Cost rev_cap);
   /// Sets every terminal and edge capacity and constant() to zero, keeping the nodes and edges: a
   /// graph of the same shape can then be filled again (move-making algorithms build one per move).
   /// The next maxflow() solves from scratch.
   void ResetCapacities();
 
-  /// Computes a maximum flow with the named engine ("auto" picks the best available one).
+  /// Computes a maximum flow with the named engine ("auto" picks the best available one; if a GPU
+  /// engine it picked fails at run time, a CPU engine runs instead and result.fallback_reason says why).
   /// With `reuse`, a graph solved before by the same engine whose capacities changed since is
   /// re-solved incrementally. Never throws: errors end up in the result (ok = false, message).
   /// result.flow is the max-flow value; result.energy is the capacity of the cut that was found,
@@ -106,6 +111,9 @@ class StGraph {
   Energy constant() const { return constant_; }
   /// Changes since the last solve.
   const GraphChanges& changes() const { return changes_; }
+  /// Forgets the recorded changes, as maxflow() does after a solve: for callers that drive a
+  /// MaxFlowEngine themselves (Solve(), change capacities, Resolve(), MarkSolved(), ...).
+  void MarkSolved();
   /// Capacity of the cut whose sink side is given (1 = sink side, one entry per node),
   /// constant() included. Independent of any engine: used to check them.
   Energy CutCapacity(const Labeling& sink_side) const;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "mrf/io/image.h"
 #include "mrf/model.h"
@@ -31,14 +32,25 @@ inline StereoSpec TsukubaSpec() { return StereoSpec{16, false, 0, 20, 1, 2, 8, 2
 inline StereoSpec VenusSpec() { return StereoSpec{20, true, 16, 50, 2, 7, 0, 1}; }
 
 namespace detail {
-inline void Range(const Image& im, int x, int y, int c, int* lo, int* hi, int* centre) {
-  const int v = im.at(x, y, c);
-  const int left = im.at(x > 0 ? x - 1 : x, y, c), right = im.at(x + 1 < im.width ? x + 1 : x, y, c);
-  const int l = (v + left) / 2, r = (v + right) / 2;
-  *centre = v;
-  *lo = std::min({v, l, r});
-  *hi = std::max({v, l, r});
-}
+// Per pixel and channel: the value and the min / max over it and its two half-pixel neighbours.
+struct Ranges {
+  std::vector<int> centre, lo, hi;
+  explicit Ranges(const Image& im) {
+    const std::size_t n = static_cast<std::size_t>(im.width) * im.height * 3;
+    centre.resize(n), lo.resize(n), hi.resize(n);
+    for (int y = 0; y < im.height; ++y)
+      for (int x = 0; x < im.width; ++x)
+        for (int c = 0; c < 3; ++c) {
+          const int v = im.at(x, y, c);
+          const int left = im.at(x > 0 ? x - 1 : x, y, c), right = im.at(x + 1 < im.width ? x + 1 : x, y, c);
+          const int l = (v + left) / 2, r = (v + right) / 2;
+          const std::size_t i = (static_cast<std::size_t>(y) * im.width + x) * 3 + c;
+          centre[i] = v;
+          lo[i] = std::min({v, l, r});
+          hi[i] = std::max({v, l, r});
+        }
+  }
+};
 }  // namespace detail
 
 /// The benchmark's model for a rectified RGB pair (left and right of equal size).
@@ -53,6 +65,7 @@ inline Model BuildStereoModel(const Image& left, const Image& right, const Stere
   const int cap = s.truncation > 0 ? (s.squared ? s.truncation * s.truncation : 3 * s.truncation) : -1;
   const int worst = s.squared ? 3 * 255 * 255 : 3 * 255;
   const int unmatched = cap >= 0 ? std::min(worst, cap) : worst;
+  const detail::Ranges a(left), b(right);
   for (int y = 0; y < H; ++y)
     for (int x = 0; x < W; ++x)
       for (int d = 0; d < L; ++d) {
@@ -60,11 +73,11 @@ inline Model BuildStereoModel(const Image& left, const Image& right, const Stere
         if (x - d < 0) {
           cost = unmatched;
         } else {
+          const std::size_t i = (static_cast<std::size_t>(y) * W + x) * 3, j = i - 3 * static_cast<std::size_t>(d);
           for (int c = 0; c < 3; ++c) {
-            int lo1, hi1, c1, lo2, hi2, c2;
-            detail::Range(left, x, y, c, &lo1, &hi1, &c1);
-            detail::Range(right, x - d, y, c, &lo2, &hi2, &c2);
-            const int dis1 = std::max({0, c1 - hi2, lo2 - c1}), dis2 = std::max({0, c2 - hi1, lo1 - c2});
+            const int c1 = a.centre[i + c], c2 = b.centre[j + c];
+            const int dis1 = std::max({0, c1 - b.hi[j + c], b.lo[j + c] - c1});
+            const int dis2 = std::max({0, c2 - a.hi[i + c], a.lo[i + c] - c2});
             const int diff = std::min(dis1, dis2);
             cost += s.squared ? diff * diff : diff;
           }

@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   cli.add_option("--solvers", options.solvers, "Comma-separated solver names (default: every available one)");
   cli.add_option("--data-dir", options.data_dir, "Folder holding middlebury/ benchmark images")->capture_default_str();
   cli.add_flag("--quick", options.quick, "Small problems and few repeats (a smoke test)");
+  cli.add_option("--tuning", options.tunings,
+                 "pushrelabel suite: also time cuda-pr with these tunings, e.g. --tuning local_iterations=4 "
+                 "--tuning rounds_per_global_relabel=2,tile_y=32 (names: see MRF_PR_TUNING)");
   return mrf::app::Run("mrf-bench", argc, argv, cli, [&] {
     const std::string gpu = mrf::CudaDeviceDescription();
     std::printf("# mrf-bench; GPU: %s\n", gpu.empty() ? ("none (" + mrf::CudaUnavailableReason() + ")").c_str() : gpu.c_str());

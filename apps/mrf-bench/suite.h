@@ -16,6 +16,8 @@ struct BenchOptions {
   std::string solvers;         ///< Comma-separated solver names to run (empty = every available one).
   std::string data_dir;        ///< Where the Middlebury images are (multilabel suite).
   bool quick = false;          ///< Smaller problems and fewer repeats, for smoke tests.
+  /// Extra tunings of the push-relabel engines to time ("name=value,..." each; pushrelabel suite).
+  std::vector<std::string> tunings;
 };
 
 /// One suite: a name for --suite, a line for --help, and the function that runs it (returns an exit code).

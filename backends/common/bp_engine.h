@@ -86,8 +86,14 @@ struct Config {
 /// Checks a config against a problem; throws mrf::Error naming the field.
 void CheckConfig(const Problem& problem, const Config& config);
 
-/// Tile side the tiled schedule uses when none is given: the largest side up to 64 whose tile fits in
-/// 200 KB of GPU shared memory for these labels (TileSharedBytes), so CPU and GPU pick the same one.
+/// Shared memory budget of AutoTileSize(): under the 227 KB a Hopper block may take.
+constexpr std::size_t kAutoTileSharedBytes = 200 * 1024;
+/// Most threads a CUDA tile block may have (2 x tile x lanes per chain).
+constexpr int kMaxTileThreads = 512;
+
+/// Tile side the tiled schedule uses when none is given: the largest side up to 64 whose CUDA block
+/// fits kAutoTileSharedBytes and kMaxTileThreads for these labels, so CPU and GPU pick the same one
+/// (16 labels: 24).
 int AutoTileSize(int num_labels, int kind);
 
 /// Labels per lane (C) the CUDA tiled kernel uses by default for L labels (4 up to 128 labels, else 8).
@@ -97,7 +103,7 @@ int PaddedLabels(int num_labels, int labels_per_lane);
 /// Ints between tile rows in the CUDA kernel's shared arrays (padded against bank conflicts).
 int TileRowStride(int tile, int padded_labels);
 /// Shared memory one CUDA tile block needs: unary and four message arrays of tile^2 x padded labels,
-/// plus per-chain scratch for quadratic envelopes and tables.
+/// the tile's edge scales, and per-chain scratch (tables, linear and quadratic windows, envelopes).
 std::size_t TileSharedBytes(int tile, int padded_labels, int kind, bool quadratic_envelope);
 
 /// Geometry of the tiles: tile (tx, ty) covers columns [tx T, min(W, (tx + 1) T)) and likewise rows.
@@ -193,7 +199,7 @@ const char* ToString(CudaLaunch launch);
 /// CUDA-only knobs (tuning; results never depend on them).
 struct CudaTuning {
   CudaLaunch launch = CudaLaunch::kAuto;  ///< Diagonal stepping.
-  int labels_per_lane = 0;                ///< C in {2, 4, 8}; 0 = DefaultLabelsPerLane().
+  int labels_per_lane = 0;                ///< C in {2, 4, 8, 16}; 0 = DefaultLabelsPerLane().
 };
 
 /// Times of a CUDA run in milliseconds (CUDA events).
@@ -238,5 +244,12 @@ class CudaRunner {
 
 /// Shared memory a CUDA block may use on device 0 (opt-in maximum), or 0 without CUDA.
 std::size_t CudaMaxSharedBytesPerBlock();
+
+/// Measured device-memory bandwidth of device 0 in GB/s: the median of `repeats` device-to-device
+/// copies of `bytes` bytes, counting bytes read plus bytes written. Throws without CUDA.
+double CudaDeviceCopyGBs(std::size_t bytes = std::size_t{1} << 28, int repeats = 9);
+
+/// SM clock of device 0 in MHz while one thread spins (clock64 cycles over globaltimer time).
+double CudaMeasureSmClockMHz();
 
 }  // namespace mrf::bp

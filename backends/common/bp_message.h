@@ -104,6 +104,15 @@ MRF_HD bool UseQuadraticWindow(const PairwiseParams& p) {
   return 2 * QuadraticWindow(p.truncation, p.num_labels) + 1 <= 16 || p.num_labels > 4096;
 }
 
+/// Largest label distance a truncated linear term charges less than its cap: min(truncation, L) - 1.
+MRF_HD int LinearWindow(Cost truncation, int num_labels) {
+  return static_cast<int>(Min64(truncation, num_labels) - 1);
+}
+
+/// True when the truncated linear message is computed by a direct window of 2 r + 1 labels (r < 8)
+/// rather than by the two-pass distance transform; both give identical values.
+MRF_HD bool UseLinearWindow(const PairwiseParams& p) { return LinearWindow(p.truncation, p.num_labels) < 8; }
+
 /// Integer ceiling of num / den for den > 0.
 MRF_HD std::int64_t CeilDiv(std::int64_t num, std::int64_t den) {
   const std::int64_t q = num / den;
@@ -144,15 +153,23 @@ MRF_HD void QuadraticEnvelope(const Cost* f, Cost* out, int L, Cost c, Cost cap,
   }
 }
 
-/// Scratch ints ComputeMessage() needs for L labels.
+/// Scratch ints ComputeMessage() needs for L labels, whatever the pairwise term (an upper bound).
 MRF_HD int MessageScratchInts(int num_labels) { return 3 * num_labels; }
+
+/// Scratch ints ComputeMessage() reads and writes for this pairwise term: L for the linear and
+/// quadratic windows, 3 L for the quadratic envelope, none otherwise (scratch may then be null).
+MRF_HD int MessageScratchNeeded(const PairwiseParams& p) {
+  if (p.kind == kLinearMessage) return UseLinearWindow(p) ? p.num_labels : 0;
+  if (p.kind == kQuadraticMessage) return UseQuadraticWindow(p) ? p.num_labels : 3 * p.num_labels;
+  return 0;
+}
 
 /// One min-sum message: out[b] = min_a (h[a] + scale * distance(a, b)) - (its minimum over b).
 ///
 /// `h` is the sender's unary plus its incoming messages except the one from the receiver; `reverse`
 /// is true when the receiver is the edge's first node (left or upper), which only matters for tables.
 /// `scratch` holds MessageScratchInts(L) ints. Potts, linear and quadratic updates take O(L)
-/// (quadratic with a short window: O(L r), r < 8); tables take O(L^2). `h` and `out` may not alias.
+/// (linear and quadratic with a short window: O(L r), r < 8); tables take O(L^2). `h` and `out` may not alias.
 MRF_HD void ComputeMessage(const PairwiseParams& p, Cost scale, bool reverse, const Cost* h, Cost* out,
                            int* scratch) {
   const int L = p.num_labels;
@@ -180,6 +197,20 @@ MRF_HD void ComputeMessage(const PairwiseParams& p, Cost scale, bool reverse, co
   if (p.kind == kPottsMessage || cap == 0) return;
   if (p.kind == kLinearMessage) {
     const Cost slope = MinCost(scale, cap);
+    if (UseLinearWindow(p)) {  // labels at distance >= truncation cost the cap: a short window suffices
+      const int r = LinearWindow(p.truncation, L);
+      Cost* f = scratch;
+      for (int l = 0; l < L; ++l) f[l] = out[l];
+      for (int b = 0; b < L; ++b) {
+        Cost best = f[b];
+        for (int d = 1; d <= r; ++d) {
+          if (b - d >= 0) best = MinCost(best, f[b - d] + slope * d);  // slope d < cap
+          if (b + d < L) best = MinCost(best, f[b + d] + slope * d);
+        }
+        out[b] = best;
+      }
+      return;
+    }
     for (int l = 1; l < L; ++l) out[l] = MinCost(out[l], out[l - 1] + slope);
     for (int l = L - 2; l >= 0; --l) out[l] = MinCost(out[l], out[l + 1] + slope);
     return;

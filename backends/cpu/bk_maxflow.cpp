@@ -15,6 +15,7 @@
 #include "backends/cpu/bk_maxflow.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <limits>
 #include <string>
@@ -45,6 +46,26 @@ struct Arc {
   std::uint32_t r_cap;   // residual; r_cap + sister's r_cap = cap + rev_cap < 2^32
 };
 
+// A fixed-size array left uninitialised on allocation (the builders write every element).
+template <class T>
+class PodBuffer {
+ public:
+  void Allocate(std::size_t size) {
+    if (size != size_) {
+      data_.reset();
+      data_.reset(new T[size]);
+      size_ = size;
+    }
+  }
+  T& operator[](std::size_t i) { return data_[i]; }
+  const T& operator[](std::size_t i) const { return data_[i]; }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  std::size_t size_ = 0;
+};
+
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -57,7 +78,7 @@ class BkEngine final : public MaxFlowEngine {
   bool SupportsResolve() const override { return true; }
 
   std::size_t MemoryBytes() const override {
-    return nodes_.capacity() * sizeof(Node) + arcs_.capacity() * sizeof(Arc) +
+    return nodes_.size() * sizeof(Node) + arcs_.size() * sizeof(Arc) +
            slot_arc_.capacity() * sizeof(std::uint32_t) + slot_cap_.capacity() * sizeof(Cost) +
            node_net_.capacity() * sizeof(Energy) + orphans_.capacity() * sizeof(std::uint32_t) +
            touched_.capacity() * sizeof(std::uint32_t);
@@ -111,35 +132,19 @@ class BkEngine final : public MaxFlowEngine {
 
   void Build(const StGraph& graph) {
     const NodeId n = graph.num_nodes();
-    const Topology& topology = graph.topology();
     const std::vector<Cost>& cap = graph.edge_caps();
     const std::vector<Cost>& rev_cap = graph.edge_rev_caps();
-
-    nodes_.assign(static_cast<std::size_t>(n) + 1, Node{0, kFree, kNone, 0, 1, 0, 0});
-    // Count the arcs of every node (in `first`, shifted by one), skipping edges with no capacity.
     std::uint64_t arc_count = 0;
-    topology.ForEachEdge([&](EdgeId e, NodeId p, NodeId q) {
-      if (cap[e] == 0 && rev_cap[e] == 0) return;
-      ++nodes_[p + 1].first;
-      ++nodes_[q + 1].first;
-      arc_count += 2;
-    });
+    graph.topology().ForEachEdge([&](EdgeId e, NodeId, NodeId) { arc_count += (cap[e] | rev_cap[e]) ? 2 : 0; });
     if (arc_count > kMaxArcs)
       throw Error("cpu-bk: the graph has " + std::to_string(arc_count / 2) +
                   " edges with capacity; at most " + std::to_string(kMaxArcs / 2) + " are supported");
-    for (NodeId v = 0; v < n; ++v) nodes_[v + 1].first += nodes_[v].first;
-    arcs_.resize(arc_count);
+    nodes_.Allocate(static_cast<std::size_t>(n) + 1);
+    arcs_.Allocate(arc_count);
     slot_arc_.assign(static_cast<std::size_t>(graph.num_edge_slots()), kNone);
     slot_cap_.assign(cap.begin(), cap.end());
-    // Fill: `next` serves as the insertion cursor of each node, then is reset.
-    for (NodeId v = 0; v < n; ++v) nodes_[v].next = nodes_[v].first;
-    topology.ForEachEdge([&](EdgeId e, NodeId p, NodeId q) {
-      if (cap[e] == 0 && rev_cap[e] == 0) return;
-      const std::uint32_t a = nodes_[p].next++, b = nodes_[q].next++;
-      arcs_[a] = Arc{static_cast<std::uint32_t>(q), b, static_cast<std::uint32_t>(cap[e])};
-      arcs_[b] = Arc{static_cast<std::uint32_t>(p), a, static_cast<std::uint32_t>(rev_cap[e])};
-      slot_arc_[e] = a;
-    });
+    if (graph.topology().is_grid()) BuildGridArcs(graph);
+    else BuildListArcs(graph);
 
     node_net_.resize(n);
     active_first_ = active_last_ = kNone;
@@ -148,14 +153,79 @@ class BkEngine final : public MaxFlowEngine {
     for (NodeId v = 0; v < n; ++v) {
       Node& node = nodes_[v];
       node.next = kNone;
-      node_net_[v] = graph.source_cap(v) - graph.sink_cap(v);
-      node.tr_cap = node_net_[v];
-      if (node.tr_cap != 0) {
-        node.sink = node.tr_cap < 0;
-        node.parent = kTerminal;
-        Activate(static_cast<std::uint32_t>(v));
-      }
+      node.ts = 0;
+      node.dist = 1;
+      node.tr_cap = node_net_[v] = graph.source_cap(v) - graph.sink_cap(v);
+      node.sink = node.tr_cap < 0;
+      node.parent = node.tr_cap != 0 ? kTerminal : kFree;
+      if (node.tr_cap != 0) Activate(static_cast<std::uint32_t>(v));
     }
+  }
+
+  // General graphs: count the arcs of every node, then place them (compressed rows).
+  void BuildListArcs(const StGraph& graph) {
+    const NodeId n = graph.num_nodes();
+    const std::vector<Cost>& cap = graph.edge_caps();
+    const std::vector<Cost>& rev_cap = graph.edge_rev_caps();
+    for (NodeId v = 0; v <= n; ++v) nodes_[v].first = 0;
+    graph.topology().ForEachEdge([&](EdgeId e, NodeId p, NodeId q) {
+      if ((cap[e] | rev_cap[e]) == 0) return;
+      ++nodes_[p + 1].first;
+      ++nodes_[q + 1].first;
+    });
+    for (NodeId v = 0; v < n; ++v) nodes_[v + 1].first += nodes_[v].first;
+    // `next` serves as each node's insertion cursor until Build() resets it.
+    for (NodeId v = 0; v < n; ++v) nodes_[v].next = nodes_[v].first;
+    graph.topology().ForEachEdge([&](EdgeId e, NodeId p, NodeId q) {
+      if ((cap[e] | rev_cap[e]) == 0) return;
+      const std::uint32_t a = nodes_[p].next++, b = nodes_[q].next++;
+      arcs_[a] = Arc{static_cast<std::uint32_t>(q), b, static_cast<std::uint32_t>(cap[e])};
+      arcs_[b] = Arc{static_cast<std::uint32_t>(p), a, static_cast<std::uint32_t>(rev_cap[e])};
+      slot_arc_[e] = a;
+    });
+  }
+
+  // Grids: one pass in node order. A node's arcs to earlier neighbours come first; their sisters
+  // were placed when those neighbours were visited (forward neighbours always have larger ids).
+  void BuildGridArcs(const StGraph& graph) {
+    const Topology& grid = graph.topology();
+    const std::vector<Cost>& cap = graph.edge_caps();
+    const std::vector<Cost>& rev_cap = graph.edge_rev_caps();
+    const NodeId n = grid.num_nodes();
+    const int width = grid.width(), height = grid.height(), depth = grid.depth();
+    const int directions = grid.num_directions();
+    std::array<std::array<int, 3>, 4> off{};
+    std::array<std::int64_t, 4> step{};
+    for (int d = 0; d < directions; ++d) {
+      off[d] = Topology::GridOffset(grid.kind(), d);
+      step[d] = off[d][0] + std::int64_t{width} * (off[d][1] + std::int64_t{height} * off[d][2]);
+    }
+    std::uint32_t pos = 0;
+    NodeId v = 0;
+    for (int z = 0; z < depth; ++z)
+      for (int y = 0; y < height; ++y)
+        for (int x = 0; x < width; ++x, ++v) {
+          nodes_[v].first = pos;
+          for (int d = 0; d < directions; ++d) {  // arcs to earlier neighbours
+            const int px = x - off[d][0], py = y - off[d][1], pz = z - off[d][2];
+            if (px < 0 || px >= width || py < 0 || pz < 0) continue;
+            const auto u = static_cast<std::uint32_t>(v - step[d]);
+            const EdgeId slot = EdgeId{d} * n + u;
+            const std::uint32_t a = slot_arc_[slot];
+            if (a == kNone) continue;
+            arcs_[pos] = Arc{u, a, static_cast<std::uint32_t>(rev_cap[slot])};
+            arcs_[a].sister = pos++;
+          }
+          for (int d = 0; d < directions; ++d) {  // arcs to later neighbours
+            const int qx = x + off[d][0], qy = y + off[d][1], qz = z + off[d][2];
+            if (qx < 0 || qx >= width || qy >= height || qz >= depth) continue;
+            const EdgeId slot = EdgeId{d} * n + v;
+            if ((cap[slot] | rev_cap[slot]) == 0) continue;
+            slot_arc_[slot] = pos;
+            arcs_[pos++] = Arc{static_cast<std::uint32_t>(v + step[d]), kNone, static_cast<std::uint32_t>(cap[slot])};
+          }
+        }
+    nodes_[n].first = pos;
   }
 
   // ---- The active FIFO -----------------------------------------------------------------------
@@ -461,23 +531,21 @@ class BkEngine final : public MaxFlowEngine {
     return true;
   }
 
-  // Makes node v consistent with its new terminal residual and arc residuals, and active.
+  // Makes node v consistent with its new terminal residual and arc residuals, and active: its arcs
+  // may have gained residual towards nodes outside its tree. An orphan is activated too, so that
+  // it grows if it is re-adopted (a freed one is skipped by PopActive).
   void Repair(std::uint32_t v) {
     Node& node = nodes_[v];
-    if (node.parent == kOrphan) return;
     if (node.parent == kFree) {
-      if (node.tr_cap != 0) {
-        MakeRoot(v);
-        Activate(v);
+      if (node.tr_cap == 0) return;
+      MakeRoot(v);
+    } else if (node.parent != kOrphan) {
+      const bool sink = node.sink != 0;
+      if (node.tr_cap != 0 && (node.tr_cap < 0) == sink) {
+        MakeRoot(v);  // residual to its own terminal: a root, whatever it hung from before
+      } else if (node.parent == kTerminal || node.tr_cap != 0 || TreeResidual(node.parent, sink) == 0) {
+        MakeOrphan(v);  // lost its terminal, its terminal flipped, or its tree arc is saturated
       }
-      return;
-    }
-    const bool sink = node.sink != 0;
-    if (node.tr_cap != 0 && (node.tr_cap < 0) == sink) {
-      MakeRoot(v);  // residual to its own terminal: a root, whatever it hung from before
-    } else if (node.parent == kTerminal || node.tr_cap != 0 || TreeResidual(node.parent, sink) == 0) {
-      MakeOrphan(v);  // lost its terminal, its terminal flipped, or its tree arc is saturated
-      return;
     }
     Activate(v);
   }
@@ -498,8 +566,8 @@ class BkEngine final : public MaxFlowEngine {
     out->iterations = augmentations_;
   }
 
-  std::vector<Node> nodes_;               // n + 1 (the last only closes the arc range)
-  std::vector<Arc> arcs_;
+  PodBuffer<Node> nodes_;                 // n + 1 (the last only closes the arc range)
+  PodBuffer<Arc> arcs_;
   std::vector<std::uint32_t> slot_arc_;   // edge slot -> arc in the slot's direction, or kNone
   std::vector<Cost> slot_cap_;            // capacity in the slot's direction when last applied
   std::vector<Energy> node_net_;          // source minus sink capacity when last applied

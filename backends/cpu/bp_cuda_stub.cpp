@@ -21,6 +21,8 @@ Energy CudaRunner::DeviceEnergy() { NotCompiled(); }
 Labeling CudaRunner::DeviceLabels() { NotCompiled(); }
 std::string CudaRunner::Describe() const { return "no CUDA"; }
 std::size_t CudaMaxSharedBytesPerBlock() { return 0; }
+double CudaDeviceCopyGBs(std::size_t, int) { NotCompiled(); }
+double CudaMeasureSmClockMHz() { NotCompiled(); }
 
 }  // namespace mrf::bp
 #endif

@@ -231,9 +231,12 @@ int RowStride(int tile, int padded) {
 int TileRowStride(int tile, int padded_labels) { return RowStride(tile, padded_labels); }
 
 std::size_t TileSharedBytes(int tile, int padded, int kind, bool envelope) {
+  // Unary and four message arrays, the scales of the tile's edges (one extra column / row for the
+  // edges into the tile from the left / above), and per-chain scratch.
   std::size_t ints = 5 * static_cast<std::size_t>(tile) * RowStride(tile, padded);
+  ints += 2 * static_cast<std::size_t>(tile) * (tile + 1);
   int per_chain = 0;
-  if (kind == kTableMessage) per_chain = padded;
+  if (kind == kTableMessage || kind == kLinearMessage) per_chain = padded;
   if (kind == kQuadraticMessage) per_chain = envelope ? 4 * padded : padded;
   ints += static_cast<std::size_t>(2 * tile) * per_chain;
   return ints * sizeof(Cost);
@@ -247,7 +250,9 @@ int AutoTileSize(int num_labels, int kind) {
   const bool envelope = true;  // budget for the larger quadratic scratch whatever the truncation
   int best = 1;
   for (int t = 1; t <= 64; ++t)
-    if (TileSharedBytes(t, padded, kind, envelope) <= 200 * 1024 && 2 * t * lanes <= 1024) best = t;
+    if (TileSharedBytes(t, padded, kind, envelope) <= kAutoTileSharedBytes &&
+        2 * t * lanes <= kMaxTileThreads)
+      best = t;
   return best;
 }
 

@@ -21,13 +21,15 @@ struct TinyCase {
   std::string name;
 };
 
-/// Small topologies whose L^n labellings brute force can enumerate: 4- and 8-connected grids and a
-/// random edge list (with a repeated edge), sized for `labels`.
+/// Small topologies whose L^n labellings brute force can enumerate: 4- and 8-connected grids, a
+/// 6-connected 3-D grid (up to 3 labels) and a random edge list (with a repeated edge), sized for
+/// `labels`.
 inline std::vector<Topology> TinyTopologies(std::mt19937_64& rng, Label labels) {
   std::vector<Topology> t;
   if (labels <= 3) {
     t.push_back(Topology::Grid2D(3, 3, 4));
     t.push_back(Topology::Grid2D(3, 3, 8));
+    t.push_back(Topology::Grid3D(2, 2, 2));
   } else {
     t.push_back(Topology::Grid2D(3, 2, 4));
     t.push_back(Topology::Grid2D(2, 4, 8));

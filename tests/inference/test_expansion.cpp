@@ -26,6 +26,29 @@ TEST(Expansion, NeverRaisesTheEnergyAndEndsInAnExpansionLocalOptimum) {
   }
 }
 
+TEST(Expansion, EveryGraphPathEndsInAnExpansionLocalOptimum) {
+  // Per-label graphs with flow reuse, updated incrementally (always, or never), or one graph solved
+  // from scratch: each path must keep the energy honest and end where no expansion helps.
+  MoveTuning always_update, rebuild, scratch;
+  always_update.update_limit = 1e9;
+  rebuild.incremental = false;
+  scratch.reuse_flow = false;
+  for (const MoveTuning& tuning : {always_update, rebuild, scratch})
+    for (const test::TinyCase& c : test::TinyMetricModels(606, 1, 3, 5)) {
+      std::vector<Energy> energies;
+      SolveOptions options = OptionsFor("cpu-expansion", &energies);
+      options.label_order = LabelOrder::kRandom;
+      options.seed = 17;
+      Result r;
+      RunAlphaExpansion(c.model, options, &r, tuning);
+      r.ok = true;
+      r.energy = EvaluateEnergy(c.model, r.labels).total;
+      ExpectMonotoneRun(c.model, options, r, energies, c.name);
+      for (Label alpha = 0; alpha < c.model.num_labels; ++alpha)
+        EXPECT_EQ(test::BestExpansion(c.model, r.labels, alpha), r.energy) << c.name << ", label " << alpha;
+    }
+}
+
 TEST(Expansion, TwoLabelsGiveTheExactOptimum) {
   for (const test::TinyCase& c : test::TinyMetricModels(202, 2, 2, 2)) {
     const Result r = Solve(c.model, OptionsFor("cpu-expansion"));
@@ -194,6 +217,9 @@ TEST(Expansion, TruncationRunsReportsTruncationsAndNeverRaisesTheEnergy) {
     const Topology topology = test::TinyTopologies(rng, labels)[trial % 3];
     const Model m = test::TinyQuadraticModel(rng, topology, labels, 3 + trial % 12);
     for (TruncationRule rule : {TruncationRule::kRaiseDisagreement, TruncationRule::kLowerAgreement}) {
+      MoveTuning tuning;
+      tuning.rule = rule;
+      tuning.update_limit = trial % 2 ? 1e9 : 0.125;
       std::vector<Energy> energies;
       SolveOptions options = OptionsFor("cpu-expansion", &energies);
       options.truncate_nonsubmodular = true;
@@ -201,7 +227,7 @@ TEST(Expansion, TruncationRunsReportsTruncationsAndNeverRaisesTheEnergy) {
       for (Label& l : options.initial_labels) l = static_cast<Label>(rng() % labels);
       Result r;
       r.cost_scale = m.cost_scale;
-      RunAlphaExpansion(m, options, &r, rule);
+      RunAlphaExpansion(m, options, &r, tuning);
       r.ok = true;
       r.energy = EvaluateEnergy(m, r.labels).total;
       ExpectMonotoneRun(m, options, r, energies, topology.Describe());

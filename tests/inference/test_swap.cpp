@@ -2,7 +2,9 @@
 // of swap moves, exact with two labels; semimetric check, truncation and options.
 #include <gtest/gtest.h>
 
+#include "inference/alpha_beta_swap.h"
 #include "move_test_support.h"
+#include "mrf/registry.h"
 
 namespace mrf {
 namespace {
@@ -23,6 +25,29 @@ TEST(Swap, NeverRaisesTheEnergyAndEndsInASwapLocalOptimum) {
         EXPECT_EQ(test::BestSwap(c.model, r.labels, a, b), r.energy)
             << c.name << ": a swap of labels " << a << " and " << b << " still lowers the energy";
   }
+}
+
+TEST(Swap, CompactAndFullMoveGraphsBothEndInASwapLocalOptimum) {
+  MoveTuning full;
+  full.sparse_moves = false;
+  MoveTuning boost;  // an engine outside the registry's choice, supplied directly
+  boost.engine = [] { return Registry::Global().Find("boost-bk")->make_engine(); };
+  boost.engine_name = "boost-bk";
+  for (const MoveTuning& tuning : {MoveTuning(), full, boost})
+    for (const test::TinyCase& c : test::TinyMetricModels(116, 1, 3, 5)) {
+      std::vector<Energy> energies;
+      SolveOptions options = OptionsFor("cpu-swap", &energies);
+      options.label_order = LabelOrder::kRandom;
+      options.seed = 5;
+      Result r;
+      RunAlphaBetaSwap(c.model, options, &r, tuning);
+      r.ok = true;
+      r.energy = EvaluateEnergy(c.model, r.labels).total;
+      ExpectMonotoneRun(c.model, options, r, energies, c.name);
+      for (Label a = 0; a < c.model.num_labels; ++a)
+        for (Label b = a + 1; b < c.model.num_labels; ++b)
+          EXPECT_EQ(test::BestSwap(c.model, r.labels, a, b), r.energy) << c.name << ", labels " << a << ", " << b;
+    }
 }
 
 TEST(Swap, TruncatedQuadraticTermsAreSemimetricAndRunWithoutTruncation) {

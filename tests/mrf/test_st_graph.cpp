@@ -64,6 +64,38 @@ TEST(StGraph, ResetCapacitiesKeepsTheShapeAndSolvesAfresh) {
   EXPECT_EQ(r.flow, test::BruteForceMinCut(other));
 }
 
+TEST(StGraph, MarkSolvedLetsCallersDriveAnEngineIncrementally) {
+  // Solve with an engine directly, change capacities (set_edge_slot and set_tweights), re-solve
+  // from the changes recorded since MarkSolved(): every flow must match brute force.
+  std::mt19937_64 rng(12);
+  const Topology grid = Topology::Grid2D(4, 3, 4);
+  StGraph g = test::RandomGridGraph(rng, grid, 9);
+  const SolverEntry* entry = Registry::Global().Find("cpu-bk");
+  ASSERT_NE(entry, nullptr);
+  std::unique_ptr<MaxFlowEngine> engine = entry->make_engine();
+  Result r;
+  engine->Solve(g, &r);
+  EXPECT_EQ(r.flow + g.constant(), test::BruteForceMinCut(g));
+  g.MarkSolved();
+  EXPECT_FALSE(g.changes().structure_changed);
+  for (int round = 0; round < 20; ++round) {
+    const NodeId v = static_cast<NodeId>(rng() % grid.num_nodes());
+    g.set_tweights(v, static_cast<Energy>(rng() % 10), static_cast<Energy>(rng() % 10));
+    grid.ForEachEdge([&](EdgeId e, NodeId, NodeId) {
+      if (rng() % 5 == 0) g.set_edge_slot(e, static_cast<Cost>(rng() % 10), static_cast<Cost>(rng() % 10));
+    });
+    EXPECT_FALSE(g.changes().nodes.empty());
+    Result again;
+    engine->Resolve(g, &again);
+    g.MarkSolved();
+    EXPECT_TRUE(g.changes().nodes.empty() && g.changes().edges.empty());
+    EXPECT_EQ(again.flow + g.constant(), test::BruteForceMinCut(g)) << "round " << round;
+    EXPECT_EQ(g.CutCapacity(again.labels), again.flow + g.constant()) << "round " << round;
+  }
+  EXPECT_THROW(g.set_edge_slot(-1, 1, 1), Error);
+  EXPECT_THROW(g.set_edge_slot(0, -1, 1), Error);
+}
+
 TEST(StGraph, ErrorsEndInTheResult) {
   StGraph g;
   g.add_node(2);

@@ -1,0 +1,285 @@
+#include "backends/cpu/push_relabel_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+
+namespace mrf {
+
+// ---- Tuning --------------------------------------------------------------------------------------
+
+bool PushRelabelTuning::IsValid(std::string* error) const {
+  auto fail = [error](const std::string& message) {
+    if (error) *error = "push-relabel tuning: " + message;
+    return false;
+  };
+  if (tile_x != 32) return fail("tile_x must be 32 (got " + std::to_string(tile_x) + ")");
+  if (tile_y != 8 && tile_y != 16 && tile_y != 32)
+    return fail("tile_y must be 8, 16 or 32 (got " + std::to_string(tile_y) + ")");
+  const bool cube = tile3d_x == 8 && tile3d_y == 8 && tile3d_z == 8;
+  const bool slab = tile3d_x == 32 && tile3d_y == 4 && tile3d_z == 4;
+  if (!cube && !slab)
+    return fail("3-D tile must be 8x8x8 or 32x4x4 (got " + std::to_string(tile3d_x) + "x" +
+                std::to_string(tile3d_y) + "x" + std::to_string(tile3d_z) + ")");
+  if (local_iterations < 1 || local_iterations > 100000)
+    return fail("local_iterations must be in 1..100000 (got " + std::to_string(local_iterations) + ")");
+  if (rounds_per_global_relabel < 1 || rounds_per_global_relabel > 512)
+    return fail("rounds_per_global_relabel must be in 1..512 (got " + std::to_string(rounds_per_global_relabel) + ")");
+  if (bfs_check_every < 2 || bfs_check_every > 512 || bfs_check_every % 2 != 0)
+    return fail("bfs_check_every must be even and in 2..512 (got " + std::to_string(bfs_check_every) + ")");
+  if (max_push_rounds < 0) return fail("max_push_rounds must not be negative");
+  if (incremental_relabel < 0 || incremental_relabel > 2)
+    return fail("incremental_relabel must be 0, 1 or 2 (got " + std::to_string(incremental_relabel) + ")");
+  return true;
+}
+
+std::string PushRelabelTuning::Describe() const {
+  std::ostringstream s;
+  s << "tile " << tile_x << "x" << tile_y << " (3-D " << tile3d_x << "x" << tile3d_y << "x" << tile3d_z << "), "
+    << local_iterations << " local iterations, global relabel every " << rounds_per_global_relabel
+    << " push rounds, BFS batches of " << bfs_check_every << " rounds, CUDA graphs "
+    << (cuda_graphs ? "on" : "off") << (fused_bfs_start ? ", fused BFS start" : "")
+    << (incremental_relabel == 0   ? ", full relabels"
+        : incremental_relabel == 1 ? ", incremental relabels in re-solves"
+                                   : ", incremental relabels");
+  if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
+  return s.str();
+}
+
+void PushRelabelTuning::Parse(const std::string& overrides) {
+  std::stringstream list(overrides);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw Error("push-relabel tuning: '" + item + "' is not name=value");
+    const std::string name = item.substr(0, eq), text = item.substr(eq + 1);
+    char* end = nullptr;
+    const long value = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || value < -1000000000L || value > 1000000000L)
+      throw Error("push-relabel tuning: " + name + "='" + text + "' is not an integer");
+    const int v = static_cast<int>(value);
+    if (name == "tile_x") tile_x = v;
+    else if (name == "tile_y") tile_y = v;
+    else if (name == "tile3d_x") tile3d_x = v;
+    else if (name == "tile3d_y") tile3d_y = v;
+    else if (name == "tile3d_z") tile3d_z = v;
+    else if (name == "local_iterations") local_iterations = v;
+    else if (name == "rounds_per_global_relabel") rounds_per_global_relabel = v;
+    else if (name == "bfs_check_every") bfs_check_every = v;
+    else if (name == "cuda_graphs") cuda_graphs = v != 0;
+    else if (name == "fused_bfs_start") fused_bfs_start = v != 0;
+    else if (name == "incremental_relabel") incremental_relabel = v;
+    else if (name == "max_push_rounds") max_push_rounds = v;
+    else
+      throw Error("push-relabel tuning: unknown name '" + name +
+                  "' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, local_iterations, "
+                  "rounds_per_global_relabel, bfs_check_every, cuda_graphs, fused_bfs_start, incremental_relabel, "
+                  "max_push_rounds)");
+  }
+  std::string error;
+  if (!IsValid(&error)) throw Error(error);
+}
+
+PushRelabelTuning PushRelabelTuning::FromEnvironment() {
+  PushRelabelTuning tuning;
+  if (const char* env = std::getenv("MRF_PR_TUNING")) tuning.Parse(env);
+  return tuning;
+}
+
+// ---- Engine --------------------------------------------------------------------------------------
+
+PushRelabelEngine::PushRelabelEngine(const PushRelabelTuning& tuning) { set_tuning(tuning); }
+PushRelabelEngine::~PushRelabelEngine() = default;
+
+void PushRelabelEngine::set_tuning(const PushRelabelTuning& tuning) {
+  std::string error;
+  if (!tuning.IsValid(&error)) throw Error(error);
+  tuning_ = tuning;
+  solved_ = false;
+}
+
+std::string PushRelabelEngine::CannotSolve(const Topology& topology) const {
+  if (!topology.is_grid()) return "needs a grid-shaped graph (2-D 4- or 8-connected, or 3-D 6-connected)";
+  if (topology.num_nodes() > (NodeId{1} << 30))
+    return "grid of " + std::to_string(topology.num_nodes()) + " nodes is above the 2^30 supported";
+  return {};
+}
+
+std::size_t PushRelabelEngine::MemoryBytes() const { return WorkspaceBytes() + sink_caps_.capacity() * 8; }
+
+pr::TileLayout PushRelabelEngine::MakeLayout(const Topology& topology) const {
+  pr::TileLayout layout;
+  layout.kind = static_cast<int>(topology.kind());
+  layout.width = topology.width();
+  layout.height = topology.height();
+  layout.depth = topology.depth();
+  if (layout.kind == pr::kKindGrid3D6) {
+    layout.tile_x = tuning_.tile3d_x;
+    layout.tile_y = tuning_.tile3d_y;
+    layout.tile_z = tuning_.tile3d_z;
+  } else {
+    layout.tile_x = tuning_.tile_x;
+    layout.tile_y = tuning_.tile_y;
+    layout.tile_z = 1;
+  }
+  layout.tiles_x = (layout.width + layout.tile_x - 1) / layout.tile_x;
+  layout.tiles_y = (layout.height + layout.tile_y - 1) / layout.tile_y;
+  layout.tiles_z = (layout.depth + layout.tile_z - 1) / layout.tile_z;
+  layout.num_nodes = topology.num_nodes();
+  layout.inf = static_cast<int>(layout.num_nodes + 1);
+  return layout;
+}
+
+namespace {
+
+constexpr std::int64_t kMaxTerminal = std::int64_t{1} << 62;
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+// Netted initial excess (s - t) into the device's host buffer, and the sink capacities for the flow.
+void PushRelabelEngine::PrepareHost(const StGraph& graph) {
+  const NodeId n = graph.num_nodes();
+  std::int64_t* x0 = HostExcessBuffer();
+  sink_caps_.resize(n);
+  std::int64_t sum = 0;
+  for (NodeId v = 0; v < n; ++v) {
+    const std::int64_t s = graph.source_cap(v), t = graph.sink_cap(v);
+    if (s > kMaxTerminal || t > kMaxTerminal)
+      throw Error(name() + ": terminal capacity of node " + std::to_string(v) + " (" + std::to_string(std::max(s, t)) +
+                  ") is above the 2^62 this engine accepts");
+    x0[v] = s - t;
+    sink_caps_[v] = t;
+    sum = CheckedAdd(sum, t, "sum of sink capacities");
+  }
+  sum_sink_caps_ = sum;
+}
+
+void PushRelabelEngine::Solve(const StGraph& graph, Result* out) {
+  const std::string cannot = CannotSolve(graph.topology());
+  if (!cannot.empty()) throw Error(name() + " cannot solve this graph: " + cannot);
+  const auto start = std::chrono::steady_clock::now();
+  solved_ = false;
+  layout_ = MakeLayout(graph.topology());
+  Prepare(layout_);
+  PrepareHost(graph);
+  out->timings.setup_ms = MsSince(start);
+  Upload(graph);
+  RunLoop(out, 0, false);
+  solved_ = true;
+}
+
+void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
+  const pr::TileLayout layout = MakeLayout(graph.topology());
+  if (!solved_ || graph.changes().structure_changed || layout.kind != layout_.kind || layout.width != layout_.width ||
+      layout.height != layout_.height || layout.depth != layout_.depth) {
+    Solve(graph, out);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  solved_ = false;
+  std::vector<NodeId> nodes = graph.changes().nodes;
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  std::int64_t* x0 = HostExcessBuffer();
+  std::vector<NodeChange> node_changes;
+  node_changes.reserve(nodes.size());
+  for (NodeId v : nodes) {
+    const std::int64_t s = graph.source_cap(v), t = graph.sink_cap(v);
+    if (s > kMaxTerminal || t > kMaxTerminal)
+      throw Error(name() + ": terminal capacity of node " + std::to_string(v) + " (" + std::to_string(std::max(s, t)) +
+                  ") is above the 2^62 this engine accepts");
+    const std::int64_t delta = (s - t) - x0[v];
+    x0[v] = s - t;
+    sum_sink_caps_ = CheckedAdd(sum_sink_caps_, t - sink_caps_[v], "sum of sink capacities");
+    sink_caps_[v] = t;
+    if (delta != 0) node_changes.push_back({v, delta});
+  }
+  std::vector<EdgeId> slots = graph.changes().edges;
+  std::sort(slots.begin(), slots.end());
+  slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+  std::vector<EdgeChange> edge_changes;
+  edge_changes.reserve(slots.size());
+  NodeId from = 0, to = 0;
+  for (EdgeId e : slots)
+    if (graph.topology().edge_endpoints(e, &from, &to))
+      edge_changes.push_back({e, graph.edge_cap(e), graph.edge_rev_cap(e)});
+  out->timings.setup_ms = MsSince(start);
+  ApplyChanges(node_changes, edge_changes);
+  RunLoop(out, 0, true);
+  solved_ = true;
+}
+
+void PushRelabelEngine::RunForTest(const StGraph& graph, int push_rounds) {
+  const std::string cannot = CannotSolve(graph.topology());
+  if (!cannot.empty()) throw Error(name() + " cannot solve this graph: " + cannot);
+  solved_ = false;
+  layout_ = MakeLayout(graph.topology());
+  Prepare(layout_);
+  PrepareHost(graph);
+  Upload(graph);
+  Result scratch;
+  RunLoop(&scratch, push_rounds, false);
+}
+
+void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) {
+  stats_ = PushRelabelStats{};
+  const auto start = std::chrono::steady_clock::now();
+  // A fresh solve has no heights to start from. A re-solve keeps the exact ones of the last solve:
+  // they guide the flow of the changed nodes at once, and the relabels after start from them.
+  bool full = resolve ? tuning_.incremental_relabel == 0 : true;
+  if (resolve) {
+    Cycle(tuning_.rounds_per_global_relabel, Relabel::kNone);
+    stats_.push_rounds += tuning_.rounds_per_global_relabel;
+  }
+  // A generous bound: every cycle either finishes or moves flow; far more cycles than nodes means
+  // a bug, which must not hang the caller.
+  const std::int64_t max_cycles = 4 * layout_.num_nodes + 1000;
+  constexpr std::size_t kMaxLogRecords = 40;
+  bool stopped = false;
+  for (;;) {
+    int rounds = tuning_.rounds_per_global_relabel;
+    if (max_push_rounds > 0) rounds = static_cast<int>(std::min<std::int64_t>(rounds, max_push_rounds - stats_.push_rounds));
+    const CycleResult cycle = Cycle(rounds, full ? Relabel::kFull : Relabel::kIncremental);
+    full = resolve ? tuning_.incremental_relabel == 0 : tuning_.incremental_relabel < 2;
+    ++stats_.global_relabels;
+    stats_.bfs_rounds += cycle.bfs_rounds;
+    if (out->log.size() < kMaxLogRecords) {
+      IterationRecord record;
+      record.iteration = static_cast<int>(stats_.global_relabels);
+      record.time_ms = MsSince(start);
+      record.note = "global relabel after " + std::to_string(stats_.push_rounds) + " push rounds: " +
+                    std::to_string(cycle.bfs_rounds) + " BFS rounds, " + std::to_string(cycle.active_nodes) +
+                    " active nodes";
+      out->log.push_back(record);
+    }
+    if (cycle.active_nodes == 0) break;
+    stats_.push_rounds += rounds;
+    if (max_push_rounds > 0 && stats_.push_rounds >= max_push_rounds) {
+      stopped = true;
+      break;
+    }
+    if (stats_.global_relabels > max_cycles)
+      throw Error(name() + ": no convergence after " + std::to_string(stats_.global_relabels) +
+                  " global relabels (internal error)");
+  }
+  if (stopped) return;  // step-by-step test: no cut wanted
+  std::vector<Label> sink_side;
+  const std::int64_t residual = Finish(&sink_side);
+  out->labels = std::move(sink_side);
+  out->flow = sum_sink_caps_ - residual;
+  out->iterations = stats_.push_rounds;
+  const PhaseTimes times = Times();
+  out->timings.transfer_ms = times.upload_ms + times.download_ms;
+  out->timings.solve_ms = times.solve_ms;
+  out->message = "maximum flow found: " + std::to_string(stats_.push_rounds) + " push rounds, " +
+                 std::to_string(stats_.global_relabels) + " global relabels (" + std::to_string(stats_.bfs_rounds) +
+                 " BFS rounds)";
+}
+
+}  // namespace mrf

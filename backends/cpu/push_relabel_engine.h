@@ -1,0 +1,178 @@
+#pragma once
+/// @file push_relabel_engine.h
+/// @brief Grid push-relabel max-flow: the host loop shared by the TBB (`tbb-pr`) and CUDA (`cuda-pr`) engines.
+///
+/// The algorithm (per-node steps in backends/common/push_relabel_steps.h):
+/// - the grid is cut into tiles; tiles are coloured so that no two tiles of one colour touch;
+/// - a *push round* visits every active tile of each colour in turn; a visit loads the tile and the
+///   heights of its one-node halo, runs up to `local_iterations` synchronous push / pull / relabel
+///   iterations on it, writes it back and hands flow pushed across the tile's edge to the
+///   neighbouring nodes; tiles without active nodes cost nothing;
+/// - a *cycle* is a global relabel followed by `rounds_per_global_relabel` push rounds: the global
+///   relabel recomputes exact distances to the sink by a tiled breadth-first search (relaxation to
+///   a fixpoint) over residual-edge bitmasks, marks the nodes that can no longer reach the sink as
+///   dead (height inf), and counts the active nodes; push rounds stop early on the device once a
+///   round finds no work;
+/// - the solve ends when a global relabel finds no active node; the nodes that can reach the sink
+///   in the final residual graph form the sink side of the minimum cut.
+/// The host waits for the device once per cycle (cuda-pr runs a cycle as one CUDA graph).
+///
+/// Re-solving after capacity changes starts from the previous residual graph: terminal changes
+/// adjust the netted excess, edge changes keep the edge's flow when it still fits and otherwise
+/// move the excess to its endpoints (Kohli and Torr's reparametrisation, which the netted excess
+/// absorbs without changing any cut).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/common/push_relabel_steps.h"
+#include "mrf/st_graph.h"
+
+namespace mrf {
+
+/// Tuning values of the grid push-relabel engines, in one printable place.
+struct PushRelabelTuning {
+  int tile_x = 32;             ///< 2-D tile width (32).
+  int tile_y = 16;             ///< 2-D tile height (4-connected: 8, 16 or 32; 8-connected: 8 or 16).
+  int tile3d_x = 8;            ///< 3-D tile size x (8x8x8 or 32x4x4).
+  int tile3d_y = 8;            ///< 3-D tile size y.
+  int tile3d_z = 8;            ///< 3-D tile size z.
+  int local_iterations = 8;    ///< Push/relabel iterations per tile visit.
+  int rounds_per_global_relabel = 2;  ///< Push rounds between two global relabels (one cycle).
+  int bfs_check_every = 8;     ///< BFS rounds per batch before the host checks convergence (even).
+  bool cuda_graphs = false;    ///< cuda-pr: replay each batch of launches as one CUDA graph (measured no faster).
+  /// cuda-pr: the first BFS round of a global relabel computes the starting distances itself
+  /// (one pass and one launch less); tbb-pr reaches the same distances either way.
+  bool fused_bfs_start = true;
+  /// Incremental global relabels start from the heights there: heights no longer backed by a
+  /// residual path are dropped, then the BFS relaxes only around the tiles that changed since the
+  /// last relabel. The distances are the same exact ones either way. 0: never; 1: in re-solves
+  /// (the default: their changes are often local); 2: also in every cycle of a solve but the first
+  /// (measured slower on the segmentation scene, where push rounds touch most tiles).
+  int incremental_relabel = 1;
+  int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
+
+  /// True when every value is usable; otherwise `error` names the field and the constraint.
+  bool IsValid(std::string* error) const;
+  /// "tile 32x16 (3-D 8x8x8), 8 local iterations, ..." for logs and benchmark tables.
+  std::string Describe() const;
+  /// Applies overrides "name=value,name=value" (names as the fields); throws mrf::Error on bad input.
+  void Parse(const std::string& overrides);
+  /// The defaults with the overrides of the environment variable MRF_PR_TUNING, if set.
+  static PushRelabelTuning FromEnvironment();
+};
+
+/// What the last solve did (for logs and benchmarks).
+struct PushRelabelStats {
+  std::int64_t push_rounds = 0;      ///< Push rounds enqueued (each visits every colour).
+  std::int64_t global_relabels = 0;  ///< Global relabels (BFS from the sink).
+  std::int64_t bfs_rounds = 0;       ///< BFS rounds over all global relabels.
+  std::int64_t launches = 0;         ///< Kernel launches (cuda-pr) or parallel loops (tbb-pr).
+  std::int64_t host_syncs = 0;       ///< Times the host waited for the device to read a counter.
+  std::int64_t tile_visits = 0;      ///< Tile visits that found active nodes.
+  std::int64_t tile_iterations = 0;  ///< Local push/relabel iterations summed over those visits.
+  std::int64_t bfs_tile_visits = 0;  ///< BFS visits of tiles (tiles processed in BFS rounds).
+  double relabel_ms = 0;             ///< Time in global relabels (device time on the GPU).
+  double push_ms = 0;                ///< Time in push rounds (device time on the GPU).
+};
+
+/// The raw state of the engine (for step-by-step comparisons of the two engines).
+struct PushRelabelState {
+  std::vector<std::int64_t> x;   ///< Netted excess per node.
+  std::vector<std::int32_t> h;   ///< Height per node.
+  std::vector<std::uint32_t> r;  ///< Residual capacity per direction and node (direction-major).
+};
+
+/// The device-independent part of the grid push-relabel engines.
+class PushRelabelEngine : public MaxFlowEngine {
+ public:
+  explicit PushRelabelEngine(const PushRelabelTuning& tuning);
+  ~PushRelabelEngine() override;
+
+  std::string CannotSolve(const Topology& topology) const override;
+  void Solve(const StGraph& graph, Result* out) override;
+  bool SupportsResolve() const override { return true; }
+  void Resolve(const StGraph& graph, Result* out) override;
+
+  /// The tuning values in use.
+  const PushRelabelTuning& tuning() const { return tuning_; }
+  /// Replaces the tuning values (workspace is re-made at the next solve when tiles change).
+  void set_tuning(const PushRelabelTuning& tuning);
+  /// Counters of the last solve.
+  const PushRelabelStats& stats() const { return stats_; }
+  /// Time spent in the phases of a solve, in milliseconds (device time for the GPU).
+  struct PhaseTimes {
+    double upload_ms = 0, solve_ms = 0, download_ms = 0;
+  };
+  /// Phase times of the last solve or re-solve.
+  PhaseTimes LastPhaseTimes() { return Times(); }
+  /// Bytes of the workspace (device memory for cuda-pr) plus the host copies kept for re-solves.
+  std::size_t MemoryBytes() const override;
+  /// Copies the current state (after a solve or RunForTest) to the host.
+  virtual PushRelabelState DownloadState() = 0;
+  /// Uploads `graph` and runs the algorithm for at most `push_rounds` push rounds (with the
+  /// global relabels the schedule puts between them), leaving the state for DownloadState().
+  void RunForTest(const StGraph& graph, int push_rounds);
+
+ protected:
+  /// A change of one edge slot: new capacities in the slot's direction.
+  struct EdgeChange {
+    std::int64_t slot = 0;
+    std::int32_t cap = 0, rev_cap = 0;
+  };
+  /// A change of one node's netted terminal capacity (s - t).
+  struct NodeChange {
+    std::int64_t node = 0;
+    std::int64_t delta = 0;
+  };
+
+  // ---- The device-specific part ----
+  /// Makes the workspace for this layout (or keeps the one there when it fits).
+  virtual void Prepare(const pr::TileLayout& layout) = 0;
+  /// Where the host writes the initial netted excess (N values) before Upload().
+  virtual std::int64_t* HostExcessBuffer() = 0;
+  /// Uploads the excess from HostExcessBuffer() and the graph's edge capacities; builds residuals.
+  virtual void Upload(const StGraph& graph) = 0;
+  /// Applies capacity changes to the residual state (re-solve) and flags the tiles they touch.
+  virtual void ApplyChanges(const std::vector<NodeChange>& nodes, const std::vector<EdgeChange>& edges) = 0;
+  /// What one cycle found.
+  struct CycleResult {
+    std::int64_t active_nodes = 0;  ///< Active nodes after the global relabel (0: solved).
+    std::int64_t bfs_rounds = 0;    ///< BFS rounds until the fixpoint.
+  };
+  /// How a cycle's global relabel starts.
+  enum class Relabel {
+    kNone,         ///< No global relabel: push rounds from the tile flags and heights as they are.
+    kFull,         ///< From scratch: distance 1 at the sink's neighbours, inf elsewhere.
+    kIncremental,  ///< From the heights there, around the tiles changed since the last relabel.
+  };
+  /// One cycle: a global relabel (exact distances, dead nodes, tile flags, the cut, the active
+  /// nodes) and then, if any node is active, `push_rounds` push rounds (stopping after a round
+  /// without work); with Relabel::kNone only the push rounds (active_nodes is then not counted).
+  /// Adds to stats_ (launches, syncs, visits, phase times).
+  virtual CycleResult Cycle(int push_rounds, Relabel relabel) = 0;
+  /// Copies the cut of the last global relabel (1 = sink side) and returns the total residual
+  /// capacity left on the sink edges.
+  virtual std::int64_t Finish(std::vector<Label>* sink_side) = 0;
+  /// Times of the last solve's phases.
+  virtual PhaseTimes Times() = 0;
+  /// Bytes held by the workspace.
+  virtual std::size_t WorkspaceBytes() const = 0;
+
+  PushRelabelTuning tuning_;
+  PushRelabelStats stats_;
+  pr::TileLayout layout_;
+
+ private:
+  pr::TileLayout MakeLayout(const Topology& topology) const;
+  void PrepareHost(const StGraph& graph);
+  void RunLoop(Result* out, int max_push_rounds, bool resolve);
+
+  std::vector<std::int64_t> sink_caps_;  // t per node at the last solve (flow = sum t - residual)
+  std::int64_t sum_sink_caps_ = 0;
+  bool solved_ = false;
+};
+
+}  // namespace mrf

@@ -1,0 +1,1308 @@
+// Min-sum belief propagation on CUDA: the tiled schedule (a tile per block in shared memory, BP-M inside,
+// border messages in global memory, tile diagonals as a wavefront) and a plain synchronous schedule.
+// Results equal the TBB engine bit for bit (integer messages); docs/bp.md describes the schedule.
+#include <cooperative_groups.h>
+#include <cuda_pipeline.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backends/common/bp_engine.h"
+
+namespace cg = cooperative_groups;
+
+namespace mrf::bp {
+
+namespace {
+
+// ---- Error handling --------------------------------------------------------------------------------
+
+void Check(cudaError_t status, const char* what, const char* file, int line) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so that a CPU fallback starts clean
+  throw Error(std::string("cuda-bp: ") + what + " failed: " + cudaGetErrorName(status) + " (" +
+              cudaGetErrorString(status) + ") at " + file + ":" + std::to_string(line));
+}
+#define MRF_CUDA_CHECK(call) Check((call), #call, __FILE__, __LINE__)
+
+bool DebugSync() {
+#ifdef MRF_CUDA_DEBUG_SYNC
+  return true;
+#else
+  static const bool on = [] {
+    const char* v = std::getenv("MRF_CUDA_DEBUG_SYNC");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+#endif
+}
+
+// After every launch: the launch error, and with MRF_CUDA_DEBUG_SYNC the kernel's own error.
+void CheckLaunch(const char* kernel, cudaStream_t stream, bool capturing, const char* file, int line) {
+  Check(cudaGetLastError(), kernel, file, line);
+  if (DebugSync() && !capturing) Check(cudaStreamSynchronize(stream), kernel, file, line);
+}
+#define MRF_CHECK_LAUNCH(name, stream, capturing) CheckLaunch(name, stream, capturing, __FILE__, __LINE__)
+
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_) { o.ptr_ = nullptr, o.size_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  void Allocate(std::size_t count, const char* what) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = nullptr;
+    size_ = count;
+    if (count == 0) return;
+    const cudaError_t status = cudaMalloc(&ptr_, count * sizeof(T));
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      ptr_ = nullptr;
+      throw Error("cuda-bp: cannot allocate " + std::to_string((count * sizeof(T) + (1 << 20) - 1) >> 20) +
+                  " MiB of GPU memory for " + what + " (" + cudaGetErrorString(status) + ")");
+    }
+  }
+  void Upload(const std::vector<T>& host, cudaStream_t s) {
+    if (!host.empty())
+      MRF_CUDA_CHECK(cudaMemcpyAsync(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+  }
+  void Download(std::vector<T>& host, cudaStream_t s) const {
+    host.resize(size_);
+    if (size_) MRF_CUDA_CHECK(cudaMemcpyAsync(host.data(), ptr_, size_ * sizeof(T), cudaMemcpyDeviceToHost, s));
+  }
+  void Zero(cudaStream_t s) {
+    if (size_) MRF_CUDA_CHECK(cudaMemsetAsync(ptr_, 0, size_ * sizeof(T), s));
+  }
+  T* get() const { return ptr_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  T* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// ---- Vector access of C consecutive labels ---------------------------------------------------------
+
+template <int C>
+__device__ __forceinline__ void Load(Cost (&v)[C], const Cost* p) {
+  p = static_cast<const Cost*>(__builtin_assume_aligned(p, 4 * (C < 4 ? C : 4)));
+  if constexpr (C == 2) {
+    const int2 t = *reinterpret_cast<const int2*>(p);
+    v[0] = t.x, v[1] = t.y;
+  } else {
+#pragma unroll
+    for (int k = 0; k < C; k += 4) {
+      const int4 t = *reinterpret_cast<const int4*>(p + k);
+      v[k] = t.x, v[k + 1] = t.y, v[k + 2] = t.z, v[k + 3] = t.w;
+    }
+  }
+}
+
+template <int C>
+__device__ __forceinline__ void Store(Cost* p, const Cost (&v)[C]) {
+  p = static_cast<Cost*>(__builtin_assume_aligned(p, 4 * (C < 4 ? C : 4)));
+  if constexpr (C == 2) {
+    *reinterpret_cast<int2*>(p) = make_int2(v[0], v[1]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < C; k += 4) *reinterpret_cast<int4*>(p + k) = make_int4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+  }
+}
+
+// Loads C ints from global memory written by other blocks of the same kernel: L2 only (no stale L1).
+template <int C>
+__device__ __forceinline__ void LoadCoherent(Cost (&v)[C], const Cost* p) {
+  if constexpr (C == 2) {
+    const int2 t = __ldcg(reinterpret_cast<const int2*>(p));
+    v[0] = t.x, v[1] = t.y;
+  } else {
+#pragma unroll
+    for (int k = 0; k < C; k += 4) {
+      const int4 t = __ldcg(reinterpret_cast<const int4*>(p + k));
+      v[k] = t.x, v[k + 1] = t.y, v[k + 2] = t.z, v[k + 3] = t.w;
+    }
+  }
+}
+
+// ---- The tiled kernel ------------------------------------------------------------------------------
+
+struct TileParams {
+  const Cost* unary;        // N x Lp, padded labels hold 0
+  const Cost* scale_right;  // N
+  const Cost* scale_down;   // N
+  PairwiseParams pw;        // table points to device memory
+  int width, height, L, Lp, G;
+  int tile, tiles_x, tiles_y, row_stride, inner;
+  int envelope, window, scratch_per_chain;
+  int linear_window;  // truncated linear: window radius r (< 8) or -1 for the distance transform
+  Cost* border_right;  // border messages, Lp per message (layout of BorderMessages)
+  Cost* border_left;
+  Cost* border_down;
+  Cost* border_up;
+  Label* labels;
+  int* changed;
+};
+
+// Every lane of a warp runs every chain step (idle groups predicated), so warp primitives name the
+// whole warp: lanes with different masks in one warp would split it into separately issued groups.
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+__device__ __forceinline__ Cost GroupMin(Cost v, unsigned mask, int G) {
+  for (int offset = 1; offset < G; offset <<= 1) v = min(v, __shfl_xor_sync(mask, v, offset, G));
+  return v;
+}
+
+__device__ __forceinline__ Cost ClampedStep(Cost slope, int distance, Cost cap) {
+  return static_cast<Cost>(Min64(static_cast<std::int64_t>(slope) * distance, cap));
+}
+
+// One message of a chain, computed by the G lanes of a group, C labels each. `h` holds the sender's
+// sums (kInfiniteCost at padded labels); `out` receives the normalised message (padded labels: junk).
+// Equal to ComputeMessage() (bp_message.h), which the quadratic envelope calls directly. Idle groups
+// (`active` false, the same for all lanes of a group) take part in the warp's shuffles and barriers but
+// never touch their scratch.
+template <int C, int Kind>
+__device__ __forceinline__ void MessageStep(const TileParams& P, const int G, const int L, const Cost (&h)[C],
+                                            Cost scale, bool reverse, Cost (&out)[C], Cost* scratch, bool active,
+                                            int lane) {
+  constexpr unsigned mask = kFullWarp;
+  Cost mn = h[0];
+#pragma unroll
+  for (int c = 1; c < C; ++c) mn = min(mn, h[c]);
+  mn = GroupMin(mn, mask, G);
+  if constexpr (Kind == kTableMessage) {
+    if (active) {
+#pragma unroll
+      for (int c = 0; c < C; ++c) scratch[lane * C + c] = h[c] - mn;
+    }
+    __syncwarp(mask);
+    Cost lowest = kInfiniteCost;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const int b = lane * C + c;
+      out[c] = kInfiniteCost;
+      if (active && b < L) {
+        std::int64_t best = INT64_MAX;
+        for (int a = 0; a < L; ++a) {
+          const Cost d = reverse ? __ldg(&P.pw.table[b * L + a]) : __ldg(&P.pw.table[a * L + b]);
+          best = Min64(best, static_cast<std::int64_t>(scratch[a]) + static_cast<std::int64_t>(scale) * d);
+        }
+        out[c] = static_cast<Cost>(best);
+      }
+      lowest = min(lowest, out[c]);
+    }
+    lowest = GroupMin(lowest, mask, G);
+#pragma unroll
+    for (int c = 0; c < C; ++c) out[c] -= lowest;
+    __syncwarp(mask);  // the scratch is rewritten by the next step
+    return;
+  }
+  const Cost cap = MessageCap(P.pw, scale);
+#pragma unroll
+  for (int c = 0; c < C; ++c) out[c] = min(h[c] - mn, cap);
+  if constexpr (Kind == kPottsMessage) return;
+  // No early return when cap == 0 (a zero-weight edge, an idle group): the warp's shuffles below need
+  // every lane; with cap 0 every path below leaves the zeros unchanged.
+  if constexpr (Kind == kLinearMessage) {
+    const Cost slope = min(scale, cap);
+    const int r = P.linear_window;
+    if (r == 0) return;  // truncation 1: the clamped values are the message
+    if (r == 1) {        // truncation 2: each label looks at its two neighbours (the last lane's come by shuffle)
+      const Cost before = __shfl_up_sync(mask, out[C - 1], 1, G);
+      const Cost after = __shfl_down_sync(mask, out[0], 1, G);
+      Cost f[C];
+#pragma unroll
+      for (int c = 0; c < C; ++c) f[c] = out[c];
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        const Cost left = c > 0 ? f[c - 1] : (lane > 0 ? before : cap);
+        const Cost right = c + 1 < C ? f[c + 1] : (lane + 1 < G ? after : cap);
+        out[c] = min(f[c], min(left, right) + slope);
+      }
+      return;
+    }
+    if (r > 1) {  // a short window through the chain's scratch
+      if (active) {
+#pragma unroll
+        for (int c = 0; c < C; ++c) scratch[lane * C + c] = out[c];
+      }
+      __syncwarp(mask);
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        const int b = lane * C + c;
+        if (b >= L || !active) continue;
+        Cost best = out[c];
+        for (int d = 1; d <= r; ++d) {
+          if (b - d >= 0) best = min(best, scratch[b - d] + slope * d);
+          if (b + d < L) best = min(best, scratch[b + d] + slope * d);
+        }
+        out[c] = best;
+      }
+      __syncwarp(mask);
+      return;
+    }
+    // Forward: inside the lane, then a min-plus scan of lane tails across the group, then the carry.
+#pragma unroll
+    for (int c = 1; c < C; ++c) out[c] = min(out[c], out[c - 1] + slope);
+    Cost tail = out[C - 1];
+    for (int d = 1; d < G; d <<= 1) {
+      const Cost other = __shfl_up_sync(mask, tail, d, G);
+      if (lane >= d) tail = min(tail, other + ClampedStep(slope, C * d, cap));
+    }
+    Cost carry = __shfl_up_sync(mask, tail, 1, G);
+    if (lane >= 1) {
+      out[0] = min(out[0], carry + slope);
+#pragma unroll
+      for (int c = 1; c < C; ++c) out[c] = min(out[c], out[c - 1] + slope);
+    }
+    // Backward, mirrored.
+#pragma unroll
+    for (int c = C - 2; c >= 0; --c) out[c] = min(out[c], out[c + 1] + slope);
+    Cost head = out[0];
+    for (int d = 1; d < G; d <<= 1) {
+      const Cost other = __shfl_down_sync(mask, head, d, G);
+      if (lane + d < G) head = min(head, other + ClampedStep(slope, C * d, cap));
+    }
+    carry = __shfl_down_sync(mask, head, 1, G);
+    if (lane + 1 < G) {
+      out[C - 1] = min(out[C - 1], carry + slope);
+#pragma unroll
+      for (int c = C - 2; c >= 0; --c) out[c] = min(out[c], out[c + 1] + slope);
+    }
+    return;
+  }
+  if constexpr (Kind == kQuadraticMessage) {
+    const int Lp = P.Lp;
+    if (active) {
+#pragma unroll
+      for (int c = 0; c < C; ++c) scratch[lane * C + c] = out[c];
+    }
+    __syncwarp(mask);
+    if (!P.envelope) {
+      const int r = P.window;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        const int b = lane * C + c;
+        if (b >= L || !active) continue;
+        Cost best = out[c];
+        for (int d = 1; d <= r; ++d) {
+          const Cost step = static_cast<Cost>(static_cast<std::int64_t>(scale) * d * d);
+          if (b - d >= 0) best = min(best, scratch[b - d] + step);
+          if (b + d < L) best = min(best, scratch[b + d] + step);
+        }
+        out[c] = best;
+      }
+    } else {
+      if (active && lane == 0 && cap > 0)  // cap 0: scale 0, the message is the zeros already in out
+        QuadraticEnvelope(scratch, scratch + 3 * Lp, L, scale, cap, scratch + Lp, scratch + 2 * Lp);
+      __syncwarp(mask);
+      if (active && cap > 0) {
+#pragma unroll
+        for (int c = 0; c < C; ++c) out[c] = scratch[3 * Lp + lane * C + c];
+      }
+    }
+    __syncwarp(mask);
+  }
+}
+
+// One chain: `steps` messages along a tile row or column. The chain's own incoming messages live in
+// `own` (it carries the latest in registers), `o1` and `o2` hold the two crossing directions.
+struct Chain {
+  Cost* own;
+  const Cost* o1;
+  const Cost* o2;
+  int offset, stride;          // first pixel and step between pixels, in ints of the tile arrays
+  int length, steps;           // pixels of the tile line; messages to send (length or length - 1)
+  const Cost* scale;           // scale of the first message, in shared memory
+  int scale_stride;
+  bool reverse;                // receiver is the edge's first node
+  Cost* border;                // where the message leaving the tile goes (when steps == length)
+};
+
+// Every group of the block runs `trips` steps (the tile's line length, the same for all groups) so
+// that warps stay converged; a group works only while it has a chain and a message left to send.
+template <int C, int Kind>
+__device__ __forceinline__ void RunChain(const TileParams& P, const int G, const int L, const Cost* unary,
+                                         const Chain& ch, bool has_chain, int trips, bool write_border,
+                                         Cost* scratch, int lane) {
+  const int first = lane * C;
+  Cost m[C], d[C], a[C], b[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) m[c] = d[c] = a[c] = b[c] = 0;
+  if (has_chain) Load<C>(m, ch.own + ch.offset + first);
+  int offset = ch.offset;
+  const Cost* scale = ch.scale;
+  if (has_chain && ch.steps > 0) {
+    Load<C>(d, unary + offset + first);
+    Load<C>(a, ch.o1 + offset + first);
+    Load<C>(b, ch.o2 + offset + first);
+  }
+  for (int i = 0; i < trips; ++i) {
+    const bool active = has_chain && i < ch.steps;
+    Cost h[C], out[C];
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const Cost base = d[c] + a[c] + b[c];  // independent of the chain: off the critical path
+      h[c] = !active ? 0 : first + c < L ? base + m[c] : kInfiniteCost;
+    }
+    const Cost s = active ? *scale : 0;
+    // The next pixel's inputs do not depend on this message (other arrays): load them now.
+    if (active && i + 1 < ch.steps) {
+      const int next = offset + ch.stride + first;
+      Load<C>(d, unary + next);
+      Load<C>(a, ch.o1 + next);
+      Load<C>(b, ch.o2 + next);
+    }
+    MessageStep<C, Kind>(P, G, L, h, s, ch.reverse, out, scratch, active, lane);
+    if (active) {
+      if (i + 1 < ch.length) {
+        Store<C>(ch.own + offset + ch.stride + first, out);
+#pragma unroll
+        for (int c = 0; c < C; ++c) m[c] = out[c];
+      } else if (write_border) {
+        bool differs = false;
+#pragma unroll
+        for (int c = 0; c < C; ++c)
+          if (first + c < L) {
+            differs |= __ldcg(ch.border + first + c) != out[c];
+            __stcg(ch.border + first + c, out[c]);
+          }
+        if (differs) *P.changed = 1;
+      }
+    }
+    offset += ch.stride;
+    scale += ch.scale_stride;
+  }
+}
+
+// Starts the asynchronous copies of a tile's unary costs and edge scales into shared memory (they do not
+// depend on other tiles, so a block may issue them before waiting for the previous diagonal).
+template <int C>
+__device__ void IssueTileLoads(const TileParams& P, Cost* smem, int tx, int ty) {
+  const int T = P.tile, W = P.width, H = P.height, Lp = P.Lp, rs = P.row_stride;
+  const int x0 = tx * T, y0 = ty * T, tw = min(T, W - x0), th = min(T, H - y0);
+  Cost* unary = smem;
+  Cost* sr = smem + 5 * T * rs;
+  Cost* sd = sr + T * (T + 1);
+  constexpr int kUnit = C >= 4 ? 4 : 2;  // ints per copy: 16 or 8 bytes, aligned since Lp is a multiple of C
+  const int units = Lp / kUnit;
+  for (int i = threadIdx.x; i < tw * th * units; i += blockDim.x) {
+    const int pixel = i / units, k = (i - pixel * units) * kUnit;
+    const int y = pixel / tw, x = pixel - y * tw;
+    __pipeline_memcpy_async(unary + y * rs + x * Lp + k,
+                            P.unary + (static_cast<std::size_t>(y0 + y) * W + x0 + x) * Lp + k, kUnit * sizeof(Cost));
+  }
+  for (int i = threadIdx.x; i < th * (tw + 1); i += blockDim.x) {
+    const int y = i / (tw + 1), x = i - y * (tw + 1) - 1;
+    Cost* dst = sr + y * (T + 1) + x + 1;
+    if (x0 + x >= 0)
+      __pipeline_memcpy_async(dst, P.scale_right + static_cast<std::size_t>(y0 + y) * W + x0 + x, sizeof(Cost));
+    else
+      *dst = 0;
+  }
+  for (int i = threadIdx.x; i < (th + 1) * tw; i += blockDim.x) {
+    const int y = i / tw - 1, x = i - (y + 1) * tw;
+    Cost* dst = sd + (y + 1) * T + x;
+    if (y0 + y >= 0)
+      __pipeline_memcpy_async(dst, P.scale_down + static_cast<std::size_t>(y0 + y) * W + x0 + x, sizeof(Cost));
+    else
+      *dst = 0;
+  }
+  __pipeline_commit();
+}
+
+// One visit of tile (tx, ty) by the whole block: load, inner BP-M iterations, borders out, labels.
+template <int C, int Kind>
+__device__ void VisitTile(const TileParams& P, Cost* smem, int tx, int ty, bool write_labels, bool loads_issued) {
+  const int T = P.tile, W = P.width, H = P.height, Lp = P.Lp, L = P.L, rs = P.row_stride;
+  const int x0 = tx * T, y0 = ty * T, tw = min(T, W - x0), th = min(T, H - y0);
+  const int area = T * rs;
+  Cost* unary = smem;
+  Cost* fl = smem + area;  // messages into a tile pixel from the left, right, above, below
+  Cost* fr = fl + area;
+  Cost* fu = fr + area;
+  Cost* fd = fu + area;
+  Cost* sr = fd + area;           // sr[y (T + 1) + x + 1]: scale of the edge (x, y) -> (x + 1, y), x >= -1
+  Cost* sd = sr + T * (T + 1);    // sd[(y + 1) T + x]: scale of the edge (x, y) -> (x, y + 1), y >= -1
+  Cost* chain_scratch = sd + T * (T + 1);
+  const bool has_left = tx > 0, has_right = tx + 1 < P.tiles_x, has_up = ty > 0, has_down = ty + 1 < P.tiles_y;
+
+  // 1. Unary costs and scales arrive by asynchronous copies (issued here or before the last barrier).
+  // Inner messages start at 0; messages entering the tile come from the neighbours' last visits.
+  // Chains write every inner message from the left / right before it is read, so only the entering
+  // column of those is set; the vertical arrays are read first and set entirely.
+  if (!loads_issued) IssueTileLoads<C>(P, smem, tx, ty);
+  const int chunks = Lp / C, items = tw * th * chunks;
+  for (int i = threadIdx.x; i < items; i += blockDim.x) {
+    const int pixel = i / chunks, label = (i - pixel * chunks) * C;
+    const int y = pixel / tw, x = pixel - y * tw;
+    const int s = y * rs + x * Lp + label;
+    Cost up[C], down[C];
+#pragma unroll
+    for (int c = 0; c < C; ++c) up[c] = down[c] = 0;
+    if (y == 0 && has_up)
+      LoadCoherent<C>(up, P.border_down + (static_cast<std::size_t>(ty - 1) * W + x0 + x) * Lp + label);
+    if (y == th - 1 && has_down)
+      LoadCoherent<C>(down, P.border_up + (static_cast<std::size_t>(ty) * W + x0 + x) * Lp + label);
+    Store<C>(fu + s, up);
+    Store<C>(fd + s, down);
+  }
+  for (int i = threadIdx.x; i < 2 * th * chunks; i += blockDim.x) {
+    const bool left_column = i < th * chunks;
+    const int j = left_column ? i : i - th * chunks;
+    const int y = j / chunks, label = (j - y * chunks) * C;
+    Cost v[C];
+#pragma unroll
+    for (int c = 0; c < C; ++c) v[c] = 0;
+    if (left_column) {
+      if (has_left) LoadCoherent<C>(v, P.border_right + (static_cast<std::size_t>(tx - 1) * H + y0 + y) * Lp + label);
+      Store<C>(fl + y * rs + label, v);
+    } else {
+      if (has_right) LoadCoherent<C>(v, P.border_left + (static_cast<std::size_t>(tx) * H + y0 + y) * Lp + label);
+      Store<C>(fr + y * rs + (tw - 1) * Lp + label, v);
+    }
+  }
+  __pipeline_wait_prior(0);
+  __syncthreads();
+
+  // 2. Inner iterations: right and left chains (independent), then down and up chains. Every group of
+  // the block enters both phases (see RunChain); groups beyond the tile's lines stay idle.
+  const int G = P.G, group = threadIdx.x / G, lane = threadIdx.x % G;
+  Cost* scratch = chain_scratch + min(group, 2 * T - 1) * P.scratch_per_chain;  // idle groups never use it
+  for (int it = 0; it < P.inner; ++it) {
+    const bool last = it + 1 == P.inner;
+    {
+      const bool has_chain = group < 2 * th, right = group < th;
+      const int y = right ? group : has_chain ? group - th : 0;
+      Chain ch;
+      ch.o1 = fu;
+      ch.o2 = fd;
+      ch.length = tw;
+      ch.stride = right ? Lp : -Lp;
+      ch.scale_stride = right ? 1 : -1;
+      ch.reverse = !right;
+      if (right) {
+        ch.own = fl;
+        ch.offset = y * rs;
+        ch.steps = x0 + tw < W ? tw : tw - 1;
+        ch.scale = sr + y * (T + 1) + 1;
+        ch.border = P.border_right + (static_cast<std::size_t>(tx) * H + y0 + y) * Lp;
+      } else {
+        ch.own = fr;
+        ch.offset = y * rs + (tw - 1) * Lp;
+        ch.steps = x0 > 0 ? tw : tw - 1;
+        ch.scale = sr + y * (T + 1) + tw - 1;
+        ch.border = has_left ? P.border_left + (static_cast<std::size_t>(tx - 1) * H + y0 + y) * Lp : nullptr;
+      }
+      RunChain<C, Kind>(P, G, L, unary, ch, has_chain, tw, last, scratch, lane);
+    }
+    __syncthreads();
+    {
+      const bool has_chain = group < 2 * tw, down = group < tw;
+      const int x = down ? group : has_chain ? group - tw : 0;
+      Chain ch;
+      ch.o1 = fl;
+      ch.o2 = fr;
+      ch.length = th;
+      ch.stride = down ? rs : -rs;
+      ch.scale_stride = down ? T : -T;
+      ch.reverse = !down;
+      if (down) {
+        ch.own = fu;
+        ch.offset = x * Lp;
+        ch.steps = y0 + th < H ? th : th - 1;
+        ch.scale = sd + T + x;
+        ch.border = P.border_down + (static_cast<std::size_t>(ty) * W + x0 + x) * Lp;
+      } else {
+        ch.own = fd;
+        ch.offset = (th - 1) * rs + x * Lp;
+        ch.steps = y0 > 0 ? th : th - 1;
+        ch.scale = sd + (th - 1) * T + x;
+        ch.border = has_up ? P.border_up + (static_cast<std::size_t>(ty - 1) * W + x0 + x) * Lp : nullptr;
+      }
+      RunChain<C, Kind>(P, G, L, unary, ch, has_chain, th, last, scratch, lane);
+    }
+    __syncthreads();
+  }
+
+  // 3. Labels: the least belief, ties to the smallest label (all groups loop the same number of times).
+  if (write_labels) {
+    const int groups = blockDim.x / G;
+    for (int base = 0; base < tw * th; base += groups) {
+      const int pixel = base + group;
+      const bool active = pixel < tw * th;
+      const int y = active ? pixel / tw : 0, x = active ? pixel - y * tw : 0;
+      const int s = y * rs + x * Lp + lane * C;
+      Cost best = kInfiniteCost;
+      int best_label = L;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        const int l = lane * C + c;
+        if (active && l < L) {
+          const Cost v = unary[s + c] + fl[s + c] + fr[s + c] + fu[s + c] + fd[s + c];
+          if (v < best) best = v, best_label = l;
+        }
+      }
+      for (int offset = 1; offset < G; offset <<= 1) {
+        const Cost v = __shfl_xor_sync(kFullWarp, best, offset, G);
+        const int l = __shfl_xor_sync(kFullWarp, best_label, offset, G);
+        if (v < best || (v == best && l < best_label)) best = v, best_label = l;
+      }
+      if (active && lane == 0) P.labels[static_cast<std::size_t>(y0 + y) * W + x0 + x] = best_label;
+    }
+  }
+  __syncthreads();  // the shared arrays are reused by the block's next tile
+}
+
+__device__ __forceinline__ void DiagonalRange(const TileParams& P, int d, int* begin, int* end) {
+  *begin = max(0, d - (P.tiles_y - 1));
+  *end = min(d, P.tiles_x - 1) + 1;
+}
+
+template <int C, int Kind>
+__global__ void __launch_bounds__(kMaxTileThreads, 1) TileDiagonalKernel(TileParams P, int diagonal, int write_labels) {
+  extern __shared__ int4 shared_words[];
+  Cost* smem = reinterpret_cast<Cost*>(shared_words);
+  int begin, end;
+  DiagonalRange(P, diagonal, &begin, &end);
+  for (int tx = begin + blockIdx.x; tx < end; tx += gridDim.x)
+    VisitTile<C, Kind>(P, smem, tx, diagonal - tx, write_labels, false);
+}
+
+// One outer iteration in one launch: a grid barrier between diagonals (all blocks are resident).
+template <int C, int Kind>
+__global__ void __launch_bounds__(kMaxTileThreads, 1) TileCooperativeKernel(TileParams P) {
+  extern __shared__ int4 shared_words[];
+  Cost* smem = reinterpret_cast<Cost*>(shared_words);
+  cg::grid_group grid = cg::this_grid();
+  const int diagonals = P.tiles_x + P.tiles_y - 1;
+  bool prefetched = false;
+  for (int step = 0; step < 2 * diagonals; ++step) {  // forward sweep, then reverse sweep
+    const int d = step < diagonals ? step : 2 * diagonals - 1 - step;
+    int begin, end;
+    DiagonalRange(P, d, &begin, &end);
+    for (int tx = begin + blockIdx.x; tx < end; tx += gridDim.x) {
+      VisitTile<C, Kind>(P, smem, tx, d - tx, step >= diagonals, prefetched);
+      prefetched = false;
+      // This block's next tile: its unary costs and scales load while the grid waits at the barrier.
+      int next_tx = tx + static_cast<int>(gridDim.x), next_d = d;
+      if (next_tx >= end && step + 1 < 2 * diagonals) {
+        next_d = step + 1 < diagonals ? step + 1 : 2 * diagonals - 2 - step;
+        int next_begin, next_end;
+        DiagonalRange(P, next_d, &next_begin, &next_end);
+        const int candidate = next_begin + static_cast<int>(blockIdx.x);
+        next_tx = candidate < next_end ? candidate : -1;
+      } else if (next_tx >= end) {
+        next_tx = -1;
+      }
+      if (next_tx >= 0) {
+        IssueTileLoads<C>(P, smem, next_tx, next_d - next_tx);
+        prefetched = true;
+      }
+    }
+    grid.sync();
+  }
+}
+
+// ---- Synchronous schedule, labels, energy, coarse-to-fine -------------------------------------------
+
+struct GridParams {
+  const Cost* unary;  // N x Lp
+  const Cost* scale_right;
+  const Cost* scale_down;
+  PairwiseParams pw;
+  int width, height, L, Lp;
+  int scratch_stride;  // ints of message scratch per thread (MessageScratchNeeded)
+};
+
+// Messages by receiver, N x Lp each: 0 from the left, 1 from the right, 2 from above, 3 from below.
+struct Messages {
+  Cost* m[4];
+};
+
+// One thread per (node, direction): every message from the previous iteration's messages.
+__global__ void SyncKernel(GridParams P, Messages old_m, Messages new_m, Cost* hbuf, int* scratch, int* changed) {
+  const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t n = static_cast<std::int64_t>(P.width) * P.height;
+  if (t >= 4 * n) return;
+  const int dir = static_cast<int>(t % 4);
+  const int node = static_cast<int>(t / 4), x = node % P.width, y = node / P.width;
+  int target, from, scale_node;
+  bool reverse;
+  switch (dir) {
+    case 0: if (x + 1 >= P.width) return; target = node + 1; from = 0; scale_node = node; reverse = false; break;
+    case 1: if (x == 0) return; target = node - 1; from = 1; scale_node = node - 1; reverse = true; break;
+    case 2: if (y + 1 >= P.height) return; target = node + P.width; from = 2; scale_node = node; reverse = false; break;
+    default: if (y == 0) return; target = node - P.width; from = 3; scale_node = node - P.width; reverse = true; break;
+  }
+  // h excludes the message from the receiver: sending right excludes "from the right", and so on.
+  const int exclude = from ^ 1;
+  const std::size_t base = static_cast<std::size_t>(node) * P.Lp;
+  Cost* h = hbuf + t * P.Lp;
+  for (int l = 0; l < P.L; ++l) {
+    Cost v = P.unary[base + l];
+    for (int k = 0; k < 4; ++k)
+      if (k != exclude) v += old_m.m[k][base + l];
+    h[l] = v;
+  }
+  const Cost scale = dir < 2 ? P.scale_right[scale_node] : P.scale_down[scale_node];
+  Cost* out = new_m.m[from] + static_cast<std::size_t>(target) * P.Lp;
+  ComputeMessage(P.pw, scale, reverse, h, out, scratch ? scratch + t * P.scratch_stride : nullptr);
+  const Cost* before = old_m.m[from] + static_cast<std::size_t>(target) * P.Lp;
+  for (int l = 0; l < P.L; ++l)
+    if (out[l] != before[l]) {
+      *changed = 1;
+      break;
+    }
+}
+
+__global__ void GridLabelsKernel(GridParams P, Messages m, Label* labels) {
+  const int node = blockIdx.x * blockDim.x + threadIdx.x;
+  if (node >= P.width * P.height) return;
+  const std::size_t base = static_cast<std::size_t>(node) * P.Lp;
+  Cost best = kInfiniteCost;
+  int best_label = 0;
+  for (int l = 0; l < P.L; ++l) {
+    const Cost v = P.unary[base + l] + m.m[0][base + l] + m.m[1][base + l] + m.m[2][base + l] + m.m[3][base + l];
+    if (v < best) best = v, best_label = l;
+  }
+  labels[node] = best_label;
+}
+
+// Sum of shifted unary and pairwise terms (the offset is added on the host): the reference evaluator's
+// arithmetic, exact in 64 bits (unsigned wrap-around adds signed values correctly).
+__global__ void EnergyKernel(GridParams P, const Label* labels, unsigned long long* sum) {
+  const int node = blockIdx.x * blockDim.x + threadIdx.x;
+  std::int64_t e = 0;
+  if (node < P.width * P.height) {
+    const int x = node % P.width, y = node / P.width, a = labels[node];
+    e = P.unary[static_cast<std::size_t>(node) * P.Lp + a];
+    if (x + 1 < P.width) e += PairwiseCost(P.pw, P.scale_right[node], a, labels[node + 1]);
+    if (y + 1 < P.height) e += PairwiseCost(P.pw, P.scale_down[node], a, labels[node + P.width]);
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) e += __shfl_xor_sync(0xffffffffu, e, offset);
+  if ((threadIdx.x & 31) == 0 && e != 0) atomicAdd(sum, static_cast<unsigned long long>(e));
+}
+
+// A fine node receives from each direction what its coarse parent receives (0 where it has no
+// neighbour in that direction).
+__global__ void UpsampleKernel(Messages coarse, int coarse_width, Messages fine, int width, int height, int L, int Lp) {
+  const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= static_cast<std::int64_t>(width) * height * L) return;
+  const int l = static_cast<int>(t % L);
+  const int node = static_cast<int>(t / L), x = node % width, y = node / width;
+  const std::size_t dst = static_cast<std::size_t>(node) * Lp + l;
+  const std::size_t src = (static_cast<std::size_t>(y / 2) * coarse_width + x / 2) * Lp + l;
+  fine.m[0][dst] = x > 0 ? coarse.m[0][src] : 0;
+  fine.m[1][dst] = x + 1 < width ? coarse.m[1][src] : 0;
+  fine.m[2][dst] = y > 0 ? coarse.m[2][src] : 0;
+  fine.m[3][dst] = y + 1 < height ? coarse.m[3][src] : 0;
+}
+
+// Tiled start of coarse-to-fine: each border message is what the receiver's coarse parent receives.
+__global__ void BordersFromCoarseKernel(Messages coarse, int coarse_width, TileParams P) {
+  const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const int L = P.L, Lp = P.Lp, W = P.width, H = P.height, T = P.tile;
+  const std::int64_t vertical = static_cast<std::int64_t>(P.tiles_x - 1) * H * L;
+  const std::int64_t horizontal = static_cast<std::int64_t>(P.tiles_y - 1) * W * L;
+  auto parent = [&](int x, int y) { return (static_cast<std::size_t>(y / 2) * coarse_width + x / 2) * Lp; };
+  if (t < vertical) {
+    const int l = static_cast<int>(t % L);
+    const std::int64_t slot = t / L;
+    const int border = static_cast<int>(slot / H) + 1, y = static_cast<int>(slot % H);
+    P.border_right[slot * Lp + l] = coarse.m[0][parent(border * T, y) + l];
+    P.border_left[slot * Lp + l] = coarse.m[1][parent(border * T - 1, y) + l];
+  } else if (t < vertical + horizontal) {
+    const std::int64_t u = t - vertical;
+    const int l = static_cast<int>(u % L);
+    const std::int64_t slot = u / L;
+    const int border = static_cast<int>(slot / W) + 1, x = static_cast<int>(slot % W);
+    P.border_down[slot * Lp + l] = coarse.m[2][parent(x, border * T) + l];
+    P.border_up[slot * Lp + l] = coarse.m[3][parent(x, border * T - 1) + l];
+  }
+}
+
+// ---- Kernel selection ------------------------------------------------------------------------------
+
+using DiagonalKernel = void (*)(TileParams, int, int);
+using CooperativeKernel = void (*)(TileParams);
+
+template <int C>
+void PickKernels(int kind, DiagonalKernel* d, CooperativeKernel* c) {
+  switch (kind) {
+    case kPottsMessage: *d = TileDiagonalKernel<C, kPottsMessage>, *c = TileCooperativeKernel<C, kPottsMessage>; break;
+    case kLinearMessage: *d = TileDiagonalKernel<C, kLinearMessage>, *c = TileCooperativeKernel<C, kLinearMessage>; break;
+    case kQuadraticMessage:
+      *d = TileDiagonalKernel<C, kQuadraticMessage>, *c = TileCooperativeKernel<C, kQuadraticMessage>;
+      break;
+    default: *d = TileDiagonalKernel<C, kTableMessage>, *c = TileCooperativeKernel<C, kTableMessage>; break;
+  }
+}
+
+unsigned Blocks(std::int64_t threads, int per_block) {
+  return static_cast<unsigned>((threads + per_block - 1) / per_block);
+}
+
+// One problem (the fine one or a coarse level) on the device, with synchronous-schedule buffers.
+struct Level {
+  int width = 0, height = 0;
+  Energy unary_offset = 0;
+  DeviceBuffer<Cost> unary, scale_right, scale_down;
+  DeviceBuffer<Cost> messages[2][4];  // two generations for the synchronous schedule
+  DeviceBuffer<Cost> hbuf;
+  DeviceBuffer<int> scratch;
+  int current = 0;  // which generation holds the latest messages
+
+  std::size_t nodes() const { return static_cast<std::size_t>(width) * height; }
+  Messages Get(int generation) const {
+    return Messages{{messages[generation][0].get(), messages[generation][1].get(), messages[generation][2].get(),
+                     messages[generation][3].get()}};
+  }
+};
+
+}  // namespace
+
+// ---- The runner -----------------------------------------------------------------------------------
+
+struct CudaRunner::Impl {
+  Problem problem;  // the fine problem (host copy: energies, sizes)
+  Config config;
+  CudaTuning tuning;
+  int C = 4, Lp = 0, G = 1, tile = 0, threads = 0, window = 0, scratch_stride = 0;
+  bool envelope = false;
+  std::size_t shared_bytes = 0;
+  std::string note;  // e.g. a tile reduced to fit shared memory
+  CudaLaunch launch = CudaLaunch::kPerDiagonal;
+  PairwiseParams pw{};
+  DeviceBuffer<Cost> table;
+  std::vector<Level> levels;  // [0] fine, then coarser
+  TileGrid grid;
+  DeviceBuffer<Cost> borders[4];
+  DeviceBuffer<Label> labels, best_labels;
+  DeviceBuffer<unsigned long long> energy_sum;
+  DeviceBuffer<int> changed;
+  unsigned long long* host_energy = nullptr;  // pinned
+  int* host_changed = nullptr;                // pinned
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaGraphExec_t graph = nullptr;
+  DiagonalKernel diagonal_kernel = nullptr;
+  CooperativeKernel cooperative_kernel = nullptr;
+  int cooperative_blocks = 0;
+  bool capturing = false;
+
+  ~Impl() {
+    if (graph) cudaGraphExecDestroy(graph);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (stream) cudaStreamDestroy(stream);
+    if (host_energy) cudaFreeHost(host_energy);
+    if (host_changed) cudaFreeHost(host_changed);
+  }
+
+  GridParams Params(const Level& level) const {
+    return GridParams{level.unary.get(), level.scale_right.get(), level.scale_down.get(), pw,
+                      level.width, level.height, problem.num_labels, Lp, scratch_stride};
+  }
+
+  TileParams Tiles() const {
+    TileParams P{};
+    const Level& f = levels[0];
+    P.unary = f.unary.get();
+    P.scale_right = f.scale_right.get();
+    P.scale_down = f.scale_down.get();
+    P.pw = pw;
+    P.width = f.width;
+    P.height = f.height;
+    P.L = problem.num_labels;
+    P.Lp = Lp;
+    P.G = G;
+    P.tile = tile;
+    P.tiles_x = grid.tiles_x;
+    P.tiles_y = grid.tiles_y;
+    P.row_stride = TileRowStride(tile, Lp);
+    P.inner = config.inner_iterations;
+    P.envelope = envelope;
+    P.window = window;
+    P.scratch_per_chain = problem.kind == kTableMessage || problem.kind == kLinearMessage
+                              ? Lp
+                              : problem.kind == kQuadraticMessage ? (envelope ? 4 * Lp : Lp) : 0;
+    P.linear_window = UseLinearWindow(pw) ? LinearWindow(problem.truncation, problem.num_labels) : -1;
+    P.border_right = borders[0].get();
+    P.border_left = borders[1].get();
+    P.border_down = borders[2].get();
+    P.border_up = borders[3].get();
+    P.labels = labels.get();
+    P.changed = changed.get();
+    return P;
+  }
+
+  void UploadLevel(Level& level, const Problem& p) {
+    level.width = p.width;
+    level.height = p.height;
+    level.unary_offset = p.unary_offset;
+    const std::size_t n = level.nodes();
+    const int L = p.num_labels;
+    std::vector<Cost> padded(n * Lp, 0);
+    for (std::size_t node = 0; node < n; ++node)
+      std::copy_n(&p.unary[node * L], L, &padded[node * Lp]);
+    level.unary.Allocate(n * Lp, "unary costs");
+    level.unary.Upload(padded, stream);
+    level.scale_right.Allocate(n, "edge scales");
+    level.scale_right.Upload(p.scale_right, stream);
+    level.scale_down.Allocate(n, "edge scales");
+    level.scale_down.Upload(p.scale_down, stream);
+    MRF_CUDA_CHECK(cudaStreamSynchronize(stream));  // `padded` is freed on return
+  }
+
+  void AllocateSync(Level& level) {
+    const std::size_t n = level.nodes();
+    for (auto& generation : level.messages)
+      for (auto& m : generation) m.Allocate(n * Lp, "BP messages");
+    level.hbuf.Allocate(4 * n * Lp, "BP message sums");
+    scratch_stride = MessageScratchNeeded(problem.params());
+    if (scratch_stride > 0) level.scratch.Allocate(4 * n * scratch_stride, "message scratch");
+  }
+
+  void Setup(const Problem& p, const Config& c, const CudaTuning& t) {
+    problem = p;
+    config = c;
+    tuning = t;
+    CheckConfig(p, c);
+    if (c.schedule == Schedule::kBpm)
+      throw Error("cuda-bp runs the tiled and sync schedules; bpm runs on the CPU (tbb-bp)");
+    const int L = p.num_labels;
+    C = t.labels_per_lane ? t.labels_per_lane : DefaultLabelsPerLane(L);
+    if (C != 2 && C != 4 && C != 8 && C != 16)
+      throw Error("cuda-bp: labels per lane must be 2, 4, 8 or 16 (got " + std::to_string(C) + ")");
+    Lp = PaddedLabels(L, C);
+    if (Lp == 0)
+      throw Error("cuda-bp takes at most " + std::to_string(32 * C) + " labels with " + std::to_string(C) +
+                  " labels per lane (got " + std::to_string(L) + "); use tbb-bp for more");
+    G = Lp / C;
+    pw = p.params();
+    envelope = p.kind == kQuadraticMessage && !UseQuadraticWindow(pw);
+    window = p.kind == kQuadraticMessage ? QuadraticWindow(p.truncation, L) : 0;
+
+    MRF_CUDA_CHECK(cudaSetDevice(0));
+    MRF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    MRF_CUDA_CHECK(cudaEventCreate(&start));
+    MRF_CUDA_CHECK(cudaEventCreate(&stop));
+    MRF_CUDA_CHECK(cudaMallocHost(&host_energy, sizeof(unsigned long long)));
+    MRF_CUDA_CHECK(cudaMallocHost(&host_changed, sizeof(int)));
+
+    if (c.schedule == Schedule::kTiled) ChooseTile();
+
+    MRF_CUDA_CHECK(cudaEventRecord(start, stream));
+    if (!p.table.empty()) {
+      table.Allocate(p.table.size(), "pairwise table");
+      table.Upload(p.table, stream);
+      pw.table = table.get();
+    }
+    levels.resize(1);
+    UploadLevel(levels[0], p);
+    if (c.coarse_to_fine) {
+      std::vector<Problem> coarse = CoarseLevels(p);
+      levels.resize(1 + coarse.size());
+      for (std::size_t i = 0; i < coarse.size(); ++i) {
+        UploadLevel(levels[i + 1], coarse[i]);
+        AllocateSync(levels[i + 1]);
+      }
+    }
+    if (c.schedule == Schedule::kSync) AllocateSync(levels[0]);
+    const std::size_t n = levels[0].nodes();
+    labels.Allocate(n, "labels");
+    best_labels.Allocate(n, "labels");
+    labels.Zero(stream);
+    energy_sum.Allocate(1, "energy");
+    changed.Allocate(1, "flags");
+    if (c.schedule == Schedule::kTiled) {
+      grid = TileGrid::Make(p.width, p.height, tile);
+      const std::size_t vertical = static_cast<std::size_t>(grid.tiles_x - 1) * p.height * Lp;
+      const std::size_t horizontal = static_cast<std::size_t>(grid.tiles_y - 1) * p.width * Lp;
+      borders[0].Allocate(vertical, "border messages");
+      borders[1].Allocate(vertical, "border messages");
+      borders[2].Allocate(horizontal, "border messages");
+      borders[3].Allocate(horizontal, "border messages");
+      ChooseLaunch();
+    }
+    MRF_CUDA_CHECK(cudaEventRecord(stop, stream));
+    MRF_CUDA_CHECK(cudaEventSynchronize(stop));
+  }
+
+  void ChooseTile() {
+    const int L = problem.num_labels;
+    const std::size_t limit = CudaMaxSharedBytesPerBlock();
+    auto fits = [&](int t) {
+      return TileSharedBytes(t, Lp, problem.kind, envelope) <= limit && 2 * t * G <= kMaxTileThreads;
+    };
+    if (config.tile_size > 0) {
+      tile = config.tile_size;
+      if (!fits(tile)) {
+        int largest = 0;
+        for (int t = 1; t <= tile; ++t)
+          if (fits(t)) largest = t;
+        throw Error("cuda-bp: a tile of side " + std::to_string(tile) + " for " + std::to_string(L) + " labels needs " +
+                    std::to_string(TileSharedBytes(tile, Lp, problem.kind, envelope)) + " bytes of shared memory and " +
+                    std::to_string(2 * tile * G) + " threads; this GPU allows " + std::to_string(limit) + " bytes and " +
+                    std::to_string(kMaxTileThreads) + " threads per block: use a tile size of at most " +
+                    std::to_string(largest));
+      }
+    } else {
+      tile = AutoTileSize(L, problem.kind);
+      const int wanted = tile;
+      while (tile > 1 && !fits(tile)) --tile;
+      if (!fits(tile))
+        throw Error("cuda-bp: " + std::to_string(L) + " labels do not fit one pixel per tile in " +
+                    std::to_string(limit) + " bytes of shared memory");
+      if (tile != wanted)
+        note = "tile reduced from " + std::to_string(wanted) + " to " + std::to_string(tile) +
+               " to fit this GPU's shared memory (the CPU's automatic tile differs: give --tile-size to compare)";
+    }
+    threads = (2 * tile * G + 31) / 32 * 32;  // whole warps: every lane takes part in the warp shuffles
+    shared_bytes = TileSharedBytes(tile, Lp, problem.kind, envelope);
+    switch (C) {
+      case 2: PickKernels<2>(problem.kind, &diagonal_kernel, &cooperative_kernel); break;
+      case 4: PickKernels<4>(problem.kind, &diagonal_kernel, &cooperative_kernel); break;
+      case 8: PickKernels<8>(problem.kind, &diagonal_kernel, &cooperative_kernel); break;
+      default: PickKernels<16>(problem.kind, &diagonal_kernel, &cooperative_kernel); break;
+    }
+    MRF_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(diagonal_kernel),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+    MRF_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(cooperative_kernel),
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+  }
+
+  void ChooseLaunch() {
+    int cooperative = 0, sms = 0, per_sm = 0;
+    MRF_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, 0));
+    MRF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    MRF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cooperative_kernel, threads, shared_bytes));
+    const int widest = std::min(grid.tiles_x, grid.tiles_y);
+    cooperative_blocks = std::min(widest, per_sm * sms);
+    launch = tuning.launch;
+    if (launch == CudaLaunch::kAuto) launch = CudaLaunch::kGraph;  // measured fastest (docs/bp.md)
+    if (launch == CudaLaunch::kCooperative && (!cooperative || cooperative_blocks < 1))
+      throw Error("cuda-bp: this GPU cannot run the cooperative launch (use diagonal or graph)");
+  }
+
+  void LaunchDiagonal(int d, bool write_labels) {
+    int begin = std::max(0, d - (grid.tiles_y - 1)), end = std::min(d, grid.tiles_x - 1) + 1;
+    diagonal_kernel<<<end - begin, threads, shared_bytes, stream>>>(Tiles(), d, write_labels ? 1 : 0);
+    MRF_CHECK_LAUNCH("tile diagonal kernel", stream, capturing);
+  }
+
+  void EnqueueOuterByDiagonals() {
+    const int diagonals = grid.num_diagonals();
+    for (int d = 0; d < diagonals; ++d) LaunchDiagonal(d, false);
+    for (int d = diagonals - 1; d >= 0; --d) LaunchDiagonal(d, true);
+  }
+
+  void EnqueueOuter() {
+    switch (launch) {
+      case CudaLaunch::kCooperative: {
+        TileParams P = Tiles();
+        void* args[] = {&P};
+        MRF_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(cooperative_kernel),
+                                                   dim3(cooperative_blocks), dim3(threads), args, shared_bytes, stream));
+        MRF_CHECK_LAUNCH("cooperative tile kernel", stream, false);
+        break;
+      }
+      case CudaLaunch::kGraph: {
+        if (!graph) {
+          cudaGraph_t g = nullptr;
+          MRF_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+          capturing = true;
+          try {
+            EnqueueOuterByDiagonals();
+          } catch (...) {
+            capturing = false;
+            cudaStreamEndCapture(stream, &g);
+            if (g) cudaGraphDestroy(g);
+            throw;
+          }
+          capturing = false;
+          MRF_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+          const cudaError_t status = cudaGraphInstantiate(&graph, g, 0);
+          cudaGraphDestroy(g);
+          MRF_CUDA_CHECK(status);
+        }
+        MRF_CUDA_CHECK(cudaGraphLaunch(graph, stream));
+        MRF_CHECK_LAUNCH("tile graph", stream, false);
+        break;
+      }
+      default: EnqueueOuterByDiagonals(); break;
+    }
+  }
+
+  // Sync iterations on one level from its current messages; returns whether the last one changed any.
+  void EnqueueSync(Level& level, bool labels_too, Label* out_labels) {
+    const std::size_t n = level.nodes();
+    SyncKernel<<<Blocks(4 * static_cast<std::int64_t>(n), 256), 256, 0, stream>>>(
+        Params(level), level.Get(level.current), level.Get(1 - level.current), level.hbuf.get(), level.scratch.get(),
+        changed.get());
+    MRF_CHECK_LAUNCH("sync kernel", stream, false);
+    level.current = 1 - level.current;
+    if (labels_too) {
+      GridLabelsKernel<<<Blocks(static_cast<std::int64_t>(n), 256), 256, 0, stream>>>(Params(level), level.Get(level.current),
+                                                                                      out_labels);
+      MRF_CHECK_LAUNCH("labels kernel", stream, false);
+    }
+  }
+
+  // Start state: zero messages, or the coarse-to-fine start (coarse levels run on the device).
+  void Reset() {
+    for (Level& level : levels) {
+      level.current = 0;
+      for (auto& m : level.messages[0]) m.Zero(stream);
+      for (auto& m : level.messages[1]) m.Zero(stream);
+    }
+    for (auto& b : borders) b.Zero(stream);
+    if (!config.coarse_to_fine || levels.size() < 2) return;
+    for (std::size_t i = levels.size() - 1; i >= 1; --i) {
+      Level& level = levels[i];
+      for (int it = 0; it < config.iterations; ++it) {
+        MRF_CUDA_CHECK(cudaMemsetAsync(changed.get(), 0, sizeof(int), stream));
+        EnqueueSync(level, false, nullptr);
+        // Stop early like the CPU does when a coarse iteration changed nothing.
+        MRF_CUDA_CHECK(cudaMemcpyAsync(host_changed, changed.get(), sizeof(int), cudaMemcpyDeviceToHost, stream));
+        MRF_CUDA_CHECK(cudaStreamSynchronize(stream));
+        if (!*host_changed) break;
+      }
+      const Messages coarse = level.Get(level.current);
+      if (i > 1 || config.schedule == Schedule::kSync) {
+        Level& finer = levels[i - 1];
+        const std::int64_t count = static_cast<std::int64_t>(finer.nodes()) * problem.num_labels;
+        UpsampleKernel<<<Blocks(count, 256), 256, 0, stream>>>(coarse, level.width, finer.Get(finer.current),
+                                                               finer.width, finer.height, problem.num_labels, Lp);
+        MRF_CHECK_LAUNCH("upsample kernel", stream, false);
+      } else {
+        const std::int64_t count =
+            (static_cast<std::int64_t>(grid.tiles_x - 1) * problem.height +
+             static_cast<std::int64_t>(grid.tiles_y - 1) * problem.width) * problem.num_labels;
+        if (count > 0) {
+          BordersFromCoarseKernel<<<Blocks(count, 256), 256, 0, stream>>>(coarse, level.width, Tiles());
+          MRF_CHECK_LAUNCH("borders kernel", stream, false);
+        }
+      }
+    }
+  }
+
+  void EnqueueIteration() {
+    if (config.schedule == Schedule::kTiled) {
+      EnqueueOuter();
+    } else {
+      EnqueueSync(levels[0], true, labels.get());
+    }
+  }
+
+  Energy EnergyOf(const Label* device_labels) {
+    MRF_CUDA_CHECK(cudaMemsetAsync(energy_sum.get(), 0, sizeof(unsigned long long), stream));
+    const std::int64_t n = static_cast<std::int64_t>(levels[0].nodes());
+    EnergyKernel<<<Blocks(n, 256), 256, 0, stream>>>(Params(levels[0]), device_labels, energy_sum.get());
+    MRF_CHECK_LAUNCH("energy kernel", stream, false);
+    MRF_CUDA_CHECK(cudaMemcpyAsync(host_energy, energy_sum.get(), sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+    MRF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return static_cast<Energy>(*host_energy) + levels[0].unary_offset;
+  }
+
+  // Border messages (or grid messages) back to the host, without the padded labels.
+  std::vector<Cost> Unpad(const DeviceBuffer<Cost>& buffer) {
+    std::vector<Cost> padded;
+    buffer.Download(padded, stream);
+    MRF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const int L = problem.num_labels;
+    std::vector<Cost> out(padded.size() / Lp * L);
+    for (std::size_t i = 0; i < padded.size() / Lp; ++i) std::copy_n(&padded[i * Lp], L, &out[i * L]);
+    return out;
+  }
+};
+
+CudaRunner::CudaRunner(const Problem& problem, const Config& config, const CudaTuning& tuning)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->Setup(problem, config, tuning);
+  float ms = 0;
+  MRF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl_->start, impl_->stop));
+  times_.upload_ms = ms;
+}
+
+CudaRunner::~CudaRunner() = default;
+
+RunOutput CudaRunner::Run(const IterationCallback& callback, bool per_iteration, bool download_messages) {
+  Impl& m = *impl_;
+  RunOutput out;
+  out.grid = m.grid;
+  MRF_CUDA_CHECK(cudaEventRecord(m.start, m.stream));
+  m.Reset();
+  Energy best = 0;
+  bool have_best = false;
+  for (int it = 1; it <= m.config.iterations; ++it) {
+    MRF_CUDA_CHECK(cudaMemsetAsync(m.changed.get(), 0, sizeof(int), m.stream));
+    m.EnqueueIteration();
+    out.iterations = it;
+    if (!per_iteration) continue;
+    const Energy energy = m.EnergyOf(m.labels.get());  // synchronises
+    MRF_CUDA_CHECK(cudaMemcpyAsync(m.host_changed, m.changed.get(), sizeof(int), cudaMemcpyDeviceToHost, m.stream));
+    MRF_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    out.converged = *m.host_changed == 0;
+    out.energies.push_back(energy);
+    if (!have_best || energy < best) {
+      best = energy;
+      have_best = true;
+      MRF_CUDA_CHECK(cudaMemcpyAsync(m.best_labels.get(), m.labels.get(), m.labels.size() * sizeof(Label),
+                                     cudaMemcpyDeviceToDevice, m.stream));
+    }
+    if (callback && !callback(IterationState{it, energy, out.converged})) break;
+    if (out.converged) break;
+  }
+  if (!per_iteration) {
+    best = m.EnergyOf(m.labels.get());
+    out.energies.push_back(best);
+    MRF_CUDA_CHECK(cudaMemcpyAsync(m.best_labels.get(), m.labels.get(), m.labels.size() * sizeof(Label),
+                                   cudaMemcpyDeviceToDevice, m.stream));
+  }
+  MRF_CUDA_CHECK(cudaEventRecord(m.stop, m.stream));
+  MRF_CUDA_CHECK(cudaEventSynchronize(m.stop));
+  float ms = 0;
+  MRF_CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.stop));
+  times_.solve_ms = ms;
+
+  MRF_CUDA_CHECK(cudaEventRecord(m.start, m.stream));
+  m.labels.Download(out.labels, m.stream);
+  m.best_labels.Download(out.best_labels, m.stream);
+  MRF_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  out.best_energy = best;
+  if (download_messages) {
+    if (m.config.schedule == Schedule::kTiled) {
+      out.borders.right = m.Unpad(m.borders[0]);
+      out.borders.left = m.Unpad(m.borders[1]);
+      out.borders.down = m.Unpad(m.borders[2]);
+      out.borders.up = m.Unpad(m.borders[3]);
+    } else {
+      Level& f = m.levels[0];
+      out.messages.from_left = m.Unpad(f.messages[f.current][0]);
+      out.messages.from_right = m.Unpad(f.messages[f.current][1]);
+      out.messages.from_up = m.Unpad(f.messages[f.current][2]);
+      out.messages.from_down = m.Unpad(f.messages[f.current][3]);
+    }
+  }
+  MRF_CUDA_CHECK(cudaEventRecord(m.stop, m.stream));
+  MRF_CUDA_CHECK(cudaEventSynchronize(m.stop));
+  MRF_CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.stop));
+  times_.download_ms = ms;
+  return out;
+}
+
+double CudaRunner::TimeIterations(int iterations) {
+  Impl& m = *impl_;
+  MRF_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  MRF_CUDA_CHECK(cudaEventRecord(m.start, m.stream));
+  m.Reset();
+  for (int it = 0; it < iterations; ++it) m.EnqueueIteration();
+  MRF_CUDA_CHECK(cudaEventRecord(m.stop, m.stream));
+  MRF_CUDA_CHECK(cudaEventSynchronize(m.stop));
+  float ms = 0;
+  MRF_CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.stop));
+  return ms;
+}
+
+Energy CudaRunner::DeviceEnergy() { return impl_->EnergyOf(impl_->labels.get()); }
+
+Labeling CudaRunner::DeviceLabels() {
+  Labeling out;
+  impl_->labels.Download(out, impl_->stream);
+  MRF_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  return out;
+}
+
+std::string CudaRunner::Describe() const {
+  const Impl& m = *impl_;
+  std::string text = "GPU";
+  if (m.config.schedule == Schedule::kTiled)
+    text += " (tile " + std::to_string(m.tile) + ", " + std::to_string(m.C) + " labels x " + std::to_string(m.G) +
+            " lanes per chain, " + ToString(m.launch) + " launch, " + std::to_string(m.shared_bytes / 1024) +
+            " KB shared)";
+  if (!m.note.empty()) text += "; " + m.note;
+  return text;
+}
+
+namespace {
+__global__ void ClockProbeKernel(long long cycles, unsigned long long* out) {
+  unsigned long long t0, t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  const long long c0 = clock64();
+  while (clock64() - c0 < cycles) {
+  }
+  const long long c1 = clock64();
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  out[0] = static_cast<unsigned long long>(c1 - c0);
+  out[1] = t1 - t0;
+}
+}  // namespace
+
+double CudaMeasureSmClockMHz() {
+  DeviceBuffer<unsigned long long> out;
+  out.Allocate(2, "the clock probe");
+  std::vector<unsigned long long> host;
+  double mhz = 0;
+  for (int i = 0; i < 3; ++i) {  // the last of three (the first ones ramp the clock up)
+    ClockProbeKernel<<<1, 1>>>(50000000LL, out.get());
+    MRF_CHECK_LAUNCH("clock probe", nullptr, false);
+    MRF_CUDA_CHECK(cudaDeviceSynchronize());
+    out.Download(host, nullptr);
+    MRF_CUDA_CHECK(cudaDeviceSynchronize());
+    mhz = host[1] ? 1e3 * static_cast<double>(host[0]) / static_cast<double>(host[1]) : 0;
+  }
+  return mhz;
+}
+
+double CudaDeviceCopyGBs(std::size_t bytes, int repeats) {
+  DeviceBuffer<unsigned char> a, b;
+  a.Allocate(bytes, "the bandwidth probe");
+  b.Allocate(bytes, "the bandwidth probe");
+  MRF_CUDA_CHECK(cudaMemset(a.get(), 1, bytes));
+  cudaEvent_t start, stop;
+  MRF_CUDA_CHECK(cudaEventCreate(&start));
+  MRF_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> ms;
+  for (int i = 0; i < repeats + 2; ++i) {
+    MRF_CUDA_CHECK(cudaEventRecord(start));
+    MRF_CUDA_CHECK(cudaMemcpy(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice));
+    MRF_CUDA_CHECK(cudaEventRecord(stop));
+    MRF_CUDA_CHECK(cudaEventSynchronize(stop));
+    float t = 0;
+    MRF_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    if (i >= 2) ms.push_back(t);  // two warm-up copies
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return 2.0 * static_cast<double>(bytes) / (ms[ms.size() / 2] * 1e-3) / 1e9;  // bytes read + written
+}
+
+std::size_t CudaMaxSharedBytesPerBlock() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return 0;
+  }
+  int bytes = 0;
+  MRF_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  return static_cast<std::size_t>(bytes);
+}
+
+}  // namespace mrf::bp

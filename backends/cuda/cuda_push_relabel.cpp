@@ -1,0 +1,505 @@
+// cuda-pr: the host side of the GPU push-relabel engine (workspace, transfers, launch batches,
+// CUDA graphs, error handling). The algorithm's schedule is PushRelabelEngine's (shared with tbb-pr).
+#include "backends/cuda/cuda_push_relabel.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "backends/cuda/push_relabel_kernels.h"
+#include "mrf/device.h"
+
+namespace mrf {
+namespace {
+
+using cuda_pr::DeviceState;
+
+std::string MiB(std::size_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+std::string GetEnv(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+class CudaPushRelabelEngine final : public PushRelabelEngine {
+ public:
+  explicit CudaPushRelabelEngine(const PushRelabelTuning& tuning) : PushRelabelEngine(tuning) {}
+  ~CudaPushRelabelEngine() override {
+    Release();
+    for (cudaEvent_t& e : events_)
+      if (e) cudaEventDestroy(e);
+    if (stream_) cudaStreamDestroy(stream_);
+    cudaGetLastError();  // leave no error behind for the next CUDA user of this thread
+  }
+  std::string name() const override { return "cuda-pr"; }
+
+  PushRelabelState DownloadState() override {
+    PushRelabelState state;
+    const std::int64_t n = layout_.num_nodes;
+    const int dirs = pr::NumDirs(layout_.kind);
+    state.x.resize(n);
+    state.h.resize(n);
+    state.r.resize(static_cast<std::size_t>(n) * dirs);
+    Check(cudaStreamSynchronize(stream_), "waiting for the GPU");
+    Check(cudaMemcpy(state.x.data(), dev_.x, n * 8, cudaMemcpyDeviceToHost), "downloading the excess");
+    Check(cudaMemcpy(state.h.data(), dev_.h, n * 4, cudaMemcpyDeviceToHost), "downloading the heights");
+    Check(cudaMemcpy(state.r.data(), dev_.r, state.r.size() * 4, cudaMemcpyDeviceToHost), "downloading the residuals");
+    return state;
+  }
+
+ protected:
+  void Prepare(const pr::TileLayout& layout) override {
+    debug_sync_ = GetEnv("MRF_CUDA_DEBUG_SYNC") == "1";
+    inject_ = GetEnv("MRF_INJECT_CUDA_FAULT");
+    if (!inject_.empty() && inject_ != "oom" && inject_ != "launch")
+      throw Error("cuda-pr: MRF_INJECT_CUDA_FAULT must be 'oom' or 'launch' (got '" + inject_ + "')");
+    const std::string why = CudaUnavailableReason();
+    if (!why.empty()) throw Error("cuda-pr: " + why);
+    cudaGetLastError();  // an error left by other code must not be reported as ours
+    if (!cuda_pr::HasKernels(layout))
+      throw Error("cuda-pr: no kernels compiled for tile " + std::to_string(layout.tile_x) + "x" +
+                  std::to_string(layout.tile_y) + "x" + std::to_string(layout.tile_z) + " on this grid kind");
+    if (!stream_) {
+      Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
+      for (cudaEvent_t& e : events_) Check(cudaEventCreate(&e), "creating an event");
+    }
+    describe_ = "grid " + std::to_string(layout.width) + "x" + std::to_string(layout.height) +
+                (layout.kind == pr::kKindGrid3D6 ? "x" + std::to_string(layout.depth) : std::string()) +
+                (layout.kind == pr::kKindGrid4 ? ", 4-connected" : layout.kind == pr::kKindGrid8 ? ", 8-connected" : ", 6-connected");
+    if (inject_ == "oom") {
+      Release();
+      Allocate<char>(std::size_t{1} << 50, "fault injection (MRF_INJECT_CUDA_FAULT=oom)");
+    }
+    const bool same = dev_.x && layout.kind == dev_.layout.kind && layout.num_nodes == dev_.layout.num_nodes &&
+                      layout.num_tiles() == dev_.layout.num_tiles();
+    if (!same) {
+      Release();
+      const std::size_t n = static_cast<std::size_t>(layout.num_nodes), dirs = pr::NumDirs(layout.kind);
+      const std::size_t tiles = static_cast<std::size_t>(layout.num_tiles());
+      dev_.x = Allocate<std::int64_t>(n, "the excess");
+      dev_.h = Allocate<std::int32_t>(n, "the heights");
+      dev_.r = Allocate<std::uint32_t>(n * dirs, "the residual capacities");
+      dev_.mask = Allocate<std::uint8_t>(n, "the residual bitmasks");
+      dev_.cap = Allocate<std::int32_t>(n * dirs / 2, "the edge capacities");
+      dev_.rev = Allocate<std::int32_t>(n * dirs / 2, "the reverse edge capacities");
+      dev_.labels = Allocate<std::uint8_t>(n, "the cut");
+      dev_.active = Allocate<std::uint8_t>(tiles, "the tile flags");
+      dev_.touched = Allocate<std::uint8_t>(tiles, "the tile flags");
+      dev_.seed = Allocate<std::uint8_t>(tiles, "the tile flags");
+      dev_.dirty = Allocate<std::uint8_t>(4 * tiles, "the BFS tile flags");
+      dev_.counters = Allocate<std::uint32_t>(kMaxBatch, "the round counters");
+      dev_.totals = Allocate<unsigned long long>(cuda_pr::kNumTotals, "the totals");
+      host_x0_ = AllocateHost<std::int64_t>(n, "the initial excess");
+      host_labels_ = AllocateHost<std::uint8_t>(n, "the cut");
+      host_counters_ = AllocateHost<std::uint32_t>(kMaxBatch, "the round counters");
+      host_totals_ = AllocateHost<unsigned long long>(cuda_pr::kNumTotals, "the totals");
+    }
+    dev_.layout = layout;
+    ClearGraphs();  // kernel parameters (layout, pointers) are baked into captured graphs
+  }
+
+  std::int64_t* HostExcessBuffer() override { return host_x0_; }
+
+  void Upload(const StGraph& graph) override {
+    const std::size_t n = static_cast<std::size_t>(layout_.num_nodes), slots = graph.edge_caps().size();
+    Record(kUploadStart);
+    Check(cudaMemcpyAsync(dev_.x, host_x0_, n * 8, cudaMemcpyHostToDevice, stream_), "uploading the excess");
+    Check(cudaMemcpyAsync(dev_.cap, graph.edge_caps().data(), slots * 4, cudaMemcpyHostToDevice, stream_),
+          "uploading the edge capacities");
+    Check(cudaMemcpyAsync(dev_.rev, graph.edge_rev_caps().data(), slots * 4, cudaMemcpyHostToDevice, stream_),
+          "uploading the edge capacities");
+    Record(kUploadEnd);
+    Check(cudaMemsetAsync(dev_.totals, 0, cuda_pr::kNumTotals * sizeof(unsigned long long), stream_), "clearing totals");
+    Launched(cuda_pr::LaunchBuildResiduals(dev_, inject_ == "launch", stream_), "BuildResiduals");
+  }
+
+  void ApplyChanges(const std::vector<NodeChange>& nodes, const std::vector<EdgeChange>& edges) override {
+    std::vector<cuda_pr::NodeDelta> deltas(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) deltas[i] = {nodes[i].node, nodes[i].delta};
+    std::vector<cuda_pr::EdgeUpdate> updates(edges.size());
+    for (std::size_t i = 0; i < edges.size(); ++i) updates[i] = {edges[i].slot, edges[i].cap, edges[i].rev_cap};
+    const std::size_t bytes = deltas.size() * sizeof(cuda_pr::NodeDelta) + updates.size() * sizeof(cuda_pr::EdgeUpdate);
+    if (bytes > change_bytes_) {
+      if (change_buffer_) cudaFree(change_buffer_);
+      change_buffer_ = nullptr;
+      change_bytes_ = 0;
+      change_buffer_ = Allocate<char>(bytes, "the capacity changes");
+      device_blocks_.pop_back();  // owned by change_buffer_, freed on its own
+      device_bytes_ -= bytes;
+      change_bytes_ = bytes;
+    }
+    auto* dev_deltas = reinterpret_cast<cuda_pr::NodeDelta*>(change_buffer_);
+    auto* dev_updates = reinterpret_cast<cuda_pr::EdgeUpdate*>(change_buffer_ + deltas.size() * sizeof(cuda_pr::NodeDelta));
+    Record(kUploadStart);
+    if (!deltas.empty())
+      Check(cudaMemcpyAsync(dev_deltas, deltas.data(), deltas.size() * sizeof(cuda_pr::NodeDelta),
+                            cudaMemcpyHostToDevice, stream_), "uploading the terminal changes");
+    if (!updates.empty())
+      Check(cudaMemcpyAsync(dev_updates, updates.data(), updates.size() * sizeof(cuda_pr::EdgeUpdate),
+                            cudaMemcpyHostToDevice, stream_), "uploading the edge changes");
+    Record(kUploadEnd);
+    Check(cudaMemsetAsync(dev_.totals, 0, cuda_pr::kNumTotals * sizeof(unsigned long long), stream_), "clearing totals");
+    Launched(cuda_pr::LaunchApplyNodeDeltas(dev_, dev_deltas, static_cast<int>(deltas.size()), stream_), "ApplyNodeDeltas");
+    Launched(cuda_pr::LaunchApplyEdgeUpdates(dev_, dev_updates, static_cast<int>(updates.size()), stream_), "ApplyEdgeUpdates");
+    // The host vectors must outlive the asynchronous copies.
+    Check(cudaStreamSynchronize(stream_), "applying the capacity changes");
+  }
+
+  CycleResult Cycle(int push_rounds, Relabel relabel) override {
+    CycleResult result;
+    Record(kCycleStart);
+    if (relabel == Relabel::kNone) {
+      RunCycleBatch(kPushOnly, push_rounds);
+      CollectTotals();
+      stats_.push_ms += Elapsed(kCycleStart, kCycleEnd);
+      return result;
+    }
+    const int bfs = tuning_.bfs_check_every;
+    auto rounds_until_zero = [&](int first, bool* converged) {
+      int rounds = 0;
+      *converged = false;
+      for (int j = first; j < first + bfs && !*converged; ++j) {
+        ++rounds;
+        *converged = host_counters_[j] == 0;
+      }
+      return rounds;
+    };
+    bool converged = false;
+    if (relabel == Relabel::kIncremental) {
+      RunCycleBatch(kIncremental, push_rounds);
+      bool killed = false;
+      result.bfs_rounds += rounds_until_zero(0, &killed);
+      if (killed) {
+        result.bfs_rounds += rounds_until_zero(bfs, &converged);
+      } else {
+        // The first phase needs more rounds than a batch has: start from scratch instead (the
+        // same distances come out).
+        RunCycleBatch(kFirst, push_rounds);
+        result.bfs_rounds += rounds_until_zero(0, &converged);
+      }
+    } else {
+      RunCycleBatch(kFirst, push_rounds);
+      result.bfs_rounds += rounds_until_zero(0, &converged);
+    }
+    while (!converged) {
+      if (result.bfs_rounds > 4 * layout_.num_nodes + 64)
+        throw Error("cuda-pr: the breadth-first search did not converge (internal error)");
+      RunCycleBatch(kMoreBfs, push_rounds);  // more BFS rounds, then the census and the push rounds
+      result.bfs_rounds += rounds_until_zero(0, &converged);
+    }
+    result.active_nodes = static_cast<std::int64_t>(host_totals_[cuda_pr::kActiveNodes]);
+    sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
+    CollectTotals();
+    stats_.relabel_ms += Elapsed(kCycleStart, kCensusDone);
+    stats_.push_ms += Elapsed(kCensusDone, kCycleEnd);
+    return result;
+  }
+
+  std::int64_t Finish(std::vector<Label>* sink_side) override {
+    const std::int64_t n = layout_.num_nodes;
+    Record(kDownloadStart);
+    Check(cudaMemcpyAsync(host_labels_, dev_.labels, n, cudaMemcpyDeviceToHost, stream_), "downloading the cut");
+    Record(kDownloadEnd);
+    Sync("downloading the cut");
+    sink_side->resize(n);
+    for (std::int64_t v = 0; v < n; ++v) (*sink_side)[v] = host_labels_[v];
+    return sink_residual_;
+  }
+
+  PhaseTimes Times() override {
+    PhaseTimes t;
+    t.upload_ms = Elapsed(kUploadStart, kUploadEnd);
+    t.solve_ms = Elapsed(kUploadEnd, kDownloadStart);
+    t.download_ms = Elapsed(kDownloadStart, kDownloadEnd);
+    return t;
+  }
+
+  std::size_t WorkspaceBytes() const override { return device_bytes_ + change_bytes_; }
+
+ private:
+  enum Event { kUploadStart, kUploadEnd, kCycleStart, kCensusDone, kCycleEnd, kDownloadStart, kDownloadEnd, kNumEvents };
+  static constexpr int kMaxBatch = 1536;  // kill + BFS + push rounds of one batch (tuning allows 512 each)
+
+  void Check(cudaError_t status, const std::string& what) const {
+    if (status == cudaSuccess) return;
+    cudaGetLastError();  // clear non-sticky errors so later calls (and a CPU fallback) start clean
+    throw Error("cuda-pr: " + what + " failed: " + cudaGetErrorString(status) + " (" + describe_ + ")");
+  }
+
+  void Launched(cudaError_t status, const char* kernel) {
+    ++stats_.launches;
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw Error(std::string("cuda-pr: kernel launch failed (") + kernel + "): " + cudaGetErrorString(status) +
+                  " (" + describe_ + ")");
+    }
+    if (debug_sync_) Check(cudaStreamSynchronize(stream_), std::string("kernel ") + kernel);
+  }
+
+  void Sync(const std::string& what) {
+    ++stats_.host_syncs;
+    Check(cudaStreamSynchronize(stream_), what);
+  }
+
+  // Inside stream capture an event must be recorded as an external event node, or the graph only
+  // uses it to order work and never records it (its elapsed times would then be invalid).
+  void Record(Event e) {
+    Check(cudaEventRecordWithFlags(events_[e], stream_, capturing_ ? cudaEventRecordExternal : cudaEventRecordDefault),
+          "recording an event");
+  }
+
+  double Elapsed(Event from, Event to) const {
+    float ms = 0;
+    return cudaEventElapsedTime(&ms, events_[from], events_[to]) == cudaSuccess ? ms : (cudaGetLastError(), 0.0);
+  }
+
+  template <class T>
+  T* Allocate(std::size_t count, const std::string& what) {
+    void* p = nullptr;
+    const std::size_t bytes = count * sizeof(T);
+    const cudaError_t status = cudaMalloc(&p, bytes);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      std::size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      cudaGetLastError();
+      throw Error("cuda-pr: out of GPU memory: " + what + " needs " + MiB(bytes) + ", " + MiB(free_bytes) + " of " +
+                  MiB(total_bytes) + " free (" + describe_ + "; " + cudaGetErrorString(status) + ")");
+    }
+    device_bytes_ += bytes;
+    device_blocks_.push_back(p);
+    return static_cast<T*>(p);
+  }
+
+  template <class T>
+  T* AllocateHost(std::size_t count, const std::string& what) {
+    void* p = nullptr;
+    const cudaError_t status = cudaMallocHost(&p, count * sizeof(T));
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("cuda-pr: cannot allocate " + MiB(count * sizeof(T)) + " of pinned host memory for " + what + " (" +
+                  cudaGetErrorString(status) + ")");
+    }
+    host_blocks_.push_back(p);
+    return static_cast<T*>(p);
+  }
+
+  void Release() {
+    ClearGraphs();
+    for (void* p : device_blocks_) cudaFree(p);
+    for (void* p : host_blocks_) cudaFreeHost(p);
+    if (change_buffer_) cudaFree(change_buffer_);
+    device_blocks_.clear();
+    host_blocks_.clear();
+    change_buffer_ = nullptr;
+    change_bytes_ = 0;
+    device_bytes_ = 0;
+    cudaGetLastError();  // frees report nothing useful; clear what they may have left
+    dev_ = DeviceState{};
+    host_x0_ = nullptr;
+    host_labels_ = nullptr;
+    host_counters_ = nullptr;
+    host_totals_ = nullptr;
+  }
+
+  void ClearGraphs() {
+    for (auto& entry : graphs_) cudaGraphExecDestroy(entry.second);
+    graphs_.clear();
+  }
+
+  void CollectTotals() {
+    stats_.tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileVisits]);
+    stats_.tile_iterations = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileIterations]);
+    stats_.bfs_tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kBfsTileVisits]);
+  }
+
+  // Batches of launches. Each ends by copying the round counters and totals back; the host waits
+  // once per batch. kFirst: global relabel from scratch (BFS rounds), census, push rounds.
+  // kMoreBfs: more BFS rounds of a relabel that had not converged, census, push rounds.
+  // kIncremental: kill rounds, BFS rounds from the seed tiles, census, push rounds. kPushOnly:
+  // push rounds. Kernels decide on the device whether they have work (Gate), so a batch is a fixed
+  // sequence and, with CUDA graphs, captured once and replayed.
+  enum BatchKind { kFirst, kMoreBfs, kIncremental, kPushOnly };
+
+  int BatchLaunches(BatchKind kind, int push) const {
+    const int bfs = tuning_.bfs_check_every;
+    const int relabel = kind == kPushOnly ? 0 : bfs + 1 + (kind == kIncremental ? bfs : 0) +
+                                                 (kind == kFirst && !tuning_.fused_bfs_start ? 1 : 0);
+    return relabel + push * layout_.num_colours();
+  }
+
+  void RunCycleBatch(BatchKind kind, int push) {
+    const int launches = BatchLaunches(kind, push);
+    if (!tuning_.cuda_graphs || debug_sync_) {
+      EnqueueCycleBatch(kind, push);
+    } else {
+      const auto key = std::make_tuple(static_cast<int>(kind) + (tuning_.fused_bfs_start ? 8 : 0),
+                                       tuning_.bfs_check_every, push, tuning_.local_iterations);
+      auto found = graphs_.find(key);
+      if (found == graphs_.end()) {
+        cudaGraph_t graph = nullptr;
+        Check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capturing a CUDA graph");
+        capturing_ = true;
+        try {
+          EnqueueCycleBatch(kind, push);
+        } catch (...) {
+          capturing_ = false;
+          cudaStreamEndCapture(stream_, &graph);
+          if (graph) cudaGraphDestroy(graph);
+          throw;
+        }
+        capturing_ = false;
+        Check(cudaStreamEndCapture(stream_, &graph), "capturing a CUDA graph");
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        Check(status, "instantiating a CUDA graph");
+        found = graphs_.emplace(key, exec).first;
+        stats_.launches -= launches;  // counted when replayed
+      }
+      Check(cudaGraphLaunch(found->second, stream_), "launching a CUDA graph");
+      stats_.launches += launches;
+    }
+    Sync(kind == kPushOnly ? "push rounds" : kind == kMoreBfs ? "more BFS rounds" : "a global relabel and its push rounds");
+  }
+
+  void EnqueueCycleBatch(BatchKind kind, int push) {
+    using cuda_pr::Gate;
+    const int bfs = kind == kPushOnly ? 0 : tuning_.bfs_check_every;
+    const int kill = kind == kIncremental ? bfs : 0;
+    const int counters = kill + bfs + push;
+    const std::size_t T = static_cast<std::size_t>(layout_.num_tiles());
+    std::uint8_t* const a = dev_.dirty;
+    std::uint8_t* const b = dev_.dirty + T;
+    std::uint8_t* const c = dev_.dirty + 2 * T;
+    std::uint8_t* const d = dev_.dirty + 3 * T;
+    Check(cudaMemsetAsync(dev_.counters, 0, counters * sizeof(std::uint32_t), stream_), "clearing round counters");
+    if (kind != kPushOnly)
+      Check(cudaMemsetAsync(dev_.totals, 0, 2 * sizeof(unsigned long long), stream_), "clearing totals");
+    const bool fused = kind == kFirst && tuning_.fused_bfs_start;
+    const std::uint8_t* bfs_start = a;  // tiles of the first BFS round
+    if (kind == kFirst) {
+      if (!fused) Launched(cuda_pr::LaunchBfsInit(dev_, stream_), "BfsInit");
+      Check(cudaMemsetAsync(a, 1, T, stream_), "marking tiles for the BFS");
+      Check(cudaMemsetAsync(dev_.touched, 0, T, stream_), "clearing tile marks");
+    } else if (kind == kIncremental) {
+      Check(cudaMemcpyAsync(dev_.seed, dev_.touched, T, cudaMemcpyDeviceToDevice, stream_), "seeding the BFS");
+      for (int j = 0; j < kill; ++j) {
+        const Gate gate = j == 0 ? Gate{} : Gate{Gate::kIfPreviousChanged, j - 1, 1};
+        const std::uint8_t* in = j == 0 ? dev_.touched : j % 2 ? c : d;
+        Launched(cuda_pr::LaunchKillRound(dev_, j, gate, in, j % 2 ? d : c, j == 0, stream_), "KillTiles");
+      }
+      Check(cudaMemsetAsync(dev_.touched, 0, T, stream_), "clearing tile marks");
+      bfs_start = dev_.seed;
+    }
+    // BFS rounds alternate A -> B -> A ...; the last (odd) round writes A, where kMoreBfs goes on.
+    for (int j = 0; j < bfs; ++j) {
+      const int counter = kill + j;
+      Gate gate{Gate::kIfPreviousChanged, counter - 1, 1};
+      if (j == 0) gate = kind == kIncremental ? Gate{Gate::kIfConverged, 0, kill} : Gate{};
+      const std::uint8_t* in = j == 0 ? bfs_start : j % 2 ? b : a;
+      Launched(cuda_pr::LaunchBfsRound(dev_, counter, gate, in, j % 2 ? a : b, fused && j == 0, stream_), "BfsTiles");
+    }
+    if (kind != kPushOnly) {
+      Launched(cuda_pr::LaunchCensus(dev_, Gate{Gate::kIfConverged, kill, bfs}, stream_), "Census");
+      Record(kCensusDone);
+    }
+    for (int k = 0; k < push; ++k) {
+      const int counter = kill + bfs + k;
+      Gate gate{Gate::kIfPreviousChanged, counter - 1, 1};
+      if (k == 0) gate = kind == kPushOnly ? Gate{} : Gate{Gate::kIfConvergedAndActive, kill, bfs};
+      for (int colour = 0; colour < layout_.num_colours(); ++colour)
+        Launched(cuda_pr::LaunchPushColour(dev_, colour, counter, gate, tuning_.local_iterations, stream_), "PushTiles");
+    }
+    Check(cudaMemcpyAsync(host_counters_, dev_.counters, counters * sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
+                          stream_), "reading round counters");
+    Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
+                          cudaMemcpyDeviceToHost, stream_), "reading the totals");
+    Record(kCycleEnd);
+  }
+
+  DeviceState dev_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t events_[kNumEvents] = {};
+  std::vector<void*> device_blocks_, host_blocks_;
+  std::size_t device_bytes_ = 0;
+  char* change_buffer_ = nullptr;
+  std::size_t change_bytes_ = 0;
+  std::int64_t* host_x0_ = nullptr;
+  std::uint8_t* host_labels_ = nullptr;
+  std::uint32_t* host_counters_ = nullptr;
+  unsigned long long* host_totals_ = nullptr;
+  std::int64_t sink_residual_ = 0;
+  std::map<std::tuple<int, int, int, int>, cudaGraphExec_t> graphs_;
+  bool debug_sync_ = false;
+  bool capturing_ = false;
+  std::string inject_;
+  std::string describe_;
+};
+
+}  // namespace
+
+std::unique_ptr<PushRelabelEngine> MakeCudaPushRelabelEngine(const PushRelabelTuning& tuning) {
+  return std::make_unique<CudaPushRelabelEngine>(tuning);
+}
+
+double MeasureCudaCopyBandwidth(std::size_t bytes, int repeat) {
+  const std::string why = CudaUnavailableReason();
+  if (!why.empty()) throw Error("bandwidth probe: " + why);
+  auto check = [](cudaError_t status, const char* what) {
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw Error(std::string("bandwidth probe: ") + what + " failed: " + cudaGetErrorString(status));
+    }
+  };
+  void *a = nullptr, *b = nullptr;
+  check(cudaMalloc(&a, bytes), "cudaMalloc");
+  if (cudaMalloc(&b, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    cudaFree(a);
+    throw Error("bandwidth probe: cudaMalloc failed");
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  std::vector<float> times;
+  try {
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
+    check(cudaMemset(a, 1, bytes), "cudaMemset");
+    check(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice), "warm-up copy");
+    for (int i = 0; i < std::max(1, repeat); ++i) {
+      check(cudaEventRecord(start), "cudaEventRecord");
+      check(cudaMemcpy(i % 2 ? a : b, i % 2 ? b : a, bytes, cudaMemcpyDeviceToDevice), "copy");
+      check(cudaEventRecord(stop), "cudaEventRecord");
+      check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+      times.push_back(ms);
+    }
+  } catch (...) {
+    cudaFree(a);
+    cudaFree(b);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    throw;
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  const double ms = times[times.size() / 2];
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
+}
+
+}  // namespace mrf

@@ -1,0 +1,96 @@
+#pragma once
+// Launchers of the cuda-pr kernels (internal to backends/cuda; the engine lives in cuda_push_relabel.cpp).
+// Each launcher enqueues one kernel on `stream` and returns cudaGetLastError().
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backends/common/push_relabel_steps.h"
+
+namespace mrf::cuda_pr {
+
+/// Indices into DeviceState::totals.
+enum Total : int {
+  kActiveNodes = 0,     ///< Active nodes found by the last census.
+  kSinkResidual = 1,    ///< Residual capacity left on the sink edges (last census).
+  kTileVisits = 2,      ///< Push visits of tiles with work (whole solve).
+  kTileIterations = 3,  ///< Local iterations of those visits (whole solve).
+  kBfsTileVisits = 4,   ///< BFS visits of tiles (whole solve).
+  kNumTotals = 5
+};
+
+/// Device pointers of the workspace, passed by value to every kernel.
+struct DeviceState {
+  std::int64_t* x = nullptr;          ///< Netted excess per node.
+  std::int32_t* h = nullptr;          ///< Height per node.
+  std::uint32_t* r = nullptr;         ///< Residual per direction and node (direction-major).
+  std::uint8_t* mask = nullptr;       ///< Residual-edge bitmask per node (BFS).
+  std::int32_t* cap = nullptr;        ///< Edge-slot capacities of the solved graph (re-solve).
+  std::int32_t* rev = nullptr;        ///< Edge-slot reverse capacities.
+  std::uint8_t* labels = nullptr;     ///< Cut of the last census (1 = sink side).
+  std::uint8_t* active = nullptr;     ///< Per tile: may hold active nodes.
+  std::uint8_t* touched = nullptr;    ///< Per tile: heights, residuals or excess changed since the last relabel.
+  std::uint8_t* seed = nullptr;       ///< Per tile: where an incremental relabel's BFS starts.
+  std::uint8_t* dirty = nullptr;      ///< 4 x tiles: work flags of BFS rounds (A, B) and kill rounds (C, D).
+  /// Per round of a cycle: first the BFS rounds (tiles that changed), then the push rounds (tiles
+  /// that had work). A zero among the BFS counters means the BFS converged.
+  std::uint32_t* counters = nullptr;
+  unsigned long long* totals = nullptr;  ///< See Total.
+  pr::TileLayout layout;
+};
+
+/// When a kernel of a batch has work, decided on the device from the round counters of the batch
+/// (every block decides the same), so that a batch is a fixed sequence of launches.
+struct Gate {
+  enum Mode : int {
+    kAlways = 0,
+    kIfPreviousChanged = 1,      ///< counters[first] != 0: the round before found work.
+    kIfConverged = 2,            ///< One of counters[first, first + count) is 0: a fixpoint was reached.
+    kIfConvergedAndActive = 3,   ///< kIfConverged, and the census found active nodes.
+  };
+  int mode = kAlways;
+  int first = 0;
+  int count = 0;
+};
+
+/// A node's terminal change (re-solve).
+struct NodeDelta {
+  std::int64_t node;
+  std::int64_t delta;
+};
+/// An edge slot's new capacities (re-solve).
+struct EdgeUpdate {
+  std::int64_t slot;
+  std::int32_t cap, rev_cap;
+};
+
+/// True when this layout's tile size has compiled kernels.
+bool HasKernels(const pr::TileLayout& layout);
+
+/// Residuals from the slot capacities in s.cap / s.rev (the first kernel of a solve).
+/// `bad_config` launches with an invalid block size: a real launch failure (fault injection).
+cudaError_t LaunchBuildResiduals(const DeviceState& s, bool bad_config, cudaStream_t stream);
+/// One colour of a push round whose counter is s.counters[counter] (tiles that had work).
+cudaError_t LaunchPushColour(const DeviceState& s, int colour, int counter, Gate gate, int local_iterations,
+                             cudaStream_t stream);
+/// Start of a global relabel: heights 1 or inf, residual bitmasks.
+cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream);
+/// One BFS round over the tiles flagged in `dirty_in` or next to one; a tile that changes is
+/// flagged in `dirty_out` and counted in s.counters[counter]. With `start`, the round also does
+/// LaunchBfsInit's work for its tiles (the first round of a global relabel from scratch).
+cudaError_t LaunchBfsRound(const DeviceState& s, int counter, Gate gate, const std::uint8_t* dirty_in,
+                           std::uint8_t* dirty_out, bool start, cudaStream_t stream);
+/// One round of the incremental relabel's first phase (KillStep) over the tiles flagged in
+/// `dirty_in` or next to one; changed tiles go to `dirty_out` and s.seed. With `refresh_masks`
+/// (the first round), visited tiles recompute their residual bitmasks.
+cudaError_t LaunchKillRound(const DeviceState& s, int counter, Gate gate, const std::uint8_t* dirty_in,
+                            std::uint8_t* dirty_out, bool refresh_masks, cudaStream_t stream);
+/// Tile flags, active nodes, the cut and the sink residual (totals kActiveNodes, kSinkResidual,
+/// cleared before), if the gate is open.
+cudaError_t LaunchCensus(const DeviceState& s, Gate gate, cudaStream_t stream);
+/// Re-solve: terminal changes, then edge changes; both flag the tiles they touch.
+cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream);
+cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream);
+
+}  // namespace mrf::cuda_pr

@@ -1,0 +1,193 @@
+// mrf-maxflow as users run it: its JSON and text reports agree with the library on the same file, the
+// cut it writes is a minimum cut, example files are deterministic, and every bad input or command
+// line ends with a one-line error and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "mrf/io/dimacs.h"
+#include "mrf/registry.h"
+#include "support/test_support.h"
+
+namespace mrf {
+namespace {
+
+std::string Program() { return test::AppPath("mrf-maxflow"); }
+
+test::CommandResult Maxflow(const std::string& arguments) { return test::RunCommand(Program() + " " + arguments); }
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteText(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+// The library's answer on the same file, from the reference engine.
+Energy LibraryFlow(const std::string& path, const DimacsReadOptions& options = {}) {
+  StGraph g = ReadDimacs(path, nullptr, options);
+  const Result r = g.maxflow("boost-bk");
+  EXPECT_TRUE(r.ok) << r.message;
+  return r.flow;
+}
+
+nlohmann::json ParseJson(const test::CommandResult& run) {
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  // Exactly one JSON object, on one line.
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
+  return nlohmann::json::parse(run.out);
+}
+
+// A failure: non-zero exit, nothing on stdout, one stderr line naming the problem.
+void ExpectOneLineError(const test::CommandResult& run, int exit_code, const std::string& needle) {
+  EXPECT_EQ(run.exit_code, exit_code) << run.err;
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_EQ(run.err.rfind("mrf-maxflow: error: ", 0), 0u) << run.err;
+  EXPECT_NE(run.err.find(needle), std::string::npos) << "expected '" << needle << "' in: " << run.err;
+}
+
+class MrfMaxflow : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::ScratchDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    example_ = dir_ + "/example.max";
+    const auto run = Maxflow("--write-example " + example_ + " --size 23x17 --seed 5");
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+  }
+  std::string dir_, example_;
+};
+
+TEST_F(MrfMaxflow, JsonFlowEqualsTheLibraryFlow) {
+  const nlohmann::json j = ParseJson(Maxflow(example_ + " --json"));
+  ASSERT_TRUE(j["flow"].is_number_integer()) << j.dump();
+  EXPECT_EQ(j["flow"].get<Energy>(), LibraryFlow(example_));
+  ASSERT_TRUE(j["backend"].is_string());
+  EXPECT_TRUE(Registry::Global().Find(j["backend"].get<std::string>())) << j.dump();
+  EXPECT_EQ(j["backend_requested"], "auto");
+  for (const char* key : {"solve_ms", "read_ms", "setup_ms", "transfer_ms", "total_ms"})
+    EXPECT_TRUE(j[key].is_number()) << key;
+  EXPECT_EQ(j["nodes"], 23 * 17 + 2);
+  EXPECT_TRUE(j["arcs"].is_number_integer());
+  EXPECT_EQ(j["source_side"].get<long long>() + j["sink_side"].get<long long>(), 23 * 17 + 2);
+  EXPECT_EQ(j["shape"], "23x17:4");
+}
+
+TEST_F(MrfMaxflow, EveryMaxFlowBackendGivesTheSameFlow) {
+  const Energy expected = LibraryFlow(example_);
+  for (const std::string& name : Registry::Global().Names(Algorithm::kMaxFlow)) {
+    if (!Registry::Global().IsAvailable(name)) continue;
+    const nlohmann::json j = ParseJson(Maxflow(example_ + " --json --backend " + name));
+    EXPECT_EQ(j["backend"], name);
+    EXPECT_EQ(j["flow"].get<Energy>(), expected) << name;
+  }
+}
+
+TEST_F(MrfMaxflow, TextReportShowsFlowCutBackendAndTimes) {
+  const auto run = Maxflow(example_);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("flow:      " + std::to_string(LibraryFlow(example_)) + "\n"), std::string::npos) << run.out;
+  for (const char* part : {"cut:       source side ", "backend:   ", "times:     read ", "setup ", "solve ", "total "})
+    EXPECT_NE(run.out.find(part), std::string::npos) << part << " missing in\n" << run.out;
+}
+
+TEST_F(MrfMaxflow, CutFileIsAMinimumCut) {
+  const std::string cut_path = dir_ + "/cut.txt";
+  const nlohmann::json j = ParseJson(Maxflow(example_ + " --json --cut " + cut_path));
+  std::set<NodeId> sink_ids;
+  std::istringstream in(Slurp(cut_path));
+  for (NodeId id; in >> id;) sink_ids.insert(id);
+  EXPECT_EQ(static_cast<long long>(sink_ids.size()), j["sink_side"].get<long long>());
+  DimacsInfo info;
+  StGraph g = ReadDimacs(example_, &info);
+  EXPECT_TRUE(sink_ids.count(info.sink));
+  EXPECT_FALSE(sink_ids.count(info.source));
+  Labeling side(g.num_nodes());
+  for (NodeId v = 0; v < g.num_nodes(); ++v) side[v] = sink_ids.count(info.DimacsId(v)) ? 1 : 0;
+  EXPECT_EQ(g.CutCapacity(side), j["flow"].get<Energy>());
+}
+
+TEST_F(MrfMaxflow, GridOptionImposesAShapeOnAPlainFile) {
+  std::string text = Slurp(example_), plain;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("c mrf-grid", 0) != 0) plain += line + "\n";
+  const std::string path = dir_ + "/plain.max";
+  WriteText(path, plain);
+  const nlohmann::json general = ParseJson(Maxflow(path + " --json"));
+  const nlohmann::json grid = ParseJson(Maxflow(path + " --json --grid 23x17"));
+  EXPECT_EQ(general["shape"], "general");
+  EXPECT_EQ(grid["shape"], "23x17:4");
+  EXPECT_EQ(general["flow"], grid["flow"]);
+  EXPECT_EQ(grid["flow"].get<Energy>(), LibraryFlow(example_));
+  ExpectOneLineError(Maxflow(path + " --grid 17x23"), 1, "does not join two neighbours of the grid 17x23");
+  ExpectOneLineError(Maxflow(path + " --grid 5x5"), 1, "the imposed grid 5x5, 4-connected has 25 nodes");
+  ExpectOneLineError(Maxflow(path + " --grid 5x5:7"), 2, "--grid");
+}
+
+TEST_F(MrfMaxflow, ExamplesAreDeterministicAndKeepTheirShape) {
+  const std::string again = dir_ + "/again.max", other = dir_ + "/other.max", cube = dir_ + "/cube.max";
+  ASSERT_EQ(Maxflow("--write-example " + again + " --size 23x17 --seed 5").exit_code, 0);
+  ASSERT_EQ(Maxflow("--write-example " + other + " --size 23x17 --seed 6").exit_code, 0);
+  EXPECT_EQ(Slurp(again), Slurp(example_));
+  EXPECT_NE(Slurp(other), Slurp(example_));
+  ASSERT_EQ(Maxflow("--write-example " + cube + " --size 6x5x4 --seed 2").exit_code, 0);
+  const nlohmann::json j = ParseJson(Maxflow(cube + " --json"));
+  EXPECT_EQ(j["shape"], "6x5x4:6");
+  EXPECT_EQ(j["flow"].get<Energy>(), LibraryFlow(cube));
+}
+
+TEST_F(MrfMaxflow, BadFilesFailWithOneLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"c nothing\n", "no problem line"},
+      {"p max 4 1\nn 1 s\nn 4 t\na 1 12 3\n", "bad.max:4: arc to unknown node 12 (nodes are 1..4)"},
+      {"p max 4 1\nn 1 s\nn 4 t\na 1 2 -3\n", "bad.max:4: negative capacity -3"},
+      {"p max 4 0\nn 1 s\nn 2 s\nn 4 t\n", "bad.max:3: second source 2"},
+      {"p max 4 0\nn 1 s\n", "bad.max: no sink"},
+      {"p max 4 1\nn 1 s\nn 4 t\na 1 2 x\n", "capacity 'x' is not an integer"},
+      {"p max 4 2\nn 1 s\nn 4 t\na 1 2 9223372036854775807\na 3 4 1\n", "sum to more than 2^63-1"},
+      {"p max 4 2\nn 1 s\nn 4 t\na 1 2 9223372036854775807\na 1 2 9\n", "sum to more than 2^63-1"},
+      {"p max 4 1\nn 1 s\nn 4 t\na 2 3 99999999999\n", "does not fit in 32 bits"},
+      {"p max 4 2\nn 1 s\nn 4 t\na 1 2 3\n", "announces 2 arcs but the file has 1"},
+  };
+  const std::string path = dir_ + "/bad.max";
+  for (const auto& [text, needle] : cases) {
+    WriteText(path, text);
+    SCOPED_TRACE(text);
+    ExpectOneLineError(test::RunCommand("cd " + dir_ + " && " + Program() + " bad.max"), 1, needle);
+    ExpectOneLineError(test::RunCommand("cd " + dir_ + " && " + Program() + " bad.max --json"), 1, needle);
+  }
+}
+
+TEST_F(MrfMaxflow, MissingFileUnknownBackendAndBadCommandLines) {
+  ExpectOneLineError(Maxflow(dir_ + "/absent.max"), 1, "cannot open DIMACS file '" + dir_ + "/absent.max'");
+  const std::string all_names = Registry::Global().NameList(Algorithm::kMaxFlow);
+  ExpectOneLineError(Maxflow(example_ + " --backend no-such-engine"), 2,
+                     "unknown backend 'no-such-engine' (max-flow backends: auto, " + all_names + ")");
+  ExpectOneLineError(Maxflow(""), 2, "no input file");
+  ExpectOneLineError(Maxflow(example_ + " --no-such-option"), 2, "--no-such-option");
+  ExpectOneLineError(Maxflow(example_ + " --seed 3"), 2, "--seed requires --write-example");
+  ExpectOneLineError(Maxflow("--write-example " + dir_ + "/x.max --size 0x5"), 2, "--size");
+  ExpectOneLineError(Maxflow(example_ + " --write-example " + dir_ + "/x.max"), 2, "excludes");
+  ExpectOneLineError(Maxflow(example_ + " --cut " + dir_ + "/no/such/dir/cut.txt"), 1, "cannot write cut file");
+}
+
+TEST_F(MrfMaxflow, HelpDocumentsEveryOptionAndBackendsAreListed) {
+  const auto help = Maxflow("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* option : {"--backend", "--json", "--cut", "--grid", "--list-backends", "--write-example", "--size",
+                             "--seed", "--max-capacity", "--quiet", "FILE"})
+    EXPECT_NE(help.out.find(option), std::string::npos) << option;
+  const auto list = Maxflow("--list-backends");
+  EXPECT_EQ(list.exit_code, 0);
+  for (const std::string& name : Registry::Global().Names(Algorithm::kMaxFlow))
+    EXPECT_NE(list.out.find("  " + name + " "), std::string::npos) << name << " missing in\n" << list.out;
+}
+
+}  // namespace
+}  // namespace mrf

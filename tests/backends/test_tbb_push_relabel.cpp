@@ -1,0 +1,261 @@
+// tbb-pr, the CPU twin of cuda-pr: flows equal Boost Graph's max-flow (and brute force on tiny
+// grids) on random grids of the three kinds, odd sizes, strips, zero and near-2^31 capacities; the
+// cut read from the residual graph has the flow's capacity; re-solving after changes equals
+// solving from scratch; tuning values change the schedule, never the answer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/cpu/tbb_push_relabel.h"
+#include "mrf/binary_graph.h"
+#include "mrf/registry.h"
+#include "mrf/solve.h"
+#include "support/grid_flow_cases.h"
+#include "support/test_support.h"
+
+namespace mrf {
+namespace {
+
+using test::CapacityProfile;
+
+std::string Describe(const Topology& t, CapacityProfile p, int trial) {
+  return t.Describe() + ", " + test::ToString(p) + " capacities, trial " + std::to_string(trial);
+}
+
+// Flow of the reference engine on a copy of the graph's capacities.
+Energy ReferenceFlow(const StGraph& graph) {
+  StGraph copy(graph.topology());
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) copy.add_tweights(v, graph.source_cap(v), graph.sink_cap(v));
+  graph.topology().ForEachEdge(
+      [&](EdgeId e, NodeId, NodeId) { copy.add_to_edge_slot(e, graph.edge_cap(e), graph.edge_rev_cap(e)); });
+  const Result r = copy.maxflow("boost-bk");
+  if (!r.ok) throw Error("boost-bk failed: " + r.message);
+  return r.flow;
+}
+
+TEST(TbbPushRelabel, RandomGridsMatchBoost) {
+  std::mt19937_64 rng(11);
+  int cases = 0;
+  for (const Topology& shape : test::GridFlowShapes(false))
+    for (int p = 0; p < test::kNumCapacityProfiles; ++p)
+      for (int trial = 0; trial < 2; ++trial) {
+        StGraph g = test::GridFlowCase(rng, shape, static_cast<CapacityProfile>(p));
+        const std::string what = Describe(shape, static_cast<CapacityProfile>(p), trial);
+        const Result r = g.maxflow("tbb-pr");
+        ASSERT_TRUE(r.ok) << what << ": " << r.message;  // ok includes cut capacity == flow
+        EXPECT_EQ(r.backend_used, "tbb-pr");
+        EXPECT_EQ(r.flow, ReferenceFlow(g)) << what;
+        ++cases;
+      }
+  EXPECT_GT(cases, 100);
+}
+
+TEST(TbbPushRelabel, TinyGridsMatchBruteForce) {
+  std::mt19937_64 rng(5);
+  const Topology shapes[] = {Topology::Grid2D(3, 4, 4), Topology::Grid2D(4, 3, 8), Topology::Grid2D(1, 12, 8),
+                             Topology::Grid3D(2, 2, 3)};
+  for (const Topology& shape : shapes)
+    for (int p = 0; p < test::kNumCapacityProfiles; ++p) {
+      StGraph g = test::GridFlowCase(rng, shape, static_cast<CapacityProfile>(p));
+      const Result r = g.maxflow("tbb-pr");
+      ASSERT_TRUE(r.ok) << r.message;
+      EXPECT_EQ(r.flow, test::BruteForceMinCut(g)) << Describe(shape, static_cast<CapacityProfile>(p), 0);
+    }
+}
+
+TEST(TbbPushRelabel, TuningChangesTheScheduleNotTheFlow) {
+  std::mt19937_64 rng(3);
+  const Topology shapes[] = {Topology::Grid2D(77, 41, 4), Topology::Grid2D(40, 70, 8), Topology::Grid3D(20, 9, 13)};
+  std::vector<PushRelabelTuning> tunings(5);
+  tunings[1].local_iterations = 1;
+  tunings[1].rounds_per_global_relabel = 2;
+  tunings[2].tile_y = 8;
+  tunings[2].tile3d_x = 32;
+  tunings[2].tile3d_y = 4;
+  tunings[2].tile3d_z = 4;
+  tunings[2].local_iterations = 200;
+  tunings[3].tile_y = 32;
+  tunings[3].rounds_per_global_relabel = 500;
+  tunings[3].local_iterations = 3;
+  tunings[4].rounds_per_global_relabel = 7;
+  tunings[4].bfs_check_every = 2;
+  for (const Topology& shape : shapes) {
+    StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
+    const Energy expected = ReferenceFlow(g);
+    for (const PushRelabelTuning& tuning : tunings) {
+      auto engine = MakeTbbPushRelabelEngine(tuning);
+      Result r;
+      engine->Solve(g, &r);
+      EXPECT_EQ(r.flow, expected) << shape.Describe() << ", " << tuning.Describe();
+      EXPECT_EQ(g.CutCapacity(r.labels), expected) << shape.Describe() << ", " << tuning.Describe();
+      EXPECT_GE(engine->stats().global_relabels, 1);
+    }
+  }
+}
+
+// The incremental global relabel finds the same exact distances as the one from scratch, so the
+// whole run is the same, step by step.
+TEST(TbbPushRelabel, IncrementalRelabelsEqualFullOnesStepByStep) {
+  std::mt19937_64 rng(17);
+  PushRelabelTuning full, incremental;
+  full.incremental_relabel = 0;
+  incremental.incremental_relabel = 2;  // every cycle after the first
+  for (PushRelabelTuning* t : {&full, &incremental}) {
+    t->local_iterations = 3;
+    t->rounds_per_global_relabel = 2;
+  }
+  for (const Topology& shape : {Topology::Grid2D(70, 45, 4), Topology::Grid2D(33, 41, 8), Topology::Grid3D(17, 9, 12)})
+    for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kSparse}) {
+      StGraph g = test::GridFlowCase(rng, shape, p);
+      const std::string what = Describe(shape, p, 0);
+      for (int rounds : {2, 5, 9, 30}) {
+        auto a = MakeTbbPushRelabelEngine(full), b = MakeTbbPushRelabelEngine(incremental);
+        a->RunForTest(g, rounds);
+        b->RunForTest(g, rounds);
+        const PushRelabelState sa = a->DownloadState(), sb = b->DownloadState();
+        EXPECT_EQ(sa.x, sb.x) << what << ", " << rounds << " rounds";
+        EXPECT_EQ(sa.h, sb.h) << what << ", " << rounds << " rounds";
+        EXPECT_EQ(sa.r, sb.r) << what << ", " << rounds << " rounds";
+      }
+    }
+}
+
+// Changes terminal and edge capacities of a solved graph (some edges drop below their flow) and
+// checks that the incremental re-solve equals a fresh solve and the reference.
+void CheckResolve(const Topology& shape, CapacityProfile profile, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  StGraph g = test::GridFlowCase(rng, shape, profile);
+  Result first = g.maxflow("tbb-pr");
+  ASSERT_TRUE(first.ok) << first.message;
+  auto pick = [&](std::int64_t n) { return std::uniform_int_distribution<std::int64_t>(0, n - 1)(rng); };
+  for (int step = 0; step < 4; ++step) {
+    for (int i = 0; i < 1 + shape.num_nodes() / 20; ++i) {
+      const NodeId v = static_cast<NodeId>(pick(shape.num_nodes()));
+      g.set_tweights(v, pick(300), pick(300));
+    }
+    for (int i = 0; i < 1 + shape.num_nodes() / 20; ++i) {
+      const EdgeId e = pick(shape.num_edge_slots());
+      NodeId a, b;
+      if (shape.edge_endpoints(e, &a, &b)) g.set_edge(e, static_cast<Cost>(pick(60)), static_cast<Cost>(pick(60)));
+    }
+    const Result again = g.maxflow("tbb-pr");  // reuses the residual graph
+    ASSERT_TRUE(again.ok) << again.message;
+    EXPECT_EQ(again.flow, ReferenceFlow(g)) << shape.Describe() << ", step " << step;
+    const Result fresh = g.maxflow("tbb-pr", /*reuse=*/false);
+    ASSERT_TRUE(fresh.ok) << fresh.message;
+    EXPECT_EQ(again.flow, fresh.flow);
+    EXPECT_EQ(again.labels, fresh.labels) << "the cut read from the residual graph is the sink-minimal one";
+  }
+}
+
+TEST(TbbPushRelabel, ResolveEqualsSolveFromScratch) {
+  std::uint64_t seed = 100;
+  for (const char* tuning : {"incremental_relabel=1", "incremental_relabel=0", "incremental_relabel=2"}) {
+    setenv("MRF_PR_TUNING", tuning, 1);  // read when the registry makes the engine
+    for (const Topology& shape : {Topology::Grid2D(45, 38, 4), Topology::Grid2D(33, 29, 8), Topology::Grid3D(9, 10, 7),
+                                  Topology::Grid2D(1, 40, 4)})
+      for (CapacityProfile p : {CapacityProfile::kUniform, CapacityProfile::kSegmentation, CapacityProfile::kZero})
+        CheckResolve(shape, p, seed++);
+  }
+  unsetenv("MRF_PR_TUNING");
+}
+
+TEST(TbbPushRelabel, ResolveAfterAddTweightsWithNegativeWeights) {
+  std::mt19937_64 rng(9);
+  StGraph g = test::GridFlowCase(rng, Topology::Grid2D(20, 20, 4), CapacityProfile::kUniform);
+  ASSERT_TRUE(g.maxflow("tbb-pr").ok);
+  for (NodeId v = 0; v < 400; v += 7) g.add_tweights(v, -30, 12);  // goes through constant()
+  const Result again = g.maxflow("tbb-pr");
+  ASSERT_TRUE(again.ok) << again.message;
+  EXPECT_EQ(again.flow, ReferenceFlow(g) + g.constant()) << "flows include the graph's constant";
+}
+
+TEST(TbbPushRelabel, BinaryModelsThroughSolve) {
+  std::mt19937_64 rng(2);
+  const Model m = test::RandomModel(rng, Topology::Grid2D(5, 3, 8), 2, 20, Pairwise{}, 9);
+  SolveOptions options;
+  options.solver = "tbb-pr";
+  const Result r = Solve(m, options);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.energy, test::BruteForceMinEnergy(m));
+  EXPECT_EQ(r.lower_bound, r.energy);
+}
+
+TEST(TbbPushRelabel, MrfSegmentRunsItByName) {
+  auto run = [](const std::string& backend) {
+    const test::CommandResult r =
+        test::RunCommand(test::AppPath("mrf-segment") + " --size 120x90 --seed 4 --json -q --backend " + backend);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json bk = run("cpu-bk"), pr = run("tbb-pr");
+  EXPECT_EQ(pr["backend"], "tbb-pr");
+  EXPECT_EQ(pr["energy"], bk["energy"]);
+}
+
+TEST(TbbPushRelabel, EdgeListsAreRefusedWithAReason) {
+  StGraph g;
+  g.add_node(3);
+  g.add_edge(0, 2, 1, 1);
+  const Result r = g.maxflow("tbb-pr");
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("needs a grid-shaped graph"), std::string::npos) << r.message;
+  const Result automatic = g.maxflow("auto");
+  EXPECT_TRUE(automatic.ok) << automatic.message;
+  EXPECT_NE(automatic.backend_used, "tbb-pr");
+}
+
+TEST(TbbPushRelabel, TuningIsValidatedAndParsed) {
+  PushRelabelTuning t;
+  std::string error;
+  EXPECT_TRUE(t.IsValid(&error)) << error;
+  t.tile_y = 12;
+  EXPECT_FALSE(t.IsValid(&error));
+  EXPECT_NE(error.find("tile_y"), std::string::npos) << error;
+  PushRelabelTuning parsed;
+  parsed.Parse("local_iterations=3,rounds_per_global_relabel=5,cuda_graphs=0");
+  EXPECT_EQ(parsed.local_iterations, 3);
+  EXPECT_EQ(parsed.rounds_per_global_relabel, 5);
+  EXPECT_FALSE(parsed.cuda_graphs);
+  EXPECT_THROW(parsed.Parse("no_such=1"), Error);
+  EXPECT_THROW(parsed.Parse("local_iterations=abc"), Error);
+  EXPECT_THROW(parsed.Parse("bfs_check_every=3"), Error);
+  EXPECT_NE(parsed.Describe().find("3 local iterations"), std::string::npos) << parsed.Describe();
+}
+
+TEST(TbbPushRelabel, RegistryEntries) {
+  const Registry& registry = Registry::Global();
+  ASSERT_NE(registry.Find("tbb-pr"), nullptr);
+  ASSERT_NE(registry.Find("cuda-pr"), nullptr);
+  EXPECT_EQ(registry.Find("cuda-pr")->device, Device::kCuda);
+  EXPECT_EQ(registry.Find("tbb-pr")->device, Device::kCpu);
+  EXPECT_GT(registry.Find("cuda-pr")->priority, registry.Find("tbb-pr")->priority);
+  if (const SolverEntry* bk = registry.Find("cpu-bk")) EXPECT_LT(registry.Find("tbb-pr")->priority, bk->priority);
+}
+
+// Without a usable GPU (always so in CPU-only builds): cuda-pr is unavailable with a reason,
+// asking for it by name fails with that reason, and auto runs on the CPU and says why.
+TEST(TbbPushRelabel, WithoutAGpuAutoRunsOnTheCpuAndSaysWhy) {
+  const std::string why = CudaUnavailableReason();
+  if (why.empty()) GTEST_SKIP() << "a GPU is present; tests/gpu covers this machine";
+  std::string reason;
+  EXPECT_FALSE(Registry::Global().IsAvailable("cuda-pr", &reason));
+  EXPECT_FALSE(reason.empty());
+  std::mt19937_64 rng(4);
+  StGraph g = test::GridFlowCase(rng, Topology::Grid2D(8, 8, 4), CapacityProfile::kUniform);
+  const Result named = g.maxflow("cuda-pr");
+  EXPECT_FALSE(named.ok);
+  EXPECT_NE(named.message.find("cuda-pr"), std::string::npos) << named.message;
+  EXPECT_NE(named.message.find(reason), std::string::npos) << named.message;
+  const Model m = test::RandomModel(rng, Topology::Grid2D(6, 5, 4), 2, 20, Pairwise{}, 5);
+  const Result automatic = Solve(m, SolveOptions{});
+  ASSERT_TRUE(automatic.ok) << automatic.message;
+  EXPECT_NE(automatic.backend_used, "cuda-pr");
+  EXPECT_NE(automatic.fallback_reason.find("cuda-pr skipped"), std::string::npos) << automatic.fallback_reason;
+}
+
+}  // namespace
+}  // namespace mrf

@@ -1,0 +1,346 @@
+// cuda-pr against the CPU engines: flows equal Boost Graph's (and cpu-bk's when built) on hundreds
+// of random grids (odd sizes, strips, zero and near-2^31 capacities; 4-, 8- and 6-connected), cuts
+// equal tbb-pr's, the GPU state equals the CPU twin's after every step, re-solving equals solving
+// from scratch, and injected faults end in clear messages with a recorded CPU fallback under auto.
+// Tests named *Small* are the ones compute-sanitizer runs (--gtest_filter='*Small*').
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "mrf/config.h"
+#include "mrf/registry.h"
+#include "mrf/solve.h"
+#include "backends/cpu/tbb_push_relabel.h"
+#include "support/grid_flow_cases.h"
+#include "support/test_support.h"
+#if MRF_HAVE_CUDA
+#include "backends/cuda/cuda_push_relabel.h"
+#endif
+
+namespace mrf {
+namespace {
+
+using test::CapacityProfile;
+
+#if MRF_HAVE_CUDA
+std::unique_ptr<PushRelabelEngine> MakeCuda(const PushRelabelTuning& t = {}) { return MakeCudaPushRelabelEngine(t); }
+#else
+std::unique_ptr<PushRelabelEngine> MakeCuda(const PushRelabelTuning& = {}) { return nullptr; }
+#endif
+
+// Sets an environment variable for the lifetime of the object.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+StGraph Copy(const StGraph& graph) {
+  StGraph copy(graph.topology());
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) copy.add_tweights(v, graph.source_cap(v), graph.sink_cap(v));
+  graph.topology().ForEachEdge(
+      [&](EdgeId e, NodeId, NodeId) { copy.add_to_edge_slot(e, graph.edge_cap(e), graph.edge_rev_cap(e)); });
+  return copy;
+}
+
+// The exact CPU engines this build has: boost-bk always, cpu-bk when registered.
+std::vector<std::string> CpuReferences() {
+  std::vector<std::string> names = {"boost-bk"};
+  if (Registry::Global().IsAvailable("cpu-bk")) names.push_back("cpu-bk");
+  return names;
+}
+
+void CheckAgainstCpu(const StGraph& original, const std::string& what) {
+  StGraph gpu = Copy(original);
+  const Result r = gpu.maxflow("cuda-pr");
+  ASSERT_TRUE(r.ok) << what << ": " << r.message;  // ok: the cut's capacity equals the flow
+  EXPECT_EQ(r.backend_used, "cuda-pr");
+  EXPECT_EQ(r.energy, r.flow) << what;
+  for (const std::string& name : CpuReferences()) {
+    StGraph cpu = Copy(original);
+    const Result ref = cpu.maxflow(name);
+    ASSERT_TRUE(ref.ok) << name << ": " << ref.message;
+    EXPECT_EQ(r.flow, ref.flow) << what << " vs " << name;
+  }
+  StGraph twin = Copy(original);
+  const Result t = twin.maxflow("tbb-pr");
+  ASSERT_TRUE(t.ok) << t.message;
+  EXPECT_EQ(r.labels, t.labels) << what << ": cuts differ from tbb-pr's";
+}
+
+TEST(CudaPushRelabel, HundredsOfRandomGridsMatchTheCpuEngines) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(21);
+  int cases = 0;
+  for (const Topology& shape : test::GridFlowShapes(false))
+    for (int p = 0; p < test::kNumCapacityProfiles; ++p)
+      for (int trial = 0; trial < 3; ++trial) {
+        const StGraph g = test::GridFlowCase(rng, shape, static_cast<CapacityProfile>(p));
+        CheckAgainstCpu(g, shape.Describe() + ", " + test::ToString(static_cast<CapacityProfile>(p)) + ", trial " +
+                               std::to_string(trial));
+        ++cases;
+      }
+  EXPECT_GE(cases, 300);
+}
+
+TEST(CudaPushRelabel, LargerGridsMatchTheCpuEngines) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(8);
+  for (const Topology& shape : {Topology::Grid2D(301, 257, 4), Topology::Grid2D(200, 123, 8), Topology::Grid3D(41, 37, 29)})
+    for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kHuge})
+      CheckAgainstCpu(test::GridFlowCase(rng, shape, p), shape.Describe() + ", " + test::ToString(p));
+}
+
+// Every compiled tile shape, with and without CUDA graphs, and extreme schedules.
+TEST(CudaPushRelabel, SmallEveryTuningGivesTheSameFlow) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(12);
+  std::vector<PushRelabelTuning> tunings;
+  for (int tile_y : {8, 16, 32})
+    for (bool graphs : {true, false}) {
+      PushRelabelTuning t;
+      t.tile_y = tile_y;
+      t.cuda_graphs = graphs;
+      t.fused_bfs_start = tile_y != 16;
+      t.incremental_relabel = tile_y == 8 ? 0 : 2;
+      if (tile_y == 8) {
+        t.tile3d_x = 32;
+        t.tile3d_y = 4;
+        t.tile3d_z = 4;
+        t.local_iterations = 1;
+        t.rounds_per_global_relabel = 1;
+        t.bfs_check_every = 2;
+      }
+      tunings.push_back(t);
+    }
+  for (const Topology& shape : {Topology::Grid2D(45, 37, 4), Topology::Grid2D(33, 20, 8), Topology::Grid3D(11, 9, 10)}) {
+    const StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
+    StGraph ref = Copy(g);
+    const Result expected = ref.maxflow("boost-bk");
+    ASSERT_TRUE(expected.ok) << expected.message;
+    for (const PushRelabelTuning& t : tunings) {
+      if (shape.kind() == TopologyKind::kGrid8 && t.tile_y == 32) continue;  // not compiled for 8-connected
+      auto engine = MakeCuda(t);
+      Result r;
+      engine->Solve(g, &r);
+      EXPECT_EQ(r.flow, expected.flow) << shape.Describe() << ", " << t.Describe();
+      EXPECT_EQ(g.CutCapacity(r.labels), expected.flow) << shape.Describe() << ", " << t.Describe();
+    }
+  }
+}
+
+// The GPU engine and its CPU twin run the same steps: their states agree bit for bit after any
+// number of push rounds (global relabels included).
+TEST(CudaPushRelabel, SmallStateEqualsTheCpuTwinStepByStep) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(31);
+  PushRelabelTuning t;
+  t.local_iterations = 4;
+  t.rounds_per_global_relabel = 3;
+  const Topology shapes[] = {Topology::Grid2D(70, 45, 4), Topology::Grid2D(33, 41, 8), Topology::Grid3D(17, 9, 12)};
+  for (bool fused : {false, true})
+    for (const Topology& shape : shapes)
+      for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kHuge}) {
+        const StGraph g = test::GridFlowCase(rng, shape, p);
+        for (int rounds : {1, 2, 5, 11}) {
+          t.fused_bfs_start = fused;
+          t.incremental_relabel = fused ? 2 : 0;
+          auto gpu = MakeCuda(t);
+          auto cpu = MakeTbbPushRelabelEngine(t);
+          gpu->RunForTest(g, rounds);
+          cpu->RunForTest(g, rounds);
+          const PushRelabelState a = gpu->DownloadState(), b = cpu->DownloadState();
+          const std::string what = shape.Describe() + ", " + test::ToString(p) + ", " + std::to_string(rounds) +
+                                   " rounds" + (fused ? ", fused BFS start" : "");
+          EXPECT_EQ(a.x, b.x) << what << ": excess differs";
+          EXPECT_EQ(a.h, b.h) << what << ": heights differ";
+          EXPECT_EQ(a.r, b.r) << what << ": residuals differ";
+          EXPECT_EQ(gpu->stats().push_rounds, cpu->stats().push_rounds) << what;
+          EXPECT_EQ(gpu->stats().global_relabels, cpu->stats().global_relabels) << what;
+        }
+      }
+}
+
+void CheckResolve(const Topology& shape, CapacityProfile profile, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  StGraph g = test::GridFlowCase(rng, shape, profile);
+  StGraph twin = Copy(g);
+  ASSERT_TRUE(g.maxflow("cuda-pr").ok);
+  ASSERT_TRUE(twin.maxflow("tbb-pr").ok);
+  auto pick = [&](std::int64_t n) { return std::uniform_int_distribution<std::int64_t>(0, n - 1)(rng); };
+  for (int step = 0; step < 3; ++step) {
+    for (int i = 0; i < 1 + shape.num_nodes() / 25; ++i) {
+      const NodeId v = static_cast<NodeId>(pick(shape.num_nodes()));
+      const Energy s = pick(400), t = pick(400);
+      g.set_tweights(v, s, t);
+      twin.set_tweights(v, s, t);
+    }
+    for (int i = 0; i < 1 + shape.num_nodes() / 25; ++i) {
+      const EdgeId e = pick(shape.num_edge_slots());
+      NodeId a, b;
+      if (!shape.edge_endpoints(e, &a, &b)) continue;
+      const Cost c = static_cast<Cost>(pick(80)), rc = static_cast<Cost>(pick(80));
+      g.set_edge(e, c, rc);
+      twin.set_edge(e, c, rc);
+    }
+    const Result again = g.maxflow("cuda-pr");  // from the residual graph
+    ASSERT_TRUE(again.ok) << again.message;
+    const Result cpu_again = twin.maxflow("tbb-pr");
+    ASSERT_TRUE(cpu_again.ok) << cpu_again.message;
+    StGraph fresh_graph = Copy(g);
+    const Result fresh = fresh_graph.maxflow("cuda-pr");
+    ASSERT_TRUE(fresh.ok) << fresh.message;
+    StGraph ref_graph = Copy(g);
+    const Result ref = ref_graph.maxflow("boost-bk");
+    const std::string what = shape.Describe() + ", " + test::ToString(profile) + ", step " + std::to_string(step);
+    EXPECT_EQ(again.flow, fresh.flow) << what;
+    EXPECT_EQ(again.flow, ref.flow) << what;
+    EXPECT_EQ(again.labels, fresh.labels) << what;
+    EXPECT_EQ(again.labels, cpu_again.labels) << what;
+  }
+}
+
+TEST(CudaPushRelabel, SmallResolveEqualsSolveFromScratch) {
+  MRF_SKIP_WITHOUT_CUDA();
+  CheckResolve(Topology::Grid2D(37, 29, 4), CapacityProfile::kSegmentation, 1);
+  CheckResolve(Topology::Grid2D(21, 18, 8), CapacityProfile::kUniform, 2);
+  CheckResolve(Topology::Grid3D(9, 7, 8), CapacityProfile::kSegmentation, 3);
+}
+
+TEST(CudaPushRelabel, ResolveEqualsSolveFromScratch) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::uint64_t seed = 50;
+  for (const Topology& shape : {Topology::Grid2D(130, 97, 4), Topology::Grid2D(1, 300, 4), Topology::Grid2D(77, 64, 8),
+                                Topology::Grid3D(20, 21, 19)})
+    for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kZero,
+                              CapacityProfile::kHuge})
+      CheckResolve(shape, p, seed++);
+}
+
+TEST(CudaPushRelabel, SmallWorkspaceIsReused) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(4);
+  auto engine = MakeCuda();
+  const StGraph a = test::GridFlowCase(rng, Topology::Grid2D(64, 48, 4), CapacityProfile::kUniform);
+  const StGraph b = test::GridFlowCase(rng, Topology::Grid2D(64, 48, 4), CapacityProfile::kSegmentation);
+  Result ra, rb;
+  engine->Solve(a, &ra);
+  const std::size_t bytes = engine->MemoryBytes();
+  engine->Solve(b, &rb);
+  EXPECT_EQ(engine->MemoryBytes(), bytes);
+  EXPECT_GT(bytes, 64u * 48u * 8u);
+  EXPECT_EQ(rb.flow, Copy(b).maxflow("boost-bk").flow);
+  EXPECT_GE(rb.timings.solve_ms, 0.0);
+  EXPECT_GE(rb.timings.transfer_ms, 0.0);
+  EXPECT_FALSE(rb.log.empty());
+}
+
+TEST(CudaPushRelabel, SmallDebugSyncGivesTheSameFlow) {
+  MRF_SKIP_WITHOUT_CUDA();
+  ScopedEnv sync("MRF_CUDA_DEBUG_SYNC", "1");
+  std::mt19937_64 rng(6);
+  CheckAgainstCpu(test::GridFlowCase(rng, Topology::Grid2D(40, 33, 8), CapacityProfile::kSegmentation), "debug sync");
+}
+
+Model SmallBinaryModel(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return test::RandomModel(rng, Topology::Grid2D(5, 4, 4), 2, 30, Pairwise{}, 7);
+}
+
+TEST(CudaPushRelabel, SmallAutoPrefersTheGpu) {
+  MRF_SKIP_WITHOUT_CUDA();
+  const Model m = SmallBinaryModel(1);
+  const Result r = Solve(m, SolveOptions{});
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.backend_used, "cuda-pr");
+  EXPECT_EQ(r.energy, test::BruteForceMinEnergy(m));
+}
+
+TEST(CudaPushRelabel, SmallInjectedFaultsGiveClearMessagesAndAutoFallsBack) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(5);
+  const StGraph g = test::GridFlowCase(rng, Topology::Grid2D(30, 20, 4), CapacityProfile::kUniform);
+  const Model m = SmallBinaryModel(2);
+  const Energy best = test::BruteForceMinEnergy(m);
+  const std::pair<const char*, const char*> faults[] = {{"oom", "out of GPU memory"}, {"launch", "kernel launch failed"}};
+  for (const auto& [fault, expected] : faults) {
+    ScopedEnv inject("MRF_INJECT_CUDA_FAULT", fault);
+    StGraph named = Copy(g);
+    const Result r = named.maxflow("cuda-pr");
+    EXPECT_FALSE(r.ok) << fault;
+    EXPECT_NE(r.message.find("cuda-pr"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find(expected), std::string::npos) << r.message;
+    SolveOptions by_name;
+    by_name.solver = "cuda-pr";
+    const Result failed = Solve(m, by_name);
+    EXPECT_FALSE(failed.ok);
+    EXPECT_NE(failed.message.find(expected), std::string::npos) << failed.message;
+    StGraph graph_auto = Copy(g);
+    const Result graph_fallback = graph_auto.maxflow("auto");
+    ASSERT_TRUE(graph_fallback.ok) << graph_fallback.message;
+    EXPECT_NE(graph_fallback.backend_used, "cuda-pr");
+    EXPECT_NE(graph_fallback.fallback_reason.find("cuda-pr failed"), std::string::npos) << graph_fallback.fallback_reason;
+    const Result automatic = Solve(m, SolveOptions{});
+    ASSERT_TRUE(automatic.ok) << automatic.message;
+    EXPECT_NE(automatic.backend_used, "cuda-pr");
+    EXPECT_EQ(automatic.energy, best);
+    EXPECT_NE(automatic.fallback_reason.find("cuda-pr failed"), std::string::npos) << automatic.fallback_reason;
+    EXPECT_NE(automatic.fallback_reason.find(expected), std::string::npos) << automatic.fallback_reason;
+  }
+  // Afterwards the GPU works again.
+  CheckAgainstCpu(g, "after the injected faults");
+}
+
+// A few tiny solves and re-solves of each grid kind: what compute-sanitizer's racecheck runs
+// (--gtest_filter='*Sanitizer*'); memcheck runs every *Small* test.
+TEST(CudaPushRelabel, SmallSanitizerSolvesAndResolves) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(77);
+  for (const Topology& shape : {Topology::Grid2D(40, 20, 4), Topology::Grid2D(33, 17, 8), Topology::Grid3D(9, 7, 10)}) {
+    StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
+    const Result r = g.maxflow("cuda-pr");
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.flow, Copy(g).maxflow("boost-bk").flow) << shape.Describe();
+    for (NodeId v = 0; v < shape.num_nodes(); v += 7) g.set_tweights(v, (v * 37) % 500, (v * 91) % 500);
+    shape.ForEachEdge([&](EdgeId e, NodeId, NodeId) {
+      if (e % 11 == 0) g.set_edge(e, static_cast<Cost>(e % 50), static_cast<Cost>(e % 30));
+    });
+    const Result again = g.maxflow("cuda-pr");
+    ASSERT_TRUE(again.ok) << again.message;
+    EXPECT_EQ(again.flow, Copy(g).maxflow("boost-bk").flow) << shape.Describe() << " (re-solve)";
+  }
+}
+
+// The segmentation program runs on cuda-pr by name and through auto, with the CPU's energy.
+TEST(CudaPushRelabel, MrfSegmentRunsOnTheGpu) {
+  MRF_SKIP_WITHOUT_CUDA();
+  auto run = [](const std::string& backend) {
+    const test::CommandResult r =
+        test::RunCommand(test::AppPath("mrf-segment") + " --size 200x150 --seed 3 --json -q --backend " + backend);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json cpu = run("cpu-bk"), gpu = run("cuda-pr"), automatic = run("auto");
+  EXPECT_EQ(gpu["backend"], "cuda-pr");
+  EXPECT_EQ(automatic["backend"], "cuda-pr");
+  EXPECT_EQ(gpu["energy"], cpu["energy"]);
+  EXPECT_EQ(automatic["energy"], cpu["energy"]);
+}
+
+TEST(CudaPushRelabel, EdgeListsAreRefused) {
+  MRF_SKIP_WITHOUT_CUDA();
+  StGraph g;
+  g.add_node(2);
+  g.add_edge(0, 1, 3, 3);
+  const Result r = g.maxflow("cuda-pr");
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.message.find("needs a grid-shaped graph"), std::string::npos) << r.message;
+}
+
+}  // namespace
+}  // namespace mrf
