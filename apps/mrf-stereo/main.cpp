@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
     if (!left_path.empty() && right_path.empty()) throw mrf::Error("LEFT given without RIGHT (give both images, or neither)");
     const bool synthetic = left_path.empty();
     if (synthetic && !gt_path.empty()) throw mrf::Error("--gt needs LEFT and RIGHT images (the synthetic pair has its own)");
+    if (synthetic && downsample > 1) throw mrf::Error("--downsample needs LEFT and RIGHT images (use --synthetic-size)");
 
     // ---- The energy: a preset (or the defaults), then every energy option given explicitly ----
     mrf::StereoParams params = defaults;

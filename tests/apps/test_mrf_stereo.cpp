@@ -157,6 +157,7 @@ TEST(MrfStereo, BadInputIsAOneLineError) {
                      "add --truncate");
   ExpectOneLineError(f.left + " " + f.right + " --labels 8 --gt " + f.small_gt, "ground truth");
   ExpectOneLineError(f.left, "LEFT given without RIGHT");
+  ExpectOneLineError("--downsample 2", "--downsample needs LEFT and RIGHT");
   ExpectOneLineError(f.left + " " + f.dir + "/missing.png", "missing.png");
   ExpectOneLineError("--preset cones", "unknown stereo preset 'cones'");
   ExpectOneLineError("--smoothness table --table " + f.gt, "smoothness table");
