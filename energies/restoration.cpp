@@ -1,11 +1,11 @@
 #include "energies/restoration.h"
 
-#include "energies/synthetic_random.h"
-
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <sstream>
+
+#include "energies/synthetic_random.h"
 
 namespace mrf {
 
@@ -22,8 +22,8 @@ void RestorationParams::Validate() const {
                 std::to_string(smoothness.truncation) + ")");
   if (smoothness.kind == PairwiseKind::kTable &&
       static_cast<std::int64_t>(smoothness.table.size()) != std::int64_t{num_labels} * num_labels)
-    throw Error("restoration: smoothness table has " + std::to_string(smoothness.table.size()) +
-                " values, expected " + std::to_string(num_labels) + " x " + std::to_string(num_labels));
+    throw Error("restoration: smoothness table has " + std::to_string(smoothness.table.size()) + " values, expected " +
+                std::to_string(num_labels) + " x " + std::to_string(num_labels));
 }
 
 std::string RestorationParams::Describe() const {
@@ -40,7 +40,9 @@ std::string RestorationParams::Describe() const {
 }
 
 int LevelIntensity(Label level, Label num_labels) {
-  return num_labels <= 1 ? 0 : static_cast<int>((std::int64_t{level} * 255 * 2 + (num_labels - 1)) / (2 * (num_labels - 1)));
+  return num_labels <= 1
+             ? 0
+             : static_cast<int>((std::int64_t{level} * 255 * 2 + (num_labels - 1)) / (2 * (num_labels - 1)));
 }
 
 bool IsMissing(const Image& mask, int x, int y) { return mask.at(x, y, 0) >= 128; }
@@ -85,7 +87,8 @@ Image RestoredImage(const Labeling& labels, int width, int height, Label num_lab
                 std::to_string(height) + " image");
   Image image = Image::Filled(width, height, 1);
   for (std::size_t p = 0; p < labels.size(); ++p)
-    image.pixels[p] = static_cast<std::uint8_t>(LevelIntensity(std::clamp<Label>(labels[p], 0, num_labels - 1), num_labels));
+    image.pixels[p] =
+        static_cast<std::uint8_t>(LevelIntensity(std::clamp<Label>(labels[p], 0, num_labels - 1), num_labels));
   return image;
 }
 
@@ -109,7 +112,8 @@ SyntheticRestoration MakeSyntheticRestoration(int width, int height, std::uint64
   if (width < 8 || height < 8)
     throw Error("synthetic restoration: image must be at least 8x8 (got " + std::to_string(width) + "x" +
                 std::to_string(height) + ")");
-  if (!(noise >= 0)) throw Error("synthetic restoration: noise must be non-negative (got " + std::to_string(noise) + ")");
+  if (!(noise >= 0))
+    throw Error("synthetic restoration: noise must be non-negative (got " + std::to_string(noise) + ")");
   if (holes < 0) throw Error("synthetic restoration: holes must be non-negative (got " + std::to_string(holes) + ")");
   std::mt19937_64 rng(seed);
   // A diagonal ramp, then bars and discs of flat or gently sloped intensity on top.
@@ -139,8 +143,7 @@ SyntheticRestoration MakeSyntheticRestoration(int width, int height, std::uint64
   s.mask = Image::Filled(width, height, 1, 0);
   for (std::size_t p = 0; p < picture.size(); ++p) {
     s.clean.pixels[p] = static_cast<std::uint8_t>(std::clamp(std::lround(picture[p]), 0L, 255L));
-    s.noisy.pixels[p] =
-        static_cast<std::uint8_t>(std::clamp(std::lround(picture[p] + noise * Normal(rng)), 0L, 255L));
+    s.noisy.pixels[p] = static_cast<std::uint8_t>(std::clamp(std::lround(picture[p] + noise * Normal(rng)), 0L, 255L));
   }
   for (int i = 0; i < holes; ++i) {
     const int hw = Uniform(rng, std::max(1, width / 20), std::max(2, width / 8));

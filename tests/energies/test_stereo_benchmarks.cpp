@@ -50,11 +50,11 @@ Result SolveAsReference(const Model& model, const std::string& solver) {
   return Solve(model, options);
 }
 
-#define REQUIRE_PROBLEM(name, scale, problem)                                                         \
-  Problem problem;                                                                                    \
+#define REQUIRE_PROBLEM(name, scale, problem) \
+  Problem problem;                            \
   if (!LoadProblem(name, scale, &problem)) GTEST_SKIP() << "Middlebury " << name << " images not found"
-#define REQUIRE_SOLVER(algorithm, solver)                                                             \
-  const std::string solver = CpuSolver(algorithm);                                                    \
+#define REQUIRE_SOLVER(algorithm, solver)          \
+  const std::string solver = CpuSolver(algorithm); \
   if (solver.empty()) GTEST_SKIP() << "no CPU " << ToString(algorithm) << " solver in this build"
 
 TEST(MiddleburyBenchmark, ExpansionTsukuba) {
