@@ -2,12 +2,29 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <new>
+#include <sstream>
 
 #include "mrf/registry.h"
 
 namespace mrf {
+
+StopCheck MakeStopCheck(double time_limit_s, std::function<bool(const IterationRecord&)> callback,
+                        std::chrono::steady_clock::time_point start) {
+  if (time_limit_s <= 0 && !callback) return {};
+  std::ostringstream limit;
+  limit << "the time limit (" << time_limit_s << " s) passed";
+  return [time_limit_s, callback = std::move(callback), start,
+          limit_text = limit.str()](const IterationRecord& progress) -> std::string {
+    IterationRecord record = progress;
+    record.time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (time_limit_s > 0 && record.time_ms >= time_limit_s * 1000.0) return limit_text;
+    if (callback && !callback(record)) return "the callback asked to stop";
+    return {};
+  };
+}
 
 StGraph::StGraph() = default;
 StGraph::~StGraph() = default;
@@ -176,10 +193,19 @@ Segment StGraph::what_segment(NodeId node) const {
   return sink_side_[node] ? Segment::kSink : Segment::kSource;
 }
 
+void StGraph::set_limits(double time_limit_s, std::function<bool(const IterationRecord&)> callback) {
+  if (!(time_limit_s >= 0) || std::isinf(time_limit_s))
+    throw Error("set_limits: the time limit must be a finite number of seconds >= 0 (got " +
+                std::to_string(time_limit_s) + ")");
+  time_limit_s_ = time_limit_s;
+  callback_ = std::move(callback);
+}
+
 Result StGraph::maxflow(const std::string& backend, bool reuse) {
   const auto start = std::chrono::steady_clock::now();
   Result result;
   result.backend_requested = backend;
+  const StopCheck stop_check = MakeStopCheck(time_limit_s_, callback_, start);
   try {
     if (num_nodes() == 0) throw Error("maxflow: the graph has no nodes");
     const bool resolve = reuse && engine_ && !changes_.structure_changed && engine_->SupportsResolve() &&
@@ -194,9 +220,11 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
         entry = &Registry::Global().Choose(backend, Algorithm::kMaxFlow, Device::kAuto, &note, accepts);
         engine_ = entry->make_engine();
         result.fallback_reason = note;
+        engine_->set_stop_check(stop_check);
         engine_->Solve(*this, &result);
       } else {
         entry = Registry::Global().Find(engine_->name());
+        engine_->set_stop_check(stop_check);
         engine_->Resolve(*this, &result);
       }
     } catch (const std::exception& e) {
@@ -210,6 +238,7 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
       result = Result{};
       result.backend_requested = backend;
       result.fallback_reason = failure + "; ran " + cpu.name + " instead";
+      engine_->set_stop_check(stop_check);
       engine_->Solve(*this, &result);
     }
     result.backend_used = engine_->name();
@@ -220,13 +249,23 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
                   " nodes for a graph of " + std::to_string(num_nodes()));
     result.flow += constant_;
     result.energy = CutCapacity(result.labels);
-    if (result.energy != result.flow)
-      throw Error("internal error in " + result.backend_used + ": cut capacity " + std::to_string(result.energy) +
-                  " differs from flow " + std::to_string(result.flow));
-    result.has_lower_bound = true;
-    result.lower_bound = result.flow;
+    const std::string stopped = engine_->stop_reason();
+    engine_->set_stop_check({});  // the check refers to this call's clock and callback
+    if (!stopped.empty()) {
+      // A valid cut, but not a minimum one: no bound is claimed, and the flow only counts what was
+      // routed so far. The engine keeps its state: the next maxflow() continues or starts afresh.
+      result.has_lower_bound = false;
+      result.message = "stopped early: " + stopped + "; the cut (capacity " + std::to_string(result.energy) +
+                       ") is not a minimum cut, flow routed so far " + std::to_string(result.flow);
+    } else {
+      if (result.energy != result.flow)
+        throw Error("internal error in " + result.backend_used + ": cut capacity " + std::to_string(result.energy) +
+                    " differs from flow " + std::to_string(result.flow));
+      result.has_lower_bound = true;
+      result.lower_bound = result.flow;
+      if (result.message == "Solve was not called") result.message = "maximum flow found";
+    }
     result.ok = true;
-    if (result.message == "Solve was not called") result.message = "maximum flow found";
     sink_side_ = result.labels;
     flow_ = result.flow;
   } catch (const std::bad_alloc&) {

@@ -50,7 +50,9 @@ int main(int argc, char** argv) {
     options.maxflow_backend = maxflow;
     options.label_order = mrf::ParseLabelOrder(order);
     options.callback = [](const mrf::IterationRecord& r) {
-      mrf::app::Progress("mrf-solve", "iteration " + std::to_string(r.iteration) + ": energy " + std::to_string(r.energy));
+      // Max-flow engines report progress without an energy (only the work done so far).
+      mrf::app::Progress("mrf-solve", "iteration " + std::to_string(r.iteration) + ": " +
+                                          (r.energy >= 0 ? "energy " + std::to_string(r.energy) : r.note));
       return true;
     };
     const mrf::Result result = mrf::Solve(model, options);
