@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <new>
 #include <sstream>
 
@@ -70,15 +71,26 @@ void StGraph::MarkEdge(EdgeId edge) {
 
 void StGraph::add_tweights(NodeId node, Energy cap_source, Energy cap_sink) {
   CheckNode(node, "add_tweights");
-  Energy s = CheckedAdd(source_cap_[node], cap_source, "terminal capacity");
-  Energy t = CheckedAdd(sink_cap_[node], cap_sink, "terminal capacity");
+  auto add = [node](Energy a, Energy b, const char* what) {
+    Energy sum = 0;
+    if (__builtin_add_overflow(a, b, &sum))
+      throw Error(std::string("add_tweights: ") + what + " of node " + std::to_string(node) + " overflows a 64-bit sum");
+    return sum;
+  };
+  Energy s = add(source_cap_[node], cap_source, "source capacity");
+  Energy t = add(sink_cap_[node], cap_sink, "sink capacity");
   // Keep both terminal capacities non-negative: adding d to both raises every cut by d.
+  if (s == std::numeric_limits<Energy>::min() || t == std::numeric_limits<Energy>::min())
+    throw Error("add_tweights: terminal capacity of node " + std::to_string(node) + " is below -2^63+1");
   const Energy shift = std::max<Energy>({Energy{0}, -s, -t});
+  Energy constant = constant_;
   if (shift > 0) {
-    s = CheckedAdd(s, shift, "terminal capacity");
-    t = CheckedAdd(t, shift, "terminal capacity");
-    constant_ = CheckedAdd(constant_, -shift, "flow constant");
+    s = add(s, shift, "source capacity");
+    t = add(t, shift, "sink capacity");
+    if (__builtin_add_overflow(constant_, -shift, &constant))
+      throw Error("add_tweights: the flow constant overflows a 64-bit sum at node " + std::to_string(node));
   }
+  constant_ = constant;  // nothing changes before every check has passed
   source_cap_[node] = s;
   sink_cap_[node] = t;
   MarkNode(node);

@@ -56,6 +56,13 @@ int main(int argc, char** argv) {
   return mrf::app::Run("mrf-bench", argc, argv, cli, [&] {
     const std::string gpu = mrf::CudaDeviceDescription();
     std::printf("# mrf-bench; GPU: %s\n", gpu.empty() ? ("none (" + mrf::CudaUnavailableReason() + ")").c_str() : gpu.c_str());
+    // Output folders are checked before hours of benchmarking, not after.
+    for (const auto& [option, path] : {std::pair<const char*, std::string>{"--json", options.json_path},
+                                       std::pair<const char*, std::string>{"--plot", options.plot_path}}) {
+      const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+      if (!path.empty() && !parent.empty() && !std::filesystem::is_directory(parent))
+        throw mrf::Error(std::string(option) + ": folder '" + parent.string() + "' does not exist");
+    }
     int status = 0;
     bool found = false;
     for (const Suite& s : Suites()) {

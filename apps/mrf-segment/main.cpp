@@ -123,13 +123,15 @@ int main(int argc, char** argv) {
   double lambda = 2.5, sigma = 50.0;
   bool json = false, quiet = false;
 
-  cli.add_option("IMAGE", image_path, "Image to segment (PNG, JPEG, PPM/PGM, BMP, TGA); omit for the synthetic scene");
+  cli.add_option("IMAGE", image_path, "Image to segment (PNG, JPEG, binary PGM/PPM); omit for the synthetic scene");
   auto* scribbles_opt = cli.add_option("--scribbles", scribbles_path,
                                        "Scribble image of IMAGE's size: red = foreground, blue = background seeds");
   auto* rect_opt = cli.add_option("--rect", rect_text,
                                   "Rectangle x,y,w,h around the object: outside = background (GrabCut)");
   auto* size_opt = cli.add_option("--size", size_text, "Synthetic scene size WxH (or N for NxN)")->capture_default_str();
-  auto* seed_opt = cli.add_option("--seed", seed, "Synthetic scene seed (same seed, same scene)")->capture_default_str();
+  auto* seed_opt = cli.add_option("--seed", seed, "Synthetic scene seed (same seed, same scene)")
+                       ->check(mrf::app::FiniteNonNegative())
+                       ->capture_default_str();
   cli.add_option("--model", model_name, "Colour model: histogram or gmm")->capture_default_str();
   cli.add_option("--bins", bins, "Histogram bins per channel (default: 32 for the synthetic scene, 16 for images)")
       ->check(CLI::Range(1, 256));

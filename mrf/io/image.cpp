@@ -105,14 +105,18 @@ Image DecodePnm(const std::string& bytes, const std::string& name) {
   return img;
 }
 
-Image DecodeWithStb(const std::string& bytes, const std::string& name) {
+Image DecodeWithStb(const std::string& bytes, const std::string& name, const char* format) {
   int w = 0, h = 0, n = 0;
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int size = static_cast<int>(bytes.size());
-  if (!stbi_info_from_memory(data, size, &w, &h, &n)) Fail(name, std::string(stbi_failure_reason()) + " (corrupt or truncated)");
+  // stb_image's reasons are terse ("IDA", "outofdata"): say what they mean, keep them for reference.
+  auto corrupt = [&] {
+    Fail(name, std::string("corrupt or truncated ") + format + " data (stb_image: " + stbi_failure_reason() + ")");
+  };
+  if (!stbi_info_from_memory(data, size, &w, &h, &n)) corrupt();
   CheckShape(name, w, h);
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(stbi_load_from_memory(data, size, &w, &h, &n, 0), &stbi_image_free);
-  if (!pixels) Fail(name, std::string(stbi_failure_reason()) + " (corrupt or truncated)");
+  if (!pixels) corrupt();
   Image img;
   img.width = w;
   img.height = h;
@@ -129,7 +133,8 @@ Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int
   if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) Fail(name, "file too large");
   auto starts_with = [&](const char* magic, std::size_t n) { return bytes.size() >= n && bytes.compare(0, n, magic, n) == 0; };
   Image img;
-  if (starts_with("\x89PNG", 4) || starts_with("\xFF\xD8\xFF", 3)) img = DecodeWithStb(bytes, name);
+  if (starts_with("\x89PNG", 4)) img = DecodeWithStb(bytes, name, "PNG");
+  else if (starts_with("\xFF\xD8\xFF", 3)) img = DecodeWithStb(bytes, name, "JPEG");
   else if (starts_with("P5", 2) || starts_with("P6", 2)) img = DecodePnm(bytes, name);
   else if (bytes.empty()) Fail(name, "file is empty");
   else Fail(name, "not a PNG, JPEG or binary PGM/PPM image");

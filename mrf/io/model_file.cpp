@@ -110,10 +110,10 @@ void SaveModel(const Model& model, std::ostream& out) {
 
 void SaveModel(const Model& model, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error("cannot write model file '" + path + "'");
+  if (!out) throw Error("cannot write model file '" + path + "': " + std::strerror(errno));
   SaveModel(model, out);
   out.close();
-  if (!out) throw Error("error while writing model file '" + path + "'");
+  if (!out) throw Error("error while writing model file '" + path + "': " + std::strerror(errno ? errno : EIO));
 }
 
 Model LoadModelFromBytes(const std::string& bytes, const std::string& name) {
