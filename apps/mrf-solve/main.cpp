@@ -53,8 +53,12 @@ int main(int argc, char** argv) {
     options.device = mrf::ParseDevice(device);
     options.maxflow_backend = maxflow;
     options.label_order = mrf::ParseLabelOrder(order);
-    options.callback = [](const mrf::IterationRecord& r) {
-      // Max-flow engines report progress without an energy (only the work done so far).
+    // Max-flow engines report progress without an energy, every few thousand augmentations: shown
+    // at most twice a second. Iterative solvers report each iteration's energy.
+    double last_shown_ms = -1e9;
+    options.callback = [&last_shown_ms](const mrf::IterationRecord& r) {
+      if (r.energy < 0 && r.time_ms - last_shown_ms < 500) return true;
+      last_shown_ms = r.time_ms;
       mrf::app::Progress("mrf-solve", "iteration " + std::to_string(r.iteration) + ": " +
                                           (r.energy >= 0 ? "energy " + std::to_string(r.energy) : r.note));
       return true;
