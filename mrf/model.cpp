@@ -70,9 +70,6 @@ bool Model::Validate(std::string* error) const {
   const std::int64_t n = topology.num_nodes();
   if (n <= 0) return fail("model has no nodes");
   if (num_labels < 1) return fail("model needs at least 1 label (num_labels = " + std::to_string(num_labels) + ")");
-  if (static_cast<std::int64_t>(unary.size()) != n * num_labels)
-    return fail("unary costs: expected " + std::to_string(n) + " nodes x " + std::to_string(num_labels) +
-                " labels = " + std::to_string(n * num_labels) + " values, got " + std::to_string(unary.size()));
   if (!(cost_scale > 0) || !std::isfinite(cost_scale))
     return fail("cost scale must be a positive finite number (got " + std::to_string(cost_scale) + ")");
   if (pairwise.lambda < 0) return fail("smoothness lambda is negative (" + std::to_string(pairwise.lambda) + ")");
@@ -113,6 +110,10 @@ bool Model::Validate(std::string* error) const {
   const __int128 bound = static_cast<__int128>(n) * (std::int64_t{kMaxCost} + 1) + static_cast<__int128>(slots) * max_term;
   if (bound > std::numeric_limits<Energy>::max())
     return fail("model is too large: its energy could overflow a 64-bit sum");
+  // Last: the bounds above need no costs, so they also catch shapes whose costs could not be allocated.
+  if (static_cast<std::int64_t>(unary.size()) != n * num_labels)
+    return fail("unary costs: expected " + std::to_string(n) + " nodes x " + std::to_string(num_labels) +
+                " labels = " + std::to_string(n * num_labels) + " values, got " + std::to_string(unary.size()));
   return true;
 }
 

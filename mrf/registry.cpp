@@ -19,15 +19,26 @@ const Registry& Registry::Global() {
 
 namespace {
 
-// The model-level solve of a max-flow engine: one exact graph cut of a two-label model.
-void SolveWithOneCut(const SolverEntry& entry, const Model& model, Result* out) {
+// The model-level solve of a max-flow engine: one exact graph cut of a two-label model, or, when
+// the time limit or the callback of `options` stops the engine, the cut it holds at that point.
+void SolveWithOneCut(const SolverEntry& entry, const Model& model, const SolveOptions& options, Result* out) {
+  const StopCheck stop_check = MakeStopCheck(options.time_limit_s, options.callback);
   Energy offset = 0;
   StGraph graph = BuildBinaryGraph(model, &offset);
   std::unique_ptr<MaxFlowEngine> engine = entry.make_engine();
   const std::string cannot = engine->CannotSolve(model.topology);
   if (!cannot.empty()) throw Error(entry.name + " cannot solve this model: " + cannot);
+  engine->set_stop_check(stop_check);
   engine->Solve(graph, out);
   out->flow += graph.constant() + offset;
+  if (!engine->stop_reason().empty()) {
+    // mrf::Solve scores the labelling; without a bound it does not expect the flow to match it.
+    out->has_lower_bound = false;
+    out->message = "stopped early: " + engine->stop_reason() +
+                   "; the labelling is a valid cut but not a minimum one (flow routed so far " +
+                   std::to_string(out->flow) + ")";
+    return;
+  }
   out->has_lower_bound = true;
   out->lower_bound = out->flow;  // exact: the minimum energy equals the maximum flow
   if (out->message == "Solve was not called") out->message = "exact minimum cut found";
@@ -41,11 +52,11 @@ void Registry::Add(SolverEntry entry) {
   if (entry.make_engine && !entry.solve) {
     const std::string name = entry.name;
     auto make = entry.make_engine;
-    entry.solve = [name, make](const Model& model, const SolveOptions&, Result* out) {
+    entry.solve = [name, make](const Model& model, const SolveOptions& options, Result* out) {
       SolverEntry e;
       e.name = name;
       e.make_engine = make;
-      SolveWithOneCut(e, model, out);
+      SolveWithOneCut(e, model, options, out);
     };
   }
   entries_.push_back(std::move(entry));

@@ -2,12 +2,30 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
+#include <limits>
 #include <new>
+#include <sstream>
 
 #include "mrf/registry.h"
 
 namespace mrf {
+
+StopCheck MakeStopCheck(double time_limit_s, std::function<bool(const IterationRecord&)> callback,
+                        std::chrono::steady_clock::time_point start) {
+  if (time_limit_s <= 0 && !callback) return {};
+  std::ostringstream limit;
+  limit << "the time limit (" << time_limit_s << " s) passed";
+  return [time_limit_s, callback = std::move(callback), start,
+          limit_text = limit.str()](const IterationRecord& progress) -> std::string {
+    IterationRecord record = progress;
+    record.time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (time_limit_s > 0 && record.time_ms >= time_limit_s * 1000.0) return limit_text;
+    if (callback && !callback(record)) return "the callback asked to stop";
+    return {};
+  };
+}
 
 StGraph::StGraph() = default;
 StGraph::~StGraph() = default;
@@ -53,15 +71,26 @@ void StGraph::MarkEdge(EdgeId edge) {
 
 void StGraph::add_tweights(NodeId node, Energy cap_source, Energy cap_sink) {
   CheckNode(node, "add_tweights");
-  Energy s = CheckedAdd(source_cap_[node], cap_source, "terminal capacity");
-  Energy t = CheckedAdd(sink_cap_[node], cap_sink, "terminal capacity");
+  auto add = [node](Energy a, Energy b, const char* what) {
+    Energy sum = 0;
+    if (__builtin_add_overflow(a, b, &sum))
+      throw Error(std::string("add_tweights: ") + what + " of node " + std::to_string(node) + " overflows a 64-bit sum");
+    return sum;
+  };
+  Energy s = add(source_cap_[node], cap_source, "source capacity");
+  Energy t = add(sink_cap_[node], cap_sink, "sink capacity");
   // Keep both terminal capacities non-negative: adding d to both raises every cut by d.
+  if (s == std::numeric_limits<Energy>::min() || t == std::numeric_limits<Energy>::min())
+    throw Error("add_tweights: terminal capacity of node " + std::to_string(node) + " is below -2^63+1");
   const Energy shift = std::max<Energy>({Energy{0}, -s, -t});
+  Energy constant = constant_;
   if (shift > 0) {
-    s = CheckedAdd(s, shift, "terminal capacity");
-    t = CheckedAdd(t, shift, "terminal capacity");
-    constant_ = CheckedAdd(constant_, -shift, "flow constant");
+    s = add(s, shift, "source capacity");
+    t = add(t, shift, "sink capacity");
+    if (__builtin_add_overflow(constant_, -shift, &constant))
+      throw Error("add_tweights: the flow constant overflows a 64-bit sum at node " + std::to_string(node));
   }
+  constant_ = constant;  // nothing changes before every check has passed
   source_cap_[node] = s;
   sink_cap_[node] = t;
   MarkNode(node);
@@ -176,10 +205,19 @@ Segment StGraph::what_segment(NodeId node) const {
   return sink_side_[node] ? Segment::kSink : Segment::kSource;
 }
 
+void StGraph::set_limits(double time_limit_s, std::function<bool(const IterationRecord&)> callback) {
+  if (!(time_limit_s >= 0) || std::isinf(time_limit_s))
+    throw Error("set_limits: the time limit must be a finite number of seconds >= 0 (got " +
+                std::to_string(time_limit_s) + ")");
+  time_limit_s_ = time_limit_s;
+  callback_ = std::move(callback);
+}
+
 Result StGraph::maxflow(const std::string& backend, bool reuse) {
   const auto start = std::chrono::steady_clock::now();
   Result result;
   result.backend_requested = backend;
+  const StopCheck stop_check = MakeStopCheck(time_limit_s_, callback_, start);
   try {
     if (num_nodes() == 0) throw Error("maxflow: the graph has no nodes");
     const bool resolve = reuse && engine_ && !changes_.structure_changed && engine_->SupportsResolve() &&
@@ -194,9 +232,11 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
         entry = &Registry::Global().Choose(backend, Algorithm::kMaxFlow, Device::kAuto, &note, accepts);
         engine_ = entry->make_engine();
         result.fallback_reason = note;
+        engine_->set_stop_check(stop_check);
         engine_->Solve(*this, &result);
       } else {
         entry = Registry::Global().Find(engine_->name());
+        engine_->set_stop_check(stop_check);
         engine_->Resolve(*this, &result);
       }
     } catch (const std::exception& e) {
@@ -210,6 +250,7 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
       result = Result{};
       result.backend_requested = backend;
       result.fallback_reason = failure + "; ran " + cpu.name + " instead";
+      engine_->set_stop_check(stop_check);
       engine_->Solve(*this, &result);
     }
     result.backend_used = engine_->name();
@@ -220,13 +261,23 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
                   " nodes for a graph of " + std::to_string(num_nodes()));
     result.flow += constant_;
     result.energy = CutCapacity(result.labels);
-    if (result.energy != result.flow)
-      throw Error("internal error in " + result.backend_used + ": cut capacity " + std::to_string(result.energy) +
-                  " differs from flow " + std::to_string(result.flow));
-    result.has_lower_bound = true;
-    result.lower_bound = result.flow;
+    const std::string stopped = engine_->stop_reason();
+    engine_->set_stop_check({});  // the check refers to this call's clock and callback
+    if (!stopped.empty()) {
+      // A valid cut, but not a minimum one: no bound is claimed, and the flow only counts what was
+      // routed so far. The engine keeps its state: the next maxflow() continues or starts afresh.
+      result.has_lower_bound = false;
+      result.message = "stopped early: " + stopped + "; the cut (capacity " + std::to_string(result.energy) +
+                       ") is not a minimum cut, flow routed so far " + std::to_string(result.flow);
+    } else {
+      if (result.energy != result.flow)
+        throw Error("internal error in " + result.backend_used + ": cut capacity " + std::to_string(result.energy) +
+                    " differs from flow " + std::to_string(result.flow));
+      result.has_lower_bound = true;
+      result.lower_bound = result.flow;
+      if (result.message == "Solve was not called") result.message = "maximum flow found";
+    }
     result.ok = true;
-    if (result.message == "Solve was not called") result.message = "maximum flow found";
     sink_side_ = result.labels;
     flow_ = result.flow;
   } catch (const std::bad_alloc&) {

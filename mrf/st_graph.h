@@ -14,7 +14,13 @@
 ///
 /// Changing capacities after a solve and calling maxflow() again re-solves from the previous
 /// residual graph when the engine supports it (dynamic graph cuts, Kohli and Torr).
+///
+/// A solve can be limited (set_limits(), or SolveOptions::time_limit_s and callback in mrf::Solve): a
+/// stopped solve returns the cut the engine holds at that point (a valid labelling, not a minimum
+/// cut), no lower bound, and a message beginning "stopped early".
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +32,19 @@
 namespace mrf {
 
 class MaxFlowEngine;
+
+/// What a max-flow engine asks now and then while it works (see MaxFlowEngine::set_stop_check). It
+/// gets a progress record (iteration: the poll, counted from 0 per solve; energy -1; note: the work
+/// done so far, e.g. "16384 augmentations") and returns "" to go on, or why the engine should stop.
+using StopCheck = std::function<std::string(const IterationRecord& progress)>;
+
+/// The StopCheck of a time limit and a progress callback, with the meaning they have in SolveOptions:
+/// stops once `time_limit_s` seconds (0 = no limit) have passed since `start` ("the time limit (2 s)
+/// passed"), or when `callback` (may be empty) returns false ("the callback asked to stop"). The
+/// callback sees every progress record, with time_ms measured from `start`. Returns an empty
+/// function when there is neither a limit nor a callback.
+StopCheck MakeStopCheck(double time_limit_s, std::function<bool(const IterationRecord&)> callback,
+                        std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now());
 
 /// Which side of the minimum cut a node is on.
 enum class Segment { kSource = 0, kSink = 1 };
@@ -89,7 +108,17 @@ class StGraph {
   /// re-solved incrementally. Never throws: errors end up in the result (ok = false, message).
   /// result.flow is the max-flow value; result.energy is the capacity of the cut that was found,
   /// computed independently from the graph; for a correct engine the two are equal.
+  /// A solve stopped by set_limits() returns ok = true, the engine's current cut (result.energy is its
+  /// capacity, result.flow the flow routed so far), has_lower_bound = false and a message beginning
+  /// "stopped early"; the next maxflow() with `reuse` continues from the flow routed so far when the
+  /// engine supports re-solves.
   Result maxflow(const std::string& backend = "auto", bool reuse = true);
+  /// Limits every later maxflow() call: it stops early once `time_limit_s` seconds (0 = no limit) have
+  /// passed since the call began, or when `callback` returns false for a progress record (see
+  /// StopCheck; engines poll every few thousand augmentations or once per push-relabel cycle).
+  /// Engines that cannot be interrupted (boost-bk) check only before they start. Throws mrf::Error
+  /// for a negative or non-finite limit.
+  void set_limits(double time_limit_s, std::function<bool(const IterationRecord&)> callback = {});
   /// The side of the last computed cut that `node` is on.
   Segment what_segment(NodeId node) const;
   /// Value of the last computed flow (constant() included).
@@ -131,6 +160,8 @@ class StGraph {
   std::unique_ptr<MaxFlowEngine> engine_;  // kept for re-solves
   Labeling sink_side_;
   Energy flow_ = -1;
+  double time_limit_s_ = 0;                                  // set_limits()
+  std::function<bool(const IterationRecord&)> callback_;     // set_limits()
 };
 
 /// A max-flow engine: the binary-cut interface every backend (CPU or GPU) implements.
@@ -157,6 +188,35 @@ class MaxFlowEngine {
   /// Re-solves after the capacity changes listed in graph.changes(); the structure is the one of
   /// the last Solve(). The default solves from scratch.
   virtual void Resolve(const StGraph& graph, Result* out) { Solve(graph, out); }
+
+  /// Makes Solve() and Resolve() poll `check` (an empty function removes it). When it answers with a
+  /// reason the engine stops early, leaving a valid cut in out->labels, the flow routed so far in
+  /// out->flow (not a maximum flow), and the reason in stop_reason(). Where engines poll: cpu-bk at
+  /// the start and every 16384 growth steps, tbb-pr and cuda-pr after every cycle (global relabel and
+  /// push rounds), boost-bk only before it starts (Boost's solver cannot be interrupted). Engines
+  /// that never poll simply run to the end.
+  void set_stop_check(StopCheck check) { stop_check_ = std::move(check); }
+  /// Why the last Solve() or Resolve() stopped before reaching a maximum flow: "" when it finished.
+  const std::string& stop_reason() const { return stop_reason_; }
+
+ protected:
+  /// For engines: true when a stop check is set (so that polling costs nothing otherwise).
+  bool HasStopCheck() const { return static_cast<bool>(stop_check_); }
+  /// For engines: asks the stop check with this progress; on a stop, records the reason and the
+  /// progress note in stop_reason() and returns true.
+  bool PollStop(const IterationRecord& progress) {
+    if (!stop_check_) return false;
+    const std::string why = stop_check_(progress);
+    if (why.empty()) return false;
+    stop_reason_ = progress.note.empty() ? why : why + " after " + progress.note;
+    return true;
+  }
+  /// For engines: forgets the last stop; called at the start of every Solve() and Resolve().
+  void ClearStop() { stop_reason_.clear(); }
+
+ private:
+  StopCheck stop_check_;
+  std::string stop_reason_;
 };
 
 }  // namespace mrf

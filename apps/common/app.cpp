@@ -1,6 +1,8 @@
 #include "common/app.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 
@@ -16,6 +18,18 @@ void SetQuiet(bool quiet) { g_quiet = quiet; }
 
 void Progress(const std::string& program, const std::string& message) {
   if (!g_quiet) std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
+}
+
+CLI::Validator FiniteNonNegative() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0)
+          return "must be a finite number >= 0 (got '" + text + "')";
+        return {};
+      },
+      "NUMBER >= 0");
 }
 
 int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const std::function<int()>& body) {

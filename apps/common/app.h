@@ -17,4 +17,9 @@ void Progress(const std::string& program, const std::string& message);
 /// Sets whether Progress() prints (programs turn it off with --quiet or --json).
 void SetQuiet(bool quiet);
 
+/// Option check: a finite number >= 0 ("--time-limit: must be a finite number >= 0 (got nan)"). Unlike
+/// CLI::NonNegativeNumber it rejects NaN and infinity and gives a short message; on integer options
+/// (seeds) it rejects the negative values that would otherwise wrap around.
+CLI::Validator FiniteNonNegative();
+
 }  // namespace mrf::app

@@ -22,11 +22,13 @@ void AddSolveOptions(CLI::App& cli, SolveCli* s) {
   cli.add_option("--iterations", s->iterations, "Iteration limit: cycles (expansion, swap) or sweeps (icm, bp)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  cli.add_option("--seed", s->seed, "Seed for every random choice (random label order)")->capture_default_str();
+  cli.add_option("--seed", s->seed, "Seed for every random choice (random label order)")
+      ->check(FiniteNonNegative())
+      ->capture_default_str();
   cli.add_option("--label-order", s->label_order, "Expansion/swap label order: sequential|random")
       ->capture_default_str();
   cli.add_option("--time-limit", s->time_limit_s, "Stop after this many seconds (0 = no limit)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(FiniteNonNegative())
       ->capture_default_str();
   cli.add_flag("--truncate,!--no-truncate", s->truncate,
                std::string("Expansion/swap: truncate non-submodular move terms (needed for non-metric smoothness); "
@@ -34,7 +36,7 @@ void AddSolveOptions(CLI::App& cli, SolveCli* s) {
                    (s->truncate ? "on" : "off"));
   cli.add_option("--bp-schedule", s->bp_schedule, "Belief propagation schedule: bpm|sync|tiled")->capture_default_str();
   cli.add_option("--bp-tile-size", s->bp_tile_size, "Tiled BP: tile side in pixels (0 = chosen by the solver)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(FiniteNonNegative())
       ->capture_default_str();
   cli.add_option("--bp-inner-iterations", s->bp_inner_iterations, "Tiled BP: iterations inside a tile per visit")
       ->check(CLI::Range(1, 1000))

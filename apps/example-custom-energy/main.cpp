@@ -31,14 +31,16 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cli.add_option("--step-cost", step_cost, "Pairwise cost between neighbouring classes")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
   cli.add_option("--jump-cost", jump_cost, "Pairwise cost between classes two or more apart")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
   cli.add_option("--algorithm", algorithm, "auto|expansion|swap|icm|bp")->capture_default_str();
   cli.add_option("--device", device, "auto|cpu|cuda")->capture_default_str();
-  cli.add_option("--seed", seed, "Seed of the generated picture")->capture_default_str();
+  cli.add_option("--seed", seed, "Seed of the generated picture")
+      ->check(mrf::app::FiniteNonNegative())
+      ->capture_default_str();
   cli.add_option("-o,--output", output_path, "Write the class map as a grey PNG");
 
   return mrf::app::Run("example-custom-energy", argc, argv, cli, [&] {

@@ -2,6 +2,8 @@
 // and ratios against a baseline measured in the same run.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <string>
 
 #include "common/app.h"
 #include "mrf-bench/suite.h"
@@ -12,6 +14,13 @@ namespace mrf::bench {
 std::vector<Suite>& Suites() {
   static std::vector<Suite> suites;
   return suites;
+}
+
+// "rows.json" -> "rows.binary.json" (an empty path stays empty).
+std::string WithSuiteName(const std::string& path, const std::string& suite) {
+  if (path.empty()) return path;
+  const std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + "." + suite + p.extension().string())).string();
 }
 }  // namespace mrf::bench
 
@@ -31,8 +40,13 @@ int main(int argc, char** argv) {
   cli.add_option("--sizes", options.sizes, "Problem sizes (binary suite: square sides, e.g. 256 512 1024 2048)");
   cli.add_option("--repeat", options.repeat, "Timed runs per cell; medians are reported")
       ->check(CLI::Range(1, 1000))->capture_default_str();
-  cli.add_option("--json", options.json_path, "Also write the rows as a JSON array to this file");
-  cli.add_option("--plot", options.plot_path, "Write an SVG plot here (suites that draw one)");
+  cli.add_option("--json", options.json_path,
+                 "Also write the rows as a JSON array to this file; when several suites run (--suite all), each "
+                 "writes its own file, named with the suite before the extension (rows.json -> rows.binary.json)");
+  cli.add_option("--plot", options.plot_path,
+                 "Write an SVG plot here (suites that draw one; with several suites named like --json)");
+  cli.add_option("--model", options.models, "models suite: a saved model file to replay (repeatable)");
+  cli.add_option("--models", options.model_dirs, "models suite: replay every *.mrf file in this folder (repeatable)");
   cli.add_option("--solvers", options.solvers, "Comma-separated solver names (default: every available one)");
   cli.add_option("--data-dir", options.data_dir, "Folder holding middlebury/ benchmark images")->capture_default_str();
   cli.add_flag("--quick", options.quick, "Small problems and few repeats (a smoke test)");
@@ -42,13 +56,25 @@ int main(int argc, char** argv) {
   return mrf::app::Run("mrf-bench", argc, argv, cli, [&] {
     const std::string gpu = mrf::CudaDeviceDescription();
     std::printf("# mrf-bench; GPU: %s\n", gpu.empty() ? ("none (" + mrf::CudaUnavailableReason() + ")").c_str() : gpu.c_str());
+    // Output folders are checked before hours of benchmarking, not after.
+    for (const auto& [option, path] : {std::pair<const char*, std::string>{"--json", options.json_path},
+                                       std::pair<const char*, std::string>{"--plot", options.plot_path}}) {
+      const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+      if (!path.empty() && !parent.empty() && !std::filesystem::is_directory(parent))
+        throw mrf::Error(std::string(option) + ": folder '" + parent.string() + "' does not exist");
+    }
     int status = 0;
     bool found = false;
     for (const Suite& s : Suites()) {
       if (suite != "all" && suite != s.name) continue;
       found = true;
       std::printf("\n## suite %s\n", s.name.c_str());
-      status |= s.run(options);
+      BenchOptions suite_options = options;
+      if (suite == "all") {  // one file per suite, so that no suite overwrites another's rows
+        suite_options.json_path = WithSuiteName(options.json_path, s.name);
+        suite_options.plot_path = WithSuiteName(options.plot_path, s.name);
+      }
+      status |= s.run(suite_options);
     }
     if (!found) throw mrf::Error("unknown suite '" + suite + "' (expected " + names + " or all)");
     return status;

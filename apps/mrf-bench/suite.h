@@ -18,6 +18,8 @@ struct BenchOptions {
   bool quick = false;          ///< Smaller problems and fewer repeats, for smoke tests.
   /// Extra tunings of the push-relabel engines to time ("name=value,..." each; pushrelabel suite).
   std::vector<std::string> tunings;
+  std::vector<std::string> models;      ///< Saved model files to replay (models suite).
+  std::vector<std::string> model_dirs;  ///< Folders whose *.mrf files are replayed too (models suite).
 };
 
 /// One suite: a name for --suite, a line for --help, and the function that runs it (returns an exit code).

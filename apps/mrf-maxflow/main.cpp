@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
   bool json = false, quiet = false, list = false;
   std::uint64_t seed = 1;
   int max_capacity = 100;
+  double time_limit = 0;
   auto* file_opt = cli.add_option("FILE", file, "DIMACS max-flow file to solve");
   cli.add_option("--backend", backend,
                  "Max-flow engine: auto or one of " + mrf::Registry::Global().NameList(mrf::Algorithm::kMaxFlow) +
@@ -157,11 +158,17 @@ int main(int argc, char** argv) {
       ->needs(example_opt)
       ->capture_default_str();
   cli.add_option("--seed", seed, "Random seed for --write-example: the same seed writes the same file")
+      ->check(mrf::app::FiniteNonNegative())
       ->needs(example_opt)
       ->capture_default_str();
   cli.add_option("--max-capacity", max_capacity, "Largest terminal capacity in --write-example files")
       ->check(CLI::Range(1, INT_MAX))
       ->needs(example_opt)
+      ->capture_default_str();
+  cli.add_option("--time-limit", time_limit,
+                 "Stop the max-flow after this many seconds (0 = no limit) and report the cut found so far: a valid "
+                 "cut but not a minimum one (the report says 'stopped early'; boost-bk checks only before it starts)")
+      ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
   cli.add_flag("--quiet", quiet, "No progress messages on stderr (big files print some)");
   example_opt->excludes(file_opt);
@@ -196,8 +203,10 @@ int main(int argc, char** argv) {
       mrf::app::Progress(kProgram, "read " + std::to_string(info.num_nodes) + " nodes and " +
                                        std::to_string(info.num_arcs) + " arcs in " + Ms(read_ms) + "; solving with " +
                                        backend);
+    graph.set_limits(time_limit);
     const mrf::Result result = graph.maxflow(backend);
     if (!result.ok) throw mrf::Error(file + ": max-flow failed: " + result.message);
+    const bool stopped = !result.has_lower_bound;  // a completed max-flow always has its bound
     const double total_ms = MsSince(start);
 
     // Cut sizes count DIMACS nodes: the source is on the source side, the sink on the sink side.
@@ -217,6 +226,8 @@ int main(int argc, char** argv) {
       j["arcs"] = info.num_arcs;
       j["shape"] = graph.topology().is_grid() ? mrf::FormatGridShape(graph.topology()) : std::string("general");
       j["flow"] = result.flow;
+      j["complete"] = !stopped;  // false: stopped by --time-limit, flow so far and a cut that is not minimal
+      j["cut_capacity"] = result.energy;
       j["source_side"] = source_side;
       j["sink_side"] = sink_side;
       j["backend"] = result.backend_used;
@@ -228,6 +239,7 @@ int main(int argc, char** argv) {
       j["solve_ms"] = result.timings.solve_ms;
       j["total_ms"] = total_ms;
       j["ignored_arcs"] = info.ignored_arcs;
+      j["message"] = result.message;
       std::printf("%s\n", j.dump().c_str());
       return 0;
     }
@@ -236,7 +248,13 @@ int main(int argc, char** argv) {
     if (info.ignored_arcs > 0)
       std::printf("note:      %lld arcs cannot carry flow (into the source, out of the sink, loops) and were ignored\n",
                   static_cast<long long>(info.ignored_arcs));
-    std::printf("flow:      %lld\n", static_cast<long long>(result.flow));
+    if (stopped) {
+      std::printf("note:      %s\n", result.message.c_str());
+      std::printf("flow:      %lld so far; the cut below has capacity %lld\n", static_cast<long long>(result.flow),
+                  static_cast<long long>(result.energy));
+    } else {
+      std::printf("flow:      %lld\n", static_cast<long long>(result.flow));
+    }
     std::printf("cut:       source side %lld nodes, sink side %lld nodes (source and sink included)\n", source_side,
                 sink_side);
     std::printf("backend:   %s", result.backend_used.c_str());

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(2, 256))
       ->capture_default_str();
   cli.add_option("--data-truncation", params.data_truncation, "Cap of the squared data difference; 0 = none")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
   cli.add_option("--smoothness", smoothness, "Smoothness kind on label differences: potts|linear|quadratic|table")
       ->capture_default_str();
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(16, 4096))
       ->capture_default_str();
   cli.add_option("--noise", noise, "Generated picture: Gaussian noise standard deviation")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
   cli.add_option("--holes", holes, "Generated picture: number of missing rectangles")
       ->check(CLI::Range(0, 1000))

@@ -13,6 +13,7 @@
 #include "energies/segmentation.h"
 #include "energies/synthetic_scene.h"
 #include "mrf/io/image.h"
+#include "mrf/io/model_file.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 
@@ -116,19 +117,21 @@ int main(int argc, char** argv) {
       "Energy: sum of -log P(colour | model) plus lambda * exp(-|I_p - I_q|^2 / (2 sigma^2)) / dist(p,q)\n"
       "per cut edge, every cost x100 and rounded to an integer."};
   std::string image_path, scribbles_path, rect_text, size_text = "512x512", model_name = "histogram";
-  std::string backend = "auto", output_dir, mask_path, overlay_path;
+  std::string backend = "auto", output_dir, mask_path, overlay_path, save_model_path;
   std::uint64_t seed = 1;
   int bins = 0, components = 5, iterations = 1, connectivity = 4;
   double lambda = 2.5, sigma = 50.0;
   bool json = false, quiet = false;
 
-  cli.add_option("IMAGE", image_path, "Image to segment (PNG, JPEG, PPM/PGM, BMP, TGA); omit for the synthetic scene");
+  cli.add_option("IMAGE", image_path, "Image to segment (PNG, JPEG, binary PGM/PPM); omit for the synthetic scene");
   auto* scribbles_opt = cli.add_option("--scribbles", scribbles_path,
                                        "Scribble image of IMAGE's size: red = foreground, blue = background seeds");
   auto* rect_opt = cli.add_option("--rect", rect_text,
                                   "Rectangle x,y,w,h around the object: outside = background (GrabCut)");
   auto* size_opt = cli.add_option("--size", size_text, "Synthetic scene size WxH (or N for NxN)")->capture_default_str();
-  auto* seed_opt = cli.add_option("--seed", seed, "Synthetic scene seed (same seed, same scene)")->capture_default_str();
+  auto* seed_opt = cli.add_option("--seed", seed, "Synthetic scene seed (same seed, same scene)")
+                       ->check(mrf::app::FiniteNonNegative())
+                       ->capture_default_str();
   cli.add_option("--model", model_name, "Colour model: histogram or gmm")->capture_default_str();
   cli.add_option("--bins", bins, "Histogram bins per channel (default: 32 for the synthetic scene, 16 for images)")
       ->check(CLI::Range(1, 256));
@@ -150,6 +153,8 @@ int main(int argc, char** argv) {
   cli.add_option("--output-dir", output_dir, "Write mask.png and overlay.png into this folder (created if needed)");
   cli.add_option("-o,--output", mask_path, "Write the mask here (PNG, white = foreground)");
   cli.add_option("--overlay", overlay_path, "Write the overlay here (PNG: background dimmed, outline in red)");
+  cli.add_option("--save-model", save_model_path,
+                 "Save the model of the last cut for mrf-solve / mrf-bench --suite models (mrf/io/model_file.h)");
   cli.add_flag("--json", json, "Print one JSON object instead of the report");
   cli.add_flag("-q,--quiet", quiet, "No progress messages on stderr");
 
@@ -251,6 +256,11 @@ int main(int argc, char** argv) {
     if (!overlay_path.empty()) {
       EnsureParentDir(overlay_path);
       mrf::SavePng(overlay_path, OverlayImage(image, seg.mask));
+    }
+    if (!save_model_path.empty()) {
+      EnsureParentDir(save_model_path);
+      mrf::SaveModel(seg.model, save_model_path);
+      mrf::app::Progress(kProgram, "model saved to " + save_model_path);
     }
     const double total_ms = MsSince(start);
     const double error_percent = truth.empty() ? -1.0 : mrf::MaskErrorPercent(seg.mask, truth);

@@ -1,5 +1,7 @@
 // mrf-solve: solves a saved model (mrf/io/model_file.h) with any registered solver.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "common/app.h"
@@ -21,9 +23,11 @@ int main(int argc, char** argv) {
   cli.add_option("--iterations", options.max_iterations, "Iteration limit (cycles for expansion/swap)")
       ->check(CLI::Range(1, 1000000))->capture_default_str();
   cli.add_option("--label-order", order, "Expansion/swap label order: sequential|random")->capture_default_str();
-  cli.add_option("--seed", options.seed, "Seed for every random choice")->capture_default_str();
+  cli.add_option("--seed", options.seed, "Seed for every random choice")
+      ->check(mrf::app::FiniteNonNegative())
+      ->capture_default_str();
   cli.add_option("--time-limit", options.time_limit_s, "Stop after this many seconds (0 = none)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(mrf::app::FiniteNonNegative())->capture_default_str();
   cli.add_flag("--truncate", options.truncate_nonsubmodular, "Truncate non-submodular move terms instead of failing");
   cli.add_option("--labels", labels_path, "Write the labelling here, one label per line");
   cli.add_flag("--json", json, "Print one JSON object instead of the report");
@@ -49,15 +53,21 @@ int main(int argc, char** argv) {
     options.device = mrf::ParseDevice(device);
     options.maxflow_backend = maxflow;
     options.label_order = mrf::ParseLabelOrder(order);
-    options.callback = [](const mrf::IterationRecord& r) {
-      mrf::app::Progress("mrf-solve", "iteration " + std::to_string(r.iteration) + ": energy " + std::to_string(r.energy));
+    // Max-flow engines report progress without an energy, every few thousand augmentations: shown
+    // at most twice a second. Iterative solvers report each iteration's energy.
+    double last_shown_ms = -1e9;
+    options.callback = [&last_shown_ms](const mrf::IterationRecord& r) {
+      if (r.energy < 0 && r.time_ms - last_shown_ms < 500) return true;
+      last_shown_ms = r.time_ms;
+      mrf::app::Progress("mrf-solve", "iteration " + std::to_string(r.iteration) + ": " +
+                                          (r.energy >= 0 ? "energy " + std::to_string(r.energy) : r.note));
       return true;
     };
     const mrf::Result result = mrf::Solve(model, options);
     if (result.ok && !labels_path.empty()) {
       std::ofstream out(labels_path);
       for (mrf::Label l : result.labels) out << l << '\n';
-      if (!out) throw mrf::Error("cannot write labels to '" + labels_path + "'");
+      if (!out) throw mrf::Error("cannot write labels to '" + labels_path + "': " + std::strerror(errno ? errno : EIO));
     }
     if (json) std::printf("%s\n", result.ToJson().c_str());
     else std::printf("%s", result.BriefReport().c_str());

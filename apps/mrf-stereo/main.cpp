@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   double gt_scale = 0, bad_threshold = 1.0, noise = 4.0;
   int output_scale = 0, downsample = 1, synthetic_width = 256, synthetic_height = 192;
   mrf::app::SolveCli solve;
-  cli.add_option("LEFT", left_path, "Left image (PNG, JPEG, PPM...)");
+  cli.add_option("LEFT", left_path, "Left image (PNG, JPEG, binary PGM/PPM)");
   cli.add_option("RIGHT", right_path, "Right image, same size as LEFT");
   cli.add_option("--preset", preset,
                  "Benchmark energy: " + mrf::StereoParams::PresetNames() +
@@ -80,17 +80,19 @@ int main(int argc, char** argv) {
   cli.add_option("--gt-scale", gt_scale,
                  "Ground-truth value per disparity unit (default: 16 tsukuba, 8 venus, 4 teddy, else 1)");
   cli.add_option("--bad-threshold", bad_threshold, "A pixel is bad when its disparity error exceeds this")
+      ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
   cli.add_option("-o,--output", output_path, "Write the disparity map as a grey PNG (value = disparity x scale)");
   cli.add_option("--output-scale", output_scale,
-                 "Grey value per disparity in --output (default: the ground-truth scale, else 255/(labels-1))");
+                 "Grey value per disparity in --output, 1..255 (default: the ground-truth scale, else 255/(labels-1))")
+      ->check(CLI::Range(1, 255));
   cli.add_option("--colour", colour_path, "Also write a colour-mapped disparity PNG (blue far, red near)");
   cli.add_option("--save-model", model_path, "Save the model for mrf-solve / mrf-bench (mrf/io/model_file.h)");
   cli.add_option("--synthetic-size", synthetic_width, "Synthetic pair: width (height = 3/4 of it)")
       ->check(CLI::Range(16, 4096))
       ->capture_default_str();
   cli.add_option("--noise", noise, "Synthetic pair: Gaussian noise standard deviation")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
   cli.add_flag("--json", json, "Print one JSON object (energy, backend, time_ms, bad_pixels_percent...)");
   cli.add_flag("-v,--verbose", verbose, "Full report: timing split and the per-iteration log");

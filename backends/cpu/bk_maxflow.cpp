@@ -85,6 +85,7 @@ class BkEngine final : public MaxFlowEngine {
   }
 
   void Solve(const StGraph& graph, Result* out) override {
+    ClearStop();
     const auto t0 = std::chrono::steady_clock::now();
     Build(graph);
     const double setup_ms = MsSince(t0);
@@ -95,11 +96,13 @@ class BkEngine final : public MaxFlowEngine {
     out->timings.setup_ms = setup_ms;
     out->timings.solve_ms = MsSince(t1);
     out->log.push_back({1, -1, out->timings.setup_ms + out->timings.solve_ms,
-                        "solved from scratch: " + std::to_string(augmentations_) + " augmentations, " +
-                            std::to_string(arcs_.size() / 2) + " arc pairs"});
+                        (stop_reason().empty() ? "solved from scratch: " : "stopped early: ") +
+                            std::to_string(augmentations_) + " augmentations, " + std::to_string(arcs_.size() / 2) +
+                            " arc pairs"});
   }
 
   void Resolve(const StGraph& graph, Result* out) override {
+    ClearStop();
     const GraphChanges& changes = graph.changes();
     if (changes.structure_changed || nodes_.size() != static_cast<std::size_t>(graph.num_nodes()) + 1 ||
         slot_arc_.size() != static_cast<std::size_t>(graph.num_edge_slots())) {
@@ -122,7 +125,8 @@ class BkEngine final : public MaxFlowEngine {
     out->timings.setup_ms = setup_ms;
     out->timings.solve_ms = MsSince(t1);
     out->log.push_back({1, -1, out->timings.setup_ms + out->timings.solve_ms,
-                        "re-solved from the previous flow: " + std::to_string(changes.nodes.size()) +
+                        (stop_reason().empty() ? "re-solved from the previous flow: " : "re-solve stopped early: ") +
+                            std::to_string(changes.nodes.size()) +
                             " node and " + std::to_string(changes.edges.size()) + " edge changes, " +
                             std::to_string(augmentations_) + " augmentations"});
   }
@@ -254,14 +258,29 @@ class BkEngine final : public MaxFlowEngine {
 
   // ---- Growth and augmentation -----------------------------------------------------------------
 
+  // Growth steps between two polls of the stop check (a power of two).
+  static constexpr std::uint64_t kPollEvery = 1 << 14;
+
   void Run() {
     std::uint32_t current = kNone;  // the node whose growth found the last path: it goes on
+    std::uint64_t steps = 0;
     for (;;) {
       std::uint32_t v = current;
       current = kNone;
       if (v == kNone || nodes_[v].parent == kFree) {
         v = PopActive();
         if (v == kNone) break;
+      }
+      // Between two steps the trees and the flow are consistent: stopping here leaves a valid cut,
+      // and with v back in the active list a later Resolve() continues to the maximum flow.
+      if (HasStopCheck() && (steps++ & (kPollEvery - 1)) == 0) {
+        IterationRecord progress;
+        progress.iteration = static_cast<int>(steps / kPollEvery);
+        progress.note = std::to_string(augmentations_) + " augmentations";
+        if (PollStop(progress)) {
+          Activate(v);
+          break;
+        }
       }
       const std::uint32_t middle = Grow(v);
       if (middle == kNone) continue;  // v's frontier is exhausted: it stays inactive

@@ -164,6 +164,7 @@ void PushRelabelEngine::Solve(const StGraph& graph, Result* out) {
   const std::string cannot = CannotSolve(graph.topology());
   if (!cannot.empty()) throw Error(name() + " cannot solve this graph: " + cannot);
   const auto start = std::chrono::steady_clock::now();
+  ClearStop();
   solved_ = false;
   layout_ = MakeLayout(graph.topology());
   Prepare(layout_);
@@ -171,10 +172,11 @@ void PushRelabelEngine::Solve(const StGraph& graph, Result* out) {
   out->timings.setup_ms = MsSince(start);
   Upload(graph);
   RunLoop(out, 0, false);
-  solved_ = true;
+  solved_ = stop_reason().empty();  // a stopped solve is not a base for re-solves: the next one starts afresh
 }
 
 void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
+  ClearStop();
   const pr::TileLayout layout = MakeLayout(graph.topology());
   if (!solved_ || graph.changes().structure_changed || layout.kind != layout_.kind || layout.width != layout_.width ||
       layout.height != layout_.height || layout.depth != layout_.depth) {
@@ -212,7 +214,7 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   out->timings.setup_ms = MsSince(start);
   ApplyChanges(node_changes, edge_changes);
   RunLoop(out, 0, true);
-  solved_ = true;
+  solved_ = stop_reason().empty();
 }
 
 void PushRelabelEngine::RunForTest(const StGraph& graph, int push_rounds) {
@@ -264,6 +266,15 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) 
       stopped = true;
       break;
     }
+    // The stop check, once per cycle: the cut and the sink residual of this cycle's global relabel
+    // (what Finish() returns) are a valid cut and the flow that has reached the sink so far.
+    if (HasStopCheck()) {
+      IterationRecord progress;
+      progress.iteration = static_cast<int>(stats_.global_relabels);
+      progress.note = std::to_string(stats_.global_relabels) + " global relabels, " +
+                      std::to_string(stats_.push_rounds) + " push rounds";
+      if (PollStop(progress)) break;
+    }
     if (stats_.global_relabels > max_cycles)
       throw Error(name() + ": no convergence after " + std::to_string(stats_.global_relabels) +
                   " global relabels (internal error)");
@@ -277,7 +288,8 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) 
   const PhaseTimes times = Times();
   out->timings.transfer_ms = times.upload_ms + times.download_ms;
   out->timings.solve_ms = times.solve_ms;
-  out->message = "maximum flow found: " + std::to_string(stats_.push_rounds) + " push rounds, " +
+  out->message = (stop_reason().empty() ? "maximum flow found: " : "stopped early: ") +
+                 std::to_string(stats_.push_rounds) + " push rounds, " +
                  std::to_string(stats_.global_relabels) + " global relabels (" + std::to_string(stats_.bfs_rounds) +
                  " BFS rounds)";
 }

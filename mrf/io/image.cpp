@@ -105,14 +105,18 @@ Image DecodePnm(const std::string& bytes, const std::string& name) {
   return img;
 }
 
-Image DecodeWithStb(const std::string& bytes, const std::string& name) {
+Image DecodeWithStb(const std::string& bytes, const std::string& name, const char* format) {
   int w = 0, h = 0, n = 0;
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int size = static_cast<int>(bytes.size());
-  if (!stbi_info_from_memory(data, size, &w, &h, &n)) Fail(name, std::string(stbi_failure_reason()) + " (corrupt or truncated)");
+  // stb_image's reasons are terse ("IDA", "outofdata"): say what they mean, keep them for reference.
+  auto corrupt = [&] {
+    Fail(name, std::string("corrupt or truncated ") + format + " data (stb_image: " + stbi_failure_reason() + ")");
+  };
+  if (!stbi_info_from_memory(data, size, &w, &h, &n)) corrupt();
   CheckShape(name, w, h);
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(stbi_load_from_memory(data, size, &w, &h, &n, 0), &stbi_image_free);
-  if (!pixels) Fail(name, std::string(stbi_failure_reason()) + " (corrupt or truncated)");
+  if (!pixels) corrupt();
   Image img;
   img.width = w;
   img.height = h;
@@ -129,19 +133,34 @@ Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int
   if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) Fail(name, "file too large");
   auto starts_with = [&](const char* magic, std::size_t n) { return bytes.size() >= n && bytes.compare(0, n, magic, n) == 0; };
   Image img;
-  if (starts_with("\x89PNG", 4) || starts_with("\xFF\xD8\xFF", 3)) img = DecodeWithStb(bytes, name);
+  if (starts_with("\x89PNG", 4)) img = DecodeWithStb(bytes, name, "PNG");
+  else if (starts_with("\xFF\xD8\xFF", 3)) img = DecodeWithStb(bytes, name, "JPEG");
   else if (starts_with("P5", 2) || starts_with("P6", 2)) img = DecodePnm(bytes, name);
   else if (bytes.empty()) Fail(name, "file is empty");
   else Fail(name, "not a PNG, JPEG or binary PGM/PPM image");
   return ConvertChannels(std::move(img), channels);
 }
 
+namespace {
+// The bytes of a file; a missing file and a read error (a folder, an I/O error) are one-line errors
+// naming the file and the system's reason ("cannot open image 'x': No such file or directory").
+std::string ReadWholeFile(const std::string& path, const char* what) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) throw Error(std::string("cannot open ") + what + " '" + path + "': " + std::strerror(errno));
+  std::string bytes;
+  char chunk[1 << 16];
+  for (;;) {
+    const std::size_t got = std::fread(chunk, 1, sizeof chunk, file.get());
+    bytes.append(chunk, got);
+    if (got < sizeof chunk) break;
+  }
+  if (std::ferror(file.get())) throw Error(std::string("cannot read ") + what + " '" + path + "': " + std::strerror(errno));
+  return bytes;
+}
+}  // namespace
+
 Image LoadImage(const std::string& path, int channels) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open image '" + path + "': " + std::strerror(errno));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return LoadImageFromMemory(buffer.str(), path, channels);
+  return LoadImageFromMemory(ReadWholeFile(path, "image"), path, channels);
 }
 
 void SavePng(const std::string& path, const Image& image) {

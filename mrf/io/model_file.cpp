@@ -1,8 +1,10 @@
 #include "mrf/io/model_file.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 namespace mrf {
@@ -108,10 +110,10 @@ void SaveModel(const Model& model, std::ostream& out) {
 
 void SaveModel(const Model& model, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error("cannot write model file '" + path + "'");
+  if (!out) throw Error("cannot write model file '" + path + "': " + std::strerror(errno));
   SaveModel(model, out);
   out.close();
-  if (!out) throw Error("error while writing model file '" + path + "'");
+  if (!out) throw Error("error while writing model file '" + path + "': " + std::strerror(errno ? errno : EIO));
 }
 
 Model LoadModelFromBytes(const std::string& bytes, const std::string& name) {
@@ -181,12 +183,24 @@ Model LoadModelFromBytes(const std::string& bytes, const std::string& name) {
   return m;
 }
 
-Model LoadModel(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open model file '" + path + "': " + std::strerror(errno));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return LoadModelFromBytes(buffer.str(), path);
+namespace {
+// The bytes of a file; a missing file and a read error (a folder, an I/O error) are one-line errors
+// naming the file and the system's reason ("cannot open image 'x': No such file or directory").
+std::string ReadWholeFile(const std::string& path, const char* what) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) throw Error(std::string("cannot open ") + what + " '" + path + "': " + std::strerror(errno));
+  std::string bytes;
+  char chunk[1 << 16];
+  for (;;) {
+    const std::size_t got = std::fread(chunk, 1, sizeof chunk, file.get());
+    bytes.append(chunk, got);
+    if (got < sizeof chunk) break;
+  }
+  if (std::ferror(file.get())) throw Error(std::string("cannot read ") + what + " '" + path + "': " + std::strerror(errno));
+  return bytes;
 }
+}  // namespace
+
+Model LoadModel(const std::string& path) { return LoadModelFromBytes(ReadWholeFile(path, "model file"), path); }
 
 }  // namespace mrf

@@ -142,6 +142,36 @@ TEST_F(MrfMaxflow, ExamplesAreDeterministicAndKeepTheirShape) {
   EXPECT_EQ(j["flow"].get<Energy>(), LibraryFlow(cube));
 }
 
+TEST_F(MrfMaxflow, TimeLimitReportsAValidCutThatIsNotMinimal) {
+  const Energy exact = LibraryFlow(example_);
+  for (const char* backend : {"cpu-bk", "tbb-pr", "boost-bk"}) {
+    SCOPED_TRACE(backend);
+    const std::string cut_path = dir_ + "/stopped-cut.txt";
+    const nlohmann::json j =
+        ParseJson(Maxflow(example_ + " --json --time-limit 1e-9 --backend " + std::string(backend) + " --cut " + cut_path));
+    EXPECT_FALSE(j["complete"].get<bool>());
+    EXPECT_NE(j["message"].get<std::string>().find("stopped early: the time limit (1e-09 s) passed"), std::string::npos)
+        << j.dump();
+    // The reported capacity is the capacity of the cut written, counted independently here.
+    std::set<NodeId> sink_ids;
+    std::istringstream in(Slurp(cut_path));
+    for (NodeId id; in >> id;) sink_ids.insert(id);
+    DimacsInfo info;
+    StGraph g = ReadDimacs(example_, &info);
+    Labeling side(g.num_nodes());
+    for (NodeId v = 0; v < g.num_nodes(); ++v) side[v] = sink_ids.count(info.DimacsId(v)) ? 1 : 0;
+    EXPECT_EQ(g.CutCapacity(side), j["cut_capacity"].get<Energy>());
+    EXPECT_GE(j["cut_capacity"].get<Energy>(), exact);
+    EXPECT_LE(j["flow"].get<Energy>(), exact);
+  }
+  const auto text = Maxflow(example_ + " --time-limit 1e-9 --backend cpu-bk");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("note:      stopped early"), std::string::npos) << text.out;
+  EXPECT_TRUE(ParseJson(Maxflow(example_ + " --json --time-limit 100"))["complete"].get<bool>());
+  ExpectOneLineError(Maxflow(example_ + " --time-limit -1"), 2,
+                     "--time-limit: must be a finite number >= 0 (got '-1')");
+}
+
 TEST_F(MrfMaxflow, BadFilesFailWithOneLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"c nothing\n", "no problem line"},
@@ -181,7 +211,7 @@ TEST_F(MrfMaxflow, HelpDocumentsEveryOptionAndBackendsAreListed) {
   const auto help = Maxflow("--help");
   EXPECT_EQ(help.exit_code, 0);
   for (const char* option : {"--backend", "--json", "--cut", "--grid", "--list-backends", "--write-example", "--size",
-                             "--seed", "--max-capacity", "--quiet", "FILE"})
+                             "--seed", "--max-capacity", "--time-limit", "--quiet", "FILE"})
     EXPECT_NE(help.out.find(option), std::string::npos) << option;
   const auto list = Maxflow("--list-backends");
   EXPECT_EQ(list.exit_code, 0);

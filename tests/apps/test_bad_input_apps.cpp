@@ -1,0 +1,254 @@
+// Bad input to the programs, class by class (docs/errors.md lists them, with the DIMACS cases of
+// test_mrf_maxflow.cpp and the library cases of test_bad_input.cpp): each case must end with exit
+// code 1 (bad input) or 2 (bad command line) and, as the last line on stderr, exactly
+// "PROGRAM: error: MESSAGE", the only error line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "mrf/io/image.h"
+#include "mrf/io/model_file.h"
+#include "support/test_support.h"
+
+namespace mrf {
+namespace {
+
+struct Case {
+  const char* what;     // the class, as docs/errors.md names it
+  const char* program;  // under test::AppPath()
+  std::string args;     // $D stands for the scratch folder with the sample files
+  int exit_code;
+  std::string message;  // after "PROGRAM: error: "
+};
+
+std::string Expand(std::string text, const std::string& dir) {
+  for (std::size_t at; (at = text.find("$D")) != std::string::npos;) text.replace(at, 2, dir);
+  return text;
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+// Sample inputs: good and bad images, tables and models.
+std::string MakeSamples() {
+  const std::string d = test::ScratchDir("bad_input_apps");
+  WriteFile(d + "/rgb.ppm", "P6\n8 6\n255\n" + std::string(8 * 6 * 3, '\x40'));
+  WriteFile(d + "/rgb9.ppm", "P6\n9 6\n255\n" + std::string(9 * 6 * 3, '\x40'));
+  WriteFile(d + "/grey.pgm", "P5\n8 6\n255\n" + std::string(8 * 6, '\x40'));
+  WriteFile(d + "/grey16.pgm", "P5\n16 12\n255\n" + std::string(16 * 12, '\x40'));
+  WriteFile(d + "/grey17.pgm", "P5\n17 12\n255\n" + std::string(17 * 12, '\x40'));
+  WriteFile(d + "/short.pgm", "P5\n8 6\n255\n" + std::string(10, '\x40'));
+  WriteFile(d + "/empty.png", "");
+  WriteFile(d + "/text.png", "hello\n");
+  WriteFile(d + "/t3.txt", "0 1 1\n");
+  WriteFile(d + "/tx.txt", "0 1 x 0\n");
+  WriteFile(d + "/tneg.txt", "0 -1 1 0\n");
+  const char newer[] = "MRFMODEL\x02\0\0\0 and then anything";  // version 2
+  WriteFile(d + "/model.mrf", std::string(newer, sizeof newer - 1));
+  Model m;
+  m.topology = Topology::Grid2D(4, 3);
+  m.num_labels = 3;
+  m.unary.assign(36, 1);
+  SaveModel(m, d + "/three.mrf");
+  std::ifstream in(d + "/three.mrf", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  WriteFile(d + "/truncated.mrf", bytes.substr(0, bytes.size() - 9));
+  std::string damaged = bytes;
+  damaged[damaged.size() / 2] ^= 0x10;
+  WriteFile(d + "/damaged.mrf", damaged);
+  std::filesystem::create_directories(d + "/folder.png");
+  return d;
+}
+
+const std::string kPerSecond = "must be a finite number >= 0";
+
+std::vector<Case> Cases() {
+  return {
+      // ---- Images: missing, unreadable, empty, wrong format, truncated ----
+      {"image missing", "mrf-stereo", "$D/missing.png $D/rgb.ppm", 1,
+       "cannot open image '$D/missing.png': No such file or directory"},
+      {"image unreadable (a folder)", "mrf-stereo", "$D/folder.png $D/rgb.ppm", 1,
+       "cannot read image '$D/folder.png': Is a directory"},
+      {"image empty", "mrf-restore", "$D/empty.png", 1, "cannot read image '$D/empty.png': file is empty"},
+      {"image of another format", "mrf-segment", "$D/text.png --rect 1,1,2,2", 1,
+       "cannot read image '$D/text.png': not a PNG, JPEG or binary PGM/PPM image"},
+      {"image truncated", "mrf-stereo", "$D/short.pgm $D/rgb.ppm", 1,
+       "cannot read image '$D/short.pgm': file is truncated (10 of 48 pixel bytes)"},
+      // ---- Images: wrong size, wrong channels ----
+      {"stereo pair of two sizes", "mrf-stereo", "$D/rgb.ppm $D/rgb9.ppm --labels 4", 1,
+       "left and right images differ in size: left is 8x6, right is 9x6"},
+      {"stereo pair grey and colour", "mrf-stereo", "$D/grey.pgm $D/rgb.ppm --labels 4", 1,
+       "left and right images differ in colour: left is 8x6 grey, right is 8x6 RGB"},
+      {"stereo preset on grey images", "mrf-stereo", "$D/grey.pgm $D/grey.pgm --preset tsukuba", 1,
+       "stereo preset 'tsukuba' is defined on colour (RGB) images, but the images are grey (8x6 grey)"},
+      {"stereo: more disparities than columns", "mrf-stereo", "$D/rgb.ppm $D/rgb.ppm --labels 9", 1,
+       "stereo: 9 disparity labels but the images are only 8 pixels wide (labels must not exceed the width)"},
+      {"stereo ground truth of another size", "mrf-stereo", "$D/rgb.ppm $D/rgb.ppm --labels 4 --gt $D/rgb9.ppm", 1,
+       "ground truth '$D/rgb9.ppm' is 9x6 but the images are 8x6"},
+      {"restoration mask of another size", "mrf-restore", "$D/grey16.pgm --mask $D/grey17.pgm --levels 8", 1,
+       "restoration: the mask is 17x12 but the image is 16x12"},
+      {"restoration clean image of another size", "mrf-restore", "$D/grey16.pgm --clean $D/grey17.pgm --levels 8", 1,
+       "clean image '$D/grey17.pgm' is 17x12 but the image is 16x12"},
+      {"segmentation scribbles of another size", "mrf-segment", "$D/rgb.ppm --scribbles $D/rgb9.ppm", 1,
+       "scribbles '$D/rgb9.ppm' are 9x6 but the image is 8x6"},
+      {"segmentation scribbles without foreground", "mrf-segment", "$D/rgb.ppm --scribbles $D/rgb.ppm", 1,
+       "scribbles '$D/rgb.ppm' mark no foreground (red) pixel"},
+      {"segmentation rectangle outside the image", "mrf-segment", "$D/rgb.ppm --rect 1,1,200,2", 1,
+       "rectangle 1,1,200,2 does not fit in the 8x6 image"},
+      {"segmentation rectangle covering the image", "mrf-segment", "$D/rgb.ppm --rect 0,0,8,6", 1,
+       "rectangle 0,0,8,6 covers the whole image: no background pixels to learn from"},
+      // ---- Smoothness tables ----
+      {"table missing", "mrf-stereo", "--smoothness table --table $D/none.txt --labels 2", 1,
+       "cannot open smoothness table '$D/none.txt'"},
+      {"table of the wrong size", "mrf-stereo", "--smoothness table --table $D/t3.txt --labels 2", 1,
+       "smoothness table '$D/t3.txt' has 3 entries, expected 2 x 2"},
+      {"table entry not an integer", "mrf-stereo", "--smoothness table --table $D/tx.txt --labels 2", 1,
+       "smoothness table '$D/tx.txt': entry 2 is not an integer"},
+      {"table entry negative", "mrf-restore", "--smoothness table --table $D/tneg.txt --levels 2", 1,
+       "smoothness table '$D/tneg.txt': entry 1 = -1 is outside 0..2147483647"},
+      // ---- Model files ----
+      {"model file missing", "mrf-solve", "$D/missing.mrf", 1,
+       "cannot open model file '$D/missing.mrf': No such file or directory"},
+      {"model file unreadable (a folder)", "mrf-solve", "$D/folder.png", 1,
+       "cannot read model file '$D/folder.png': Is a directory"},
+      {"model file of another format", "mrf-solve", "$D/rgb.ppm", 1,
+       "$D/rgb.ppm: not an mrf model file (bad magic)"},
+      {"model file truncated", "mrf-solve", "$D/truncated.mrf", 1,
+       "$D/truncated.mrf: checksum mismatch (file is corrupt or truncated)"},
+      {"model file damaged", "mrf-bench", "--suite models --model $D/damaged.mrf", 1,
+       "$D/damaged.mrf: checksum mismatch (file is corrupt or truncated)"},
+      {"model file of another version", "mrf-solve", "$D/model.mrf", 1,
+       "$D/model.mrf: unsupported model file version 2 (this build reads version 1)"},
+      // ---- Models: values out of range, overflow, solver requirements ----
+      {"negative smoothness weight", "mrf-stereo", "--lambda -3 --synthetic-size 16 --labels 4", 1,
+       "stereo: lambda must be non-negative (got -3)"},
+      {"negative restoration weight", "mrf-restore", "--lambda -1 --synthetic-size 16 --levels 8", 1,
+       "restoration: lambda must be non-negative (got -1)"},
+      {"negative segmentation weight", "mrf-segment", "--lambda -1 --size 16", 1,
+       "pairwise weight lambda must be >= 0 (got -1.000000)"},
+      {"NaN segmentation weight", "mrf-segment", "--lambda nan --size 16", 1,
+       "pairwise weight lambda must be >= 0 (got nan)"},
+      {"negative contrast scale", "mrf-segment", "--sigma -1 --size 16", 1,
+       "contrast sigma must be >= 0 (0 = estimate from the image; got -1.000000)"},
+      {"32-bit pairwise term overflow", "mrf-stereo", "--lambda 2000000000 --synthetic-size 16 --labels 4", 1,
+       "pairwise term overflows 32 bits: edge weight 2 x lambda 2000000000 x distance 2 > 2147483647"},
+      {"32-bit pairwise term overflow", "mrf-restore", "--levels 256 --lambda 2000000000 --synthetic-size 16", 1,
+       "pairwise term overflows 32 bits: edge weight 1 x lambda 2000000000 x distance 200 > 2147483647"},
+      {"non-metric smoothness for expansion", "mrf-stereo",
+       "--smoothness quadratic --vmax 100 --synthetic-size 16 --labels 4", 1,
+       "smoothness 'quadratic' is not a metric (triangle inequality fails: V(0,2) > V(0,1) + V(1,2)): "
+       "alpha-expansion needs one; add --truncate to truncate non-submodular terms, or use --algorithm swap, bp or "
+       "icm"},
+      {"max-flow on a multilabel model", "mrf-solve", "$D/three.mrf --solver cpu-bk", 1,
+       "backend 'cpu-bk' cannot solve this problem: max-flow solves two-label models only"},
+      {"max-flow on a multilabel model", "mrf-stereo", "--algorithm maxflow --synthetic-size 16 --labels 4", 1,
+       "--algorithm maxflow solves two-label problems only (use expansion, swap, icm, bp or auto)"},
+      // ---- Options: unknown names ----
+      {"unknown solver", "mrf-solve", "$D/three.mrf --solver fast", 1,
+       "unknown backend 'fast' (known: cpu-bk, boost-bk, tbb-pr, cuda-pr, cpu-expansion, cpu-swap, cpu-icm, tbb-bp, "
+       "cuda-bp)"},
+      {"unknown algorithm", "mrf-solve", "$D/three.mrf --algorithm fast", 1,
+       "unknown algorithm 'fast' (expected one of: auto, maxflow, expansion, swap, icm, bp)"},
+      {"unknown device", "mrf-stereo", "--device gpu", 1, "unknown device 'gpu' (expected one of: auto, cpu, cuda)"},
+      {"unknown label order", "mrf-restore", "--label-order shuffled", 1,
+       "unknown label order 'shuffled' (expected one of: sequential, random)"},
+      {"unknown BP schedule", "mrf-stereo", "--bp-schedule zigzag", 1,
+       "options.bp.schedule must be bpm, sync or tiled (got 'zigzag')"},
+      {"unknown max-flow engine for moves", "mrf-solve", "$D/three.mrf --solver cpu-expansion --maxflow-backend nope",
+       1,
+       "max-flow engine for the moves: unknown backend 'nope' (known: cpu-bk, boost-bk, tbb-pr, cuda-pr, "
+       "cpu-expansion, cpu-swap, cpu-icm, tbb-bp, cuda-bp)"},
+      {"wrong kind of max-flow engine", "mrf-segment", "--backend cpu-icm --size 16", 1,
+       "backend 'cpu-icm' runs icm, not maxflow (maxflow backends: cpu-bk, boost-bk, tbb-pr, cuda-pr)"},
+      {"unknown preset", "mrf-stereo", "--preset middlebury", 1,
+       "unknown stereo preset 'middlebury' (expected tsukuba|venus|teddy)"},
+      {"unknown data cost", "mrf-stereo", "--data-cost cubic", 1, "unknown data cost 'cubic' (expected absolute or squared)"},
+      {"unknown smoothness kind", "mrf-restore", "--smoothness cubic", 1,
+       "unknown smoothness kind 'cubic' (expected potts, linear, quadratic or table)"},
+      {"unknown colour model", "mrf-segment", "--model neural", 1, "unknown colour model 'neural' (expected histogram or gmm)"},
+      {"unknown suite", "mrf-bench", "--suite fastest", 1,
+       "unknown suite 'fastest' (expected binary|bp|expansion|models|multilabel|pushrelabel or all)"},
+      {"solver of another suite", "mrf-bench", "--suite binary --solvers cpu-icm", 1,
+       "--solvers: 'cpu-icm' is not a max-flow solver (max-flow solvers: cpu-bk, boost-bk, tbb-pr, cuda-pr, "
+       "kolmogorov-bk)"},
+      {"unknown tuning name", "mrf-bench", "--suite pushrelabel --tuning speed=9", 1,
+       "push-relabel tuning: unknown name 'speed' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, "
+       "local_iterations, rounds_per_global_relabel, bfs_check_every, cuda_graphs, fused_bfs_start, "
+       "incremental_relabel, max_push_rounds)"},
+      {"unknown option", "mrf-solve", "$D/three.mrf --fast", 2, "The following argument was not expected: --fast"},
+      // ---- Options: numbers out of range ----
+      {"iterations out of range", "mrf-stereo", "--iterations 0", 2, "--iterations: Value 0 not in range 1 to 1000000"},
+      {"negative time limit", "mrf-solve", "$D/three.mrf --time-limit -1", 2, "--time-limit: " + kPerSecond + " (got '-1')"},
+      {"NaN time limit", "mrf-stereo", "--time-limit nan", 2, "--time-limit: " + kPerSecond + " (got 'nan')"},
+      {"infinite noise", "mrf-restore", "--noise inf", 2, "--noise: " + kPerSecond + " (got 'inf')"},
+      {"negative seed", "mrf-segment", "--seed -1", 2, "--seed: " + kPerSecond + " (got '-1')"},
+      {"negative bad-pixel threshold", "mrf-stereo", "--bad-threshold -1", 2, "--bad-threshold: " + kPerSecond + " (got '-1')"},
+      {"output scale out of range", "mrf-stereo", "--output-scale 300", 2, "--output-scale: Value 300 not in range 1 to 255"},
+      {"negative data truncation", "mrf-restore", "--data-truncation -5", 2, "--data-truncation: " + kPerSecond + " (got '-5')"},
+      {"levels out of range", "mrf-restore", "--levels 300", 2, "--levels: Value 300 not in range 2 to 256"},
+      {"connectivity out of range", "mrf-segment", "--connectivity 6", 2, "--connectivity: 6 not in {4,8}"},
+      {"scene size out of range", "mrf-segment", "--size 2x2", 1,
+       "bad --size '2x2' (expected WxH with 4 <= W, H <= 32768, e.g. 512x512)"},
+      {"malformed rectangle", "mrf-segment", "$D/rgb.ppm --rect a,b", 1,
+       "bad rectangle 'a,b' (expected x,y,w,h, e.g. 40,30,200,150)"},
+      {"problem size out of range", "mrf-bench", "--suite binary --sizes 2", 1, "--sizes: side 2 is outside 4..16384"},
+      {"repeat out of range", "mrf-bench", "--suite binary --repeat 0", 2, "--repeat: Value 0 not in range 1 to 1000"},
+      {"labels out of range", "mrf-stereo", "--labels 0", 1, "stereo: number of labels must be at least 1 (got 0)"},
+      // ---- Options: conflicting or incomplete ----
+      {"LEFT without RIGHT", "mrf-stereo", "$D/rgb.ppm", 1, "LEFT given without RIGHT (give both images, or neither)"},
+      {"option needing images", "mrf-stereo", "--gt $D/rgb.ppm", 1,
+       "--gt needs LEFT and RIGHT images (the synthetic pair has its own)"},
+      {"option needing images", "mrf-stereo", "--downsample 2", 1,
+       "--downsample needs LEFT and RIGHT images (use --synthetic-size)"},
+      {"option needing an image", "mrf-restore", "--mask $D/grey16.pgm --synthetic-size 16", 1,
+       "--mask needs an IMAGE (the generated picture has its own holes)"},
+      {"table without --smoothness table", "mrf-stereo", "--table $D/t3.txt", 1,
+       "--table is only used with --smoothness table"},
+      {"--smoothness table without a table", "mrf-restore", "--smoothness table", 1,
+       "--smoothness table needs --table FILE"},
+      {"image without seeds", "mrf-segment", "$D/rgb.ppm", 1, "IMAGE needs seeds: --scribbles FILE or --rect x,y,w,h"},
+      {"both kinds of seeds", "mrf-segment", "$D/rgb.ppm --rect 1,1,2,2 --scribbles $D/rgb.ppm", 1,
+       "give --scribbles or --rect, not both"},
+      {"seeds without an image", "mrf-segment", "--rect 1,1,2,2", 1, "--scribbles and --rect need an IMAGE"},
+      {"scene options with an image", "mrf-segment", "$D/rgb.ppm --rect 1,1,2,2 --size 64", 1,
+       "--size and --seed apply to the synthetic scene only (no IMAGE)"},
+      {"no model given", "mrf-solve", "", 1, "no MODEL file given (see --help)"},
+      // ---- Outputs that cannot be written ----
+      {"output folder missing", "mrf-stereo", "--synthetic-size 16 --labels 4 -o $D/no/such/out.png", 1,
+       "cannot write PNG '$D/no/such/out.png': No such file or directory"},
+      {"model output folder missing", "mrf-restore", "--synthetic-size 16 --levels 4 --save-model $D/no/m.mrf", 1,
+       "cannot write model file '$D/no/m.mrf': No such file or directory"},
+      {"labels output folder missing", "mrf-solve", "$D/three.mrf --solver cpu-icm --labels $D/no/labels.txt", 1,
+       "cannot write labels to '$D/no/labels.txt': No such file or directory"},
+      {"JSON output folder missing", "mrf-bench", "--suite binary --json $D/no/rows.json", 1,
+       "--json: folder '$D/no' does not exist"},
+  };
+}
+
+TEST(BadInputApps, EveryCaseEndsWithItsOneLineError) {
+  const std::string dir = MakeSamples();
+  for (const Case& c : Cases()) {
+    const std::string args = Expand(c.args, dir), message = Expand(c.message, dir);
+    SCOPED_TRACE(std::string(c.what) + ": " + c.program + " " + args);
+    // Quiet where the program has it (mrf-bench has no progress to silence before these errors).
+    const std::string program = c.program;
+    const std::string quiet = program == "mrf-bench" ? "" : program == "mrf-solve" ? " --quiet" : " -q";
+    const test::CommandResult r = test::RunCommand(test::AppPath(program) + " " + args + quiet);
+    EXPECT_EQ(r.exit_code, c.exit_code) << r.err;
+    std::string last = r.err;
+    if (!last.empty() && last.back() == '\n') last.pop_back();
+    const std::size_t line_start = last.rfind('\n');
+    const std::string line = line_start == std::string::npos ? last : last.substr(line_start + 1);
+    const std::string prefix = std::string(c.program) + ": error: ";
+    std::string expected = prefix + message;
+    if (c.exit_code == 2) expected += " (see --help)";  // command-line errors point at --help
+    EXPECT_EQ(line, expected);
+    EXPECT_EQ(r.err.find(prefix), last.size() - line.size()) << "more than one error line:\n" << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace mrf
