@@ -25,7 +25,7 @@ void AddSolveOptions(CLI::App& cli, SolveCli* s) {
   cli.add_flag("--truncate,!--no-truncate", s->truncate,
                std::string("Expansion/swap: truncate non-submodular move terms (needed for non-metric smoothness); "
                            "default ") + (s->truncate ? "on" : "off, on with --preset"));
-  cli.add_option("--bp-schedule", s->bp_schedule, "Belief propagation schedule: bpm|sync|tiled")->capture_default_str();
+  cli.add_option("--bp-schedule", s->bp_schedule, "Belief propagation schedule: auto|bpm|sync|tiled (auto: bpm on the CPU, tiled on the GPU)")->capture_default_str();
   cli.add_option("--bp-tile-size", s->bp_tile_size, "Tiled BP: tile side in pixels (0 = chosen by the solver)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cli.add_option("--bp-inner-iterations", s->bp_inner_iterations, "Tiled BP: iterations inside a tile per visit")

@@ -261,9 +261,6 @@ MRF_HD int PixelOffset(int x, int y, int j, int words, int row_stride) {
 /// The four edges of a tile in the staging buffers, T x NW words each.
 enum Edge : int { kEdgeLeft = 0, kEdgeRight = 1, kEdgeTop = 2, kEdgeBottom = 3 };
 
-/// Counters a pipeline block keeps in shared memory.
-enum Control : int { kControlReady = 0, kControlReleased = 1, kControlInts = 4 };
-
 /// A block's shared arrays (or their host copies in the emulation).
 struct Buffers {
   Word* unary[2];  ///< Unary costs of the current and the next tile, T x row_stride.
@@ -274,7 +271,12 @@ struct Buffers {
   Cost* sr[2];     ///< sr[y (T + 1) + x + 1]: scale of the edge (x, y) -> (x + 1, y), x >= -1.
   Cost* sd[2];     ///< sd[(y + 1) T + x]: scale of the edge (x, y) -> (x, y + 1), y >= -1.
   Word* stage[2];  ///< Messages entering the tile, [edge][i][word] (Edge order), T x NW per edge.
-  int* control;    ///< kControlInts counters (pipeline).
+  // Buffer `buf` of a pair, chosen without indexing by a run-time value (which would put the
+  // pointers in local memory on the GPU).
+  MRF_HD Word* Unary(int buf) const { return buf ? unary[1] : unary[0]; }  ///< Unary costs of buffer buf.
+  MRF_HD Cost* Sr(int buf) const { return buf ? sr[1] : sr[0]; }           ///< Horizontal scales of buffer buf.
+  MRF_HD Cost* Sd(int buf) const { return buf ? sd[1] : sd[0]; }           ///< Vertical scales of buffer buf.
+  MRF_HD Word* Stage(int buf) const { return buf ? stage[1] : stage[0]; }  ///< Staging buffer buf.
 };
 
 /// Multiple of 4 at least n (16-byte alignment of every array).
@@ -286,7 +288,7 @@ MRF_HD std::size_t SharedWords(int tile, int words) {
   const std::size_t array = RoundUp4(T * RowStride(tile, words));
   const std::size_t scales = RoundUp4(T * (T + 1));
   const std::size_t stage = RoundUp4(4 * T * words);
-  return 6 * array + 4 * scales + 2 * stage + kControlInts;
+  return 6 * array + 4 * scales + 2 * stage;
 }
 
 /// Cuts `base` (SharedWords() words, 16-byte aligned) into a block's arrays.
@@ -308,8 +310,7 @@ MRF_HD Buffers Carve(Word* base, int tile, int words) {
   b.sd[0] = reinterpret_cast<Cost*>(p), p += scales;
   b.sd[1] = reinterpret_cast<Cost*>(p), p += scales;
   b.stage[0] = p, p += stage;
-  b.stage[1] = p, p += stage;
-  b.control = reinterpret_cast<int*>(p);
+  b.stage[1] = p;
   return b;
 }
 
@@ -534,7 +535,7 @@ MRF_HD void LoadTileInputs(const Params& P, const Tile& t, Word* unary, Cost* sr
 template <int NW>
 MRF_HD void InitPhase(const Params& P, const Tile& t, const Buffers& B, int buf, int tid, int n) {
   const int rs = P.row_stride, T = P.tile;
-  const Word* stage = B.stage[buf];
+  const Word* stage = B.Stage(buf);
   for (int i = tid; i < t.tw * t.th; i += n) {
     const int y = i / t.tw, x = i - y * t.tw;
     Word up[NW], down[NW];
@@ -573,7 +574,7 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
   if (tid >= 2 * lines) return;
   const bool forward = tid < lines;  // right or down
   const int line = forward ? tid : tid - lines;
-  const Word* unary = B.unary[buf];
+  const Word* unary = B.Unary(buf);
   Word* own;
   const Word* o1 = vertical ? B.fl : B.fu;
   const Word* o2 = vertical ? B.fr : B.fd;
@@ -587,13 +588,13 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
     if (forward) {
       steps = t.x0 + t.tw < P.width ? t.tw : t.tw - 1;
       pos = 0, step_pos = 1;
-      scale = B.sr[buf] + line * (T + 1) + 1, scale_step = 1;
+      scale = B.Sr(buf) + line * (T + 1) + 1, scale_step = 1;
       if (t.has_right) border = P.border_right + (static_cast<std::size_t>(t.tx) * P.height + t.y0 + line) * P.Lp;
       edge = kEdgeLeft;
     } else {
       steps = t.x0 > 0 ? t.tw : t.tw - 1;
       pos = t.tw - 1, step_pos = -1;
-      scale = B.sr[buf] + line * (T + 1) + t.tw - 1, scale_step = -1;
+      scale = B.Sr(buf) + line * (T + 1) + t.tw - 1, scale_step = -1;
       if (t.has_left) border = P.border_left + ((static_cast<std::size_t>(t.tx) - 1) * P.height + t.y0 + line) * P.Lp;
       edge = kEdgeRight;
     }
@@ -602,12 +603,12 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
     if (forward) {
       steps = t.y0 + t.th < P.height ? t.th : t.th - 1;
       pos = 0, step_pos = 1;
-      scale = B.sd[buf] + T + line, scale_step = T;
+      scale = B.Sd(buf) + T + line, scale_step = T;
       if (t.has_down) border = P.border_down + (static_cast<std::size_t>(t.ty) * P.width + t.x0 + line) * P.Lp;
     } else {
       steps = t.y0 > 0 ? t.th : t.th - 1;
       pos = t.th - 1, step_pos = -1;
-      scale = B.sd[buf] + (t.th - 1) * T + line, scale_step = -T;
+      scale = B.Sd(buf) + (t.th - 1) * T + line, scale_step = -T;
       if (t.has_up) border = P.border_up + ((static_cast<std::size_t>(t.ty) - 1) * P.width + t.x0 + line) * P.Lp;
     }
   }
@@ -662,7 +663,7 @@ MRF_HD void LabelPhase(const Params& P, const Tile& t, const Buffers& B, int buf
   for (int i = tid; i < t.tw * t.th; i += n) {
     const int y = i / t.tw, x = i - y * t.tw;
     Word u[NW], l[NW], r[NW], up[NW], dn[NW];
-    LoadPixel<NW>(u, B.unary[buf], x, y, rs);
+    LoadPixel<NW>(u, B.Unary(buf), x, y, rs);
     LoadPixel<NW>(l, B.fl, x, y, rs);
     LoadPixel<NW>(r, B.fr, x, y, rs);
     LoadPixel<NW>(up, B.fu, x, y, rs);

@@ -216,14 +216,14 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks) 
             const int buf = visit & 1;
             const fast::Tile t = fast::MakeTile(P, tx, ty);
             // What the loader warp does, then the compute threads' phases.
-            fast::LoadTileInputs<NW>(P, t, B.unary[buf], B.sr[buf], B.sd[buf], 0, 1, copy);
+            fast::LoadTileInputs<NW>(P, t, B.Unary(buf), B.Sr(buf), B.Sd(buf), 0, 1, copy);
             const int carried_edge = sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight;
-            fast::FillStage<NW>(P, t, B.stage[buf], v.carried ? carried_edge : -1, 0, 1);
+            fast::FillStage<NW>(P, t, B.Stage(buf), v.carried ? carried_edge : -1, 0, 1);
             fast::InitPhase<NW>(P, t, B, buf, 0, 1);
             for (int inner = 0; inner < P.inner; ++inner) {
               const bool last = inner + 1 == P.inner;
               for (int tid = 0; tid < threads; ++tid)
-                fast::ChainPhase<NW, F>(P, t, B, buf, false, last, v.carry_next ? B.stage[buf ^ 1] : nullptr,
+                fast::ChainPhase<NW, F>(P, t, B, buf, false, last, v.carry_next ? B.Stage(buf ^ 1) : nullptr,
                                         carried_edge, tid);
               for (int tid = 0; tid < threads; ++tid)
                 fast::ChainPhase<NW, F>(P, t, B, buf, true, last, nullptr, -1, tid);
@@ -287,6 +287,16 @@ TEST(BpFastTile, EmulatedPipelineEqualsTheCpuTiledSchedule) {
                           std::to_string(c.tile) + " blocks " + std::to_string(c.blocks));
     }
   }
+}
+
+TEST(BpFastTile, EmulatedPipelineStopsWhenConvergedLikeTheCpu) {
+  std::mt19937_64 rng(14);  // the model of tests/gpu/test_cuda_bp.cpp's FastKernelRunsUntilConvergedLikeTheCpu
+  Model m = test::RandomModel(rng, Topology::Grid2D(31, 27, 4), 4, 80, {PairwiseKind::kPotts, 1, kMaxCost, {}}, 4);
+  m.pairwise.lambda = 3;
+  const bp::RunOutput cpu = bp::RunCpu(bp::PrepareProblem(m), Tiled(60, 8, 2));
+  EXPECT_TRUE(cpu.converged);
+  EXPECT_LT(cpu.iterations, 60);
+  ExpectSameAsCpu(m, Tiled(60, 8, 2), 2, "until converged");
 }
 
 TEST(BpFastTile, EmulatedPipelineEqualsTheCpuOnTsukuba) {
