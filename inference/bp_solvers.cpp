@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/common/bp_engine.h"
+#include "mrf/device.h"
 
 namespace mrf {
 
@@ -17,9 +18,13 @@ double MsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-bp::Config ConfigFrom(const SolveOptions& options) {
+// `schedule` "auto" is BP-M on the CPU and the tiled schedule on the GPU (which has no BP-M).
+bp::Config ConfigFrom(const SolveOptions& options, bool gpu) {
   bp::Config c;
-  c.schedule = bp::ParseSchedule(options.bp.schedule);
+  if (options.bp.schedule == "auto")
+    c.schedule = gpu ? bp::Schedule::kTiled : bp::Schedule::kBpm;
+  else
+    c.schedule = bp::ParseSchedule(options.bp.schedule);
   c.iterations = options.max_iterations;
   c.tile_size = options.bp.tile_size;
   c.inner_iterations = options.bp.inner_iterations;
@@ -50,8 +55,9 @@ bp::IterationCallback Logger(const SolveOptions& options, Result* result, Clock:
   };
 }
 
-std::string Describe(const bp::Config& c, const bp::RunOutput& out, const std::string& stop_note) {
-  std::string text = std::string(bp::ToString(c.schedule)) + " BP, " + std::to_string(out.iterations) +
+std::string Describe(const SolveOptions& o, const bp::Config& c, const bp::RunOutput& out, const std::string& stop_note) {
+  std::string text = std::string(bp::ToString(c.schedule)) + " BP" +
+                     (o.bp.schedule == "auto" ? " (the automatic schedule)" : "") + ", " + std::to_string(out.iterations) +
                      " iteration" + (out.iterations == 1 ? "" : "s");
   if (c.schedule == bp::Schedule::kTiled)
     text += " (tile " + std::to_string(out.grid.tile) + ", " + std::to_string(c.inner_iterations) + " inner)";
@@ -66,7 +72,7 @@ std::string Describe(const bp::Config& c, const bp::RunOutput& out, const std::s
 void SolveBpCpu(const Model& model, const SolveOptions& options, Result* result) {
   const auto start = Clock::now();
   const bp::Problem problem = bp::PrepareProblem(model);
-  const bp::Config config = ConfigFrom(options);
+  const bp::Config config = ConfigFrom(options, false);
   result->timings.setup_ms = MsSince(start);
   const auto solve_start = Clock::now();
   std::string stop_note;
@@ -74,15 +80,16 @@ void SolveBpCpu(const Model& model, const SolveOptions& options, Result* result)
   result->timings.solve_ms = MsSince(solve_start);
   result->labels = std::move(out.best_labels);
   result->iterations = out.iterations;
-  result->message = Describe(config, out, stop_note);
+  result->message = Describe(options, config, out, stop_note);
 }
 
 void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result) {
   const auto start = Clock::now();
   const bp::Problem problem = bp::PrepareProblem(model);
-  const bp::Config config = ConfigFrom(options);
+  const bp::Config config = ConfigFrom(options, true);
   bp::CudaTuning tuning;
   if (const char* launch = std::getenv("MRF_BP_CUDA_LAUNCH")) tuning.launch = bp::ParseCudaLaunch(launch);
+  if (const char* kernel = std::getenv("MRF_BP_CUDA_KERNEL")) tuning.kernel = bp::ParseCudaKernel(kernel);
   if (const char* lanes = std::getenv("MRF_BP_LABELS_PER_LANE")) {
     tuning.labels_per_lane = std::atoi(lanes);
     if (tuning.labels_per_lane != 2 && tuning.labels_per_lane != 4 && tuning.labels_per_lane != 8 &&
@@ -97,7 +104,16 @@ void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result
   result->timings.solve_ms = runner.times().solve_ms;
   result->labels = std::move(out.best_labels);
   result->iterations = out.iterations;
-  result->message = Describe(config, out, stop_note) + " on " + runner.Describe();
+  result->message = Describe(options, config, out, stop_note) + " on " + runner.Describe();
+}
+
+std::string CudaBpUnavailableReason() {
+  if (CudaCompiledIn()) {
+    const char* inject = std::getenv("MRF_INJECT_CUDA_FAULT");
+    if (inject && std::string(inject) == "nodevice")
+      return "no CUDA device found (injected by MRF_INJECT_CUDA_FAULT=nodevice)";
+  }
+  return CudaUnavailableReason();
 }
 
 }  // namespace mrf

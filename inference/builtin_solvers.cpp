@@ -55,7 +55,7 @@ void RegisterBuiltinSolvers(Registry& registry) {
                 &SolveBpCpu});
   registry.Add({"cuda-bp", Algorithm::kBeliefPropagation, Device::kCuda,
                 "Min-sum tiled belief propagation on the GPU (shared-memory tiles, wavefront sweeps)", 0,
-                CudaCompiledIn(), &CudaUnavailableReason, {}, &SolveBpCuda});
+                CudaCompiledIn(), &CudaBpUnavailableReason, {}, &SolveBpCuda});
 }
 
 }  // namespace mrf

@@ -65,8 +65,8 @@ bool SolveOptions::IsValid(std::string* error) const {
   if (!(time_limit_s >= 0) || std::isinf(time_limit_s))
     return fail("options.time_limit_s must be a finite number >= 0 (got " + std::to_string(time_limit_s) + ")");
   if (num_threads < 0) return fail("options.num_threads must be >= 0 (got " + std::to_string(num_threads) + ")");
-  if (bp.schedule != "bpm" && bp.schedule != "sync" && bp.schedule != "tiled")
-    return fail("options.bp.schedule must be bpm, sync or tiled (got '" + bp.schedule + "')");
+  if (bp.schedule != "auto" && bp.schedule != "bpm" && bp.schedule != "sync" && bp.schedule != "tiled")
+    return fail("options.bp.schedule must be auto, bpm, sync or tiled (got '" + bp.schedule + "')");
   if (bp.tile_size < 0) return fail("options.bp.tile_size must be >= 0 (got " + std::to_string(bp.tile_size) + ")");
   if (bp.inner_iterations < 1)
     return fail("options.bp.inner_iterations must be >= 1 (got " + std::to_string(bp.inner_iterations) + ")");

@@ -44,9 +44,10 @@ LabelOrder ParseLabelOrder(const std::string& name);
 
 /// Belief-propagation specific settings.
 struct BpOptions {
-  /// Message schedule: "bpm" (right, left, down, up sweeps), "sync" (all messages at once) or
-  /// "tiled" (tiles swept raster then reverse raster, inner iterations inside each tile).
-  std::string schedule = "bpm";
+  /// Message schedule: "bpm" (right, left, down, up sweeps), "sync" (all messages at once),
+  /// "tiled" (tiles swept raster then reverse raster, inner iterations inside each tile) or "auto"
+  /// (bpm on the CPU, tiled on the GPU, which has no bpm).
+  std::string schedule = "auto";
   int tile_size = 0;          ///< Tiled schedule: tile side in pixels; 0 picks one.
   int inner_iterations = 1;   ///< Tiled schedule: BP-M iterations inside a tile per visit.
   bool coarse_to_fine = false;  ///< Initialise messages from a coarser grid (GPU BP).

@@ -34,7 +34,9 @@ void AddSolveOptions(CLI::App& cli, SolveCli* s) {
                std::string("Expansion/swap: truncate non-submodular move terms (needed for non-metric smoothness); "
                            "default ") +
                    (s->truncate ? "on" : "off"));
-  cli.add_option("--bp-schedule", s->bp_schedule, "Belief propagation schedule: bpm|sync|tiled")->capture_default_str();
+  cli.add_option("--bp-schedule", s->bp_schedule,
+                 "Belief propagation schedule: auto|bpm|sync|tiled (auto: bpm on the CPU, tiled on the GPU)")
+      ->capture_default_str();
   cli.add_option("--bp-tile-size", s->bp_tile_size, "Tiled BP: tile side in pixels (0 = chosen by the solver)")
       ->check(FiniteNonNegative())
       ->capture_default_str();

@@ -23,7 +23,7 @@ struct SolveCli {
   std::uint64_t seed = 0;
   double time_limit_s = 0;
   bool truncate = false;
-  std::string bp_schedule = "bpm";
+  std::string bp_schedule = "auto";
   int bp_tile_size = 0;
   int bp_inner_iterations = 1;
   bool coarse_to_fine = false;

@@ -12,6 +12,7 @@
 
 #include "apps/common/bp_stereo_fixture.h"
 #include "backends/common/bp_engine.h"
+#include "backends/common/bp_fast_tile.h"
 #include "mrf-bench/suite.h"
 #include "mrf/device.h"
 
@@ -92,17 +93,27 @@ bool LoadAloe(const BenchOptions& o, Dataset* d) {
 }
 
 // Bytes one outer iteration of the tiled schedule must move at least: every tile is visited twice and
-// reads its unary costs and edge scales, border messages cross once each way, labels are written once.
-double TiledBytes(const bp::Problem& p, int tile) {
+// reads its unary costs (`unary_bytes` a pixel) and edge scales, border messages (`padded` 32-bit labels)
+// cross once each way, labels are written once.
+double TiledBytes(const bp::Problem& p, int tile, double unary_bytes, int padded) {
   const bp::TileGrid g = bp::TileGrid::Make(p.width, p.height, tile);
-  const int padded = bp::PaddedLabels(p.num_labels, bp::DefaultLabelsPerLane(p.num_labels));
   const double n = p.num_nodes();
   const double borders = 2.0 * ((g.tiles_x - 1.0) * p.height + (g.tiles_y - 1.0) * p.width) * padded * 4;
-  return 2 * (n * padded * 4 + 2 * n * 4) + 2 * borders + n * 4;
+  return 2 * (n * unary_bytes + 2 * n * 4) + 2 * borders + n * 4;
 }
 
 void Row(const char* a, const std::string& b, double ms, double energy, double bad, const std::string& extra) {
-  std::printf("| %-10s | %-28s | %10.3f | %10.0f | %6.2f%% | %s\n", a, b.c_str(), ms, energy, 100 * bad, extra.c_str());
+  std::printf("| %-10s | %-34s | %10.3f | %10.0f | %6.2f%% | %s\n", a, b.c_str(), ms, energy, 100 * bad, extra.c_str());
+}
+
+struct GpuVariant {
+  bp::CudaKernel kernel;
+  bp::CudaLaunch launch;
+  int tile;  // 0: automatic
+};
+
+std::string Name(const GpuVariant& v) {
+  return std::string(bp::ToString(v.kernel)) + " " + bp::ToString(v.launch);
 }
 
 int RunBp(const BenchOptions& o) {
@@ -124,86 +135,113 @@ int RunBp(const BenchOptions& o) {
   for (const Dataset& d : sets) {
     const bp::Problem p = bp::PrepareProblem(d.model);
     const int tile = bp::AutoTileSize(p.num_labels, p.kind);
+    const bool tsukuba = d.name == "Tsukuba";
     std::printf("\n### %s: %dx%d, %d labels, automatic tile %d\n", d.name.c_str(), p.width, p.height, p.num_labels, tile);
-    std::printf("| device     | configuration                | ms (median)| energy     | bad px  | notes\n");
+    std::printf("| device     | configuration                      | ms (median)| energy     | bad px  | notes\n");
     std::printf("|---|---|---|---|---|---|\n");
     auto bad_rate = [&](const Labeling& l) { return fixture::BadPixelRate(l, d.truth, d.truth_scale); };
+    // Median of `reps` timings of `iterations` iterations after `warm` warm-up runs; the labels of one more run.
+    auto time_gpu = [&](bp::CudaRunner& runner, int iterations, int warm, int reps, std::vector<double>* all) {
+      for (int w = 0; w < warm; ++w) runner.TimeIterations(iterations);
+      std::vector<double> ms;
+      for (int r = 0; r < reps; ++r) ms.push_back(runner.TimeIterations(iterations));
+      if (all) *all = ms;
+      return Median(ms);
+    };
 
-    // ---- GPU: launch modes and lane layouts on 1 outer x 1 inner -----------------------------
+    // ---- GPU: tile kernels and launch modes on 1 outer x 1 inner -------------------------------------
     double gpu_ms_1x1 = 0;
     std::vector<Config> targets;
-    if (d.name == "Tsukuba")
-      targets = {MakeConfig(Schedule::kTiled, 1, 2, true), MakeConfig(Schedule::kTiled, 2, 2, true),
-                 MakeConfig(Schedule::kTiled, 3, 2, true), MakeConfig(Schedule::kTiled, 8, 4, false)};
+    if (tsukuba)
+      targets = {MakeConfig(Schedule::kTiled, 1, 2, true),     MakeConfig(Schedule::kTiled, 2, 1, true),
+                 MakeConfig(Schedule::kTiled, 2, 2, true),     MakeConfig(Schedule::kTiled, 2, 2, true, 16),
+                 MakeConfig(Schedule::kTiled, 2, 2, true, 32), MakeConfig(Schedule::kTiled, 3, 2, true),
+                 MakeConfig(Schedule::kTiled, 8, 4, false)};
     else
       targets = {MakeConfig(Schedule::kTiled, 2, 2, true)};
     if (gpu) {
-      const Config base = MakeConfig(Schedule::kTiled, 1, 1, false);
+      std::vector<GpuVariant> variants;
+      for (bp::CudaLaunch l : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kCooperative, bp::CudaLaunch::kGraph,
+                               bp::CudaLaunch::kPerDiagonal})
+        variants.push_back({bp::CudaKernel::kFast, l, 0});
+      for (bp::CudaLaunch l : {bp::CudaLaunch::kGraph, bp::CudaLaunch::kPerDiagonal, bp::CudaLaunch::kCooperative})
+        variants.push_back({bp::CudaKernel::kGeneral, l, 0});
+      if (tsukuba)  // other tile sides, every launch of the fast kernel
+        for (int side : {16, 32})
+          for (bp::CudaLaunch l : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kCooperative, bp::CudaLaunch::kGraph,
+                                   bp::CudaLaunch::kPerDiagonal})
+            variants.push_back({bp::CudaKernel::kFast, l, side});
       double best = 1e30;
-      for (bp::CudaLaunch launch : {bp::CudaLaunch::kPerDiagonal, bp::CudaLaunch::kGraph, bp::CudaLaunch::kCooperative}) {
-        for (int lanes : {0, 2, 8, 16}) {
-          if (lanes && d.name != "Tsukuba") continue;
-          bp::CudaTuning t;
-          t.launch = launch;
-          t.labels_per_lane = lanes;
-          try {
-            bp::CudaRunner runner(p, base, t);
-            for (int w = 0; w < 3; ++w) runner.TimeIterations(1);
-            std::vector<double> ms;
-            for (int r = 0; r < std::max(repeat, 21); ++r) ms.push_back(runner.TimeIterations(1));
-            const double med = Median(ms);
-            const bp::RunOutput out = runner.Run({}, false);
-            const double gbs = TiledBytes(p, tile) / (med * 1e-3) / 1e9;
-            char note[200];
-            std::snprintf(note, sizeof note, "%s; %.1f GB/s = %.2f%% of copy; min %.3f max %.3f", runner.Describe().c_str(),
-                          gbs, 100 * gbs / copy_gbs, *std::min_element(ms.begin(), ms.end()),
-                          *std::max_element(ms.begin(), ms.end()));
-            Row("cuda-bp", Describe(base) + " " + bp::ToString(launch) + (lanes ? " C=" + std::to_string(lanes) : ""),
-                med, out.best_energy, bad_rate(out.best_labels), note);
-            if (lanes == 0) best = std::min(best, med);
-          } catch (const Error& e) {
-            std::printf("| cuda-bp | %s %s | failed: %s\n", Describe(base).c_str(), bp::ToString(launch), e.what());
-          }
+      for (const GpuVariant& v : variants) {
+        bp::CudaTuning t;
+        t.launch = v.launch;
+        t.kernel = v.kernel;
+        const Config base = MakeConfig(Schedule::kTiled, 1, 1, false, v.tile);
+        try {
+          bp::CudaRunner runner(p, base, t);
+          std::vector<double> ms;
+          const double med = time_gpu(runner, 1, 3, std::max(repeat, 21), &ms);
+          const bp::RunOutput out = runner.Run({}, false);
+          const bool fast = runner.uses_fast_kernel();
+          const int padded = fast ? 2 * bp::fast::FastSupport(p.num_labels, p.kind, p.truncation, p.max_unary_spread,
+                                                              p.max_message, 0).words
+                                  : bp::PaddedLabels(p.num_labels, bp::DefaultLabelsPerLane(p.num_labels));
+          const double unary_bytes = fast ? 2.0 * padded : 4.0 * padded;
+          const double gbs = TiledBytes(p, v.tile ? v.tile : tile, unary_bytes, padded) / (med * 1e-3) / 1e9;
+          char note[400];
+          std::snprintf(note, sizeof note, "%s; %.1f GB/s = %.2f%% of copy; min %.3f max %.3f", runner.Describe().c_str(),
+                        gbs, 100 * gbs / copy_gbs, *std::min_element(ms.begin(), ms.end()),
+                        *std::max_element(ms.begin(), ms.end()));
+          Row("cuda-bp", Describe(base) + " " + Name(v), med, out.best_energy, bad_rate(out.best_labels), note);
+          if (v.tile == 0) best = std::min(best, med);
+        } catch (const Error& e) {
+          std::printf("| cuda-bp    | %s %s | not run: %s\n", Describe(base).c_str(), Name(v).c_str(), e.what());
         }
       }
       gpu_ms_1x1 = best;
-      // Tile sides (default launch).
-      if (d.name == "Tsukuba")
-        for (int side : {8, 16, tile}) {
+      // Small tile sides (automatic kernel and launch).
+      if (tsukuba)
+        for (int side : {8, 12}) {
           bp::CudaRunner runner(p, MakeConfig(Schedule::kTiled, 1, 1, false, side));
-          for (int w = 0; w < 3; ++w) runner.TimeIterations(1);
-          std::vector<double> ms;
-          for (int r = 0; r < repeat; ++r) ms.push_back(runner.TimeIterations(1));
+          const double med = time_gpu(runner, 1, 3, repeat, nullptr);
           const bp::RunOutput out = runner.Run({}, false);
-          Row("cuda-bp", "tiled 1x1 tile " + std::to_string(side), Median(ms), out.best_energy, bad_rate(out.best_labels),
+          Row("cuda-bp", "tiled 1x1 tile " + std::to_string(side), med, out.best_energy, bad_rate(out.best_labels),
               runner.Describe());
         }
-      // Configurations run longer, towards the reference BP-M energy.
+      // Configurations run longer, towards the reference BP-M energy (automatic kernel and launch, and the
+      // general kernel on one of them for comparison).
       for (const Config& c : targets) {
-        bp::CudaRunner runner(p, c);
-        for (int w = 0; w < 2; ++w) runner.TimeIterations(c.iterations);
-        std::vector<double> ms;
-        for (int r = 0; r < repeat; ++r) ms.push_back(runner.TimeIterations(c.iterations));
-        const bp::RunOutput out = runner.Run({}, false);
-        Row("cuda-bp", Describe(c), Median(ms), out.best_energy, bad_rate(out.best_labels),
-            out.best_energy <= 406896 && d.name == "Tsukuba" ? "<= 406,896 (reference BP-M)" : "");
+        for (bp::CudaKernel kernel : {bp::CudaKernel::kAuto, bp::CudaKernel::kGeneral}) {
+          if (kernel == bp::CudaKernel::kGeneral && !(c.iterations == 2 && c.inner_iterations == 2)) continue;
+          bp::CudaTuning t;
+          t.kernel = kernel;
+          const std::string name = Describe(c) + (kernel == bp::CudaKernel::kGeneral ? " general" : "");
+          try {
+            bp::CudaRunner runner(p, c, t);
+            const double med = time_gpu(runner, c.iterations, 2, repeat, nullptr);
+            const bp::RunOutput out = runner.Run({}, false);
+            std::string note = runner.uses_fast_kernel() ? "fast kernel" : "general kernel";
+            if (tsukuba && out.best_energy <= 406896) note += "; <= 406,896 (reference BP-M)";
+            Row("cuda-bp", name, med, out.best_energy, bad_rate(out.best_labels), note);
+          } catch (const Error& e) {  // e.g. a tile the general kernel cannot hold
+            std::printf("| cuda-bp    | %s | not run: %s\n", name.c_str(), e.what());
+          }
+        }
       }
       // The plain synchronous GPU BP, for comparison.
       for (int iterations : {1, 50}) {
-        if (d.name != "Tsukuba" && iterations > 1) continue;
+        if (!tsukuba && iterations > 1) continue;
         const Config c = MakeConfig(Schedule::kSync, iterations, 1, false);
         bp::CudaRunner runner(p, c);
-        runner.TimeIterations(iterations);
-        std::vector<double> ms;
-        for (int r = 0; r < repeat; ++r) ms.push_back(runner.TimeIterations(iterations));
+        const double med = time_gpu(runner, iterations, 1, repeat, nullptr);
         const bp::RunOutput out = runner.Run({}, false);
-        Row("cuda-bp", Describe(c) + " (plain)", Median(ms), out.best_energy, bad_rate(out.best_labels),
+        Row("cuda-bp", Describe(c) + " (plain)", med, out.best_energy, bad_rate(out.best_labels),
             "one thread per message, global memory");
       }
     }
 
     // ---- CPU: the same configurations with tbb-bp ---------------------------------------------
-    const int cpu_repeat = d.name == "Tsukuba" ? repeat : 1;
+    const int cpu_repeat = tsukuba ? std::min(repeat, 5) : 1;
     auto cpu_time = [&](const Config& c, bp::RunOutput* out) {
       std::vector<double> ms;
       for (int r = 0; r < cpu_repeat; ++r) ms.push_back(TimeMs([&] { *out = bp::RunCpu(p, c); }));
@@ -217,7 +255,7 @@ int RunBp(const BenchOptions& o) {
                     gpu ? (", GPU " + std::to_string(ms / gpu_ms_1x1) + "x faster").c_str() : "");
       Row("tbb-bp", "tiled 1x1", ms, out.best_energy, bad_rate(out.best_labels), note);
     }
-    if (d.name == "Tsukuba") {
+    if (tsukuba) {
       for (const Config& t : targets) {
         Config c = t;
         c.num_threads = static_cast<int>(cores);

@@ -190,16 +190,35 @@ enum class CudaLaunch {
   kPerDiagonal,  ///< One kernel launch per diagonal.
   kGraph,        ///< The per-diagonal launches of one outer iteration captured once as a CUDA graph.
   kCooperative,  ///< One cooperative launch per outer iteration, a grid barrier between diagonals.
+  kPipeline,     ///< Fast kernel only: one cooperative launch per outer iteration, a block per tile row,
+                 ///< each tile waiting only for the tile above (below) it through a flag in global memory.
 };
-/// Parses auto | diagonal | graph | cooperative.
+/// Parses auto | diagonal | graph | cooperative | pipeline.
 CudaLaunch ParseCudaLaunch(const std::string& name);
-/// auto, diagonal, graph or cooperative.
+/// auto, diagonal, graph, cooperative or pipeline.
 const char* ToString(CudaLaunch launch);
+
+/// Which CUDA tile kernel runs the tiled schedule.
+enum class CudaKernel {
+  kAuto,     ///< The fast one when it takes the problem (bp_fast_tile.h), else the general one.
+  kFast,     ///< A chain per thread, labels packed in 16-bit pairs (2..32 labels, bounded costs).
+  kGeneral,  ///< A chain per group of lanes (any metric family or table, up to 256 labels).
+};
+/// Parses auto | fast | general.
+CudaKernel ParseCudaKernel(const std::string& name);
+/// auto, fast or general.
+const char* ToString(CudaKernel kernel);
 
 /// CUDA-only knobs (tuning; results never depend on them).
 struct CudaTuning {
   CudaLaunch launch = CudaLaunch::kAuto;  ///< Diagonal stepping.
-  int labels_per_lane = 0;                ///< C in {2, 4, 8, 16}; 0 = DefaultLabelsPerLane().
+  CudaKernel kernel = CudaKernel::kAuto;  ///< Tile kernel.
+  int labels_per_lane = 0;                ///< General kernel: C in {2, 4, 8, 16}; 0 = DefaultLabelsPerLane().
+  /// Testing: pretend that only this many bytes of device memory are free (0: ask the device).
+  std::size_t free_bytes_override = 0;
+  /// Pipeline launch: blocks (0: one per tile row, as many as can be resident); fewer make each block
+  /// take several tile rows.
+  int pipeline_blocks = 0;
 };
 
 /// Times of a CUDA run in milliseconds (CUDA events).
@@ -209,9 +228,12 @@ struct CudaTimes {
   double download_ms = 0;  ///< Labels and messages back.
 };
 
-/// Belief propagation on one CUDA device. Construction uploads the problem and sizes every buffer
-/// once; runs reuse them. Throws mrf::Error for CUDA failures (out of memory, launch failure) and
-/// for problems the device cannot take (too many labels, a tile that does not fit shared memory).
+/// Belief propagation on one CUDA device. Construction estimates the device memory it needs and
+/// refuses (naming both numbers) a problem that does not fit the free memory, then uploads the problem
+/// and sizes every buffer once; runs reuse them. Throws mrf::Error for CUDA failures (out of memory,
+/// launch failure) and for problems the device cannot take (too many labels, a tile that does not fit
+/// shared memory). `MRF_INJECT_CUDA_FAULT=nodevice|oom|launch` makes construction (nodevice, oom) or the
+/// first iteration (launch) fail as the real fault would, for tests of the messages and the fallback.
 class CudaRunner {
  public:
   /// Uploads `problem` and prepares the schedule of `config`.
@@ -235,6 +257,12 @@ class CudaRunner {
   const CudaTimes& times() const { return times_; }
   /// Tile side in use (tiled schedule) and labels per lane, for reports.
   std::string Describe() const;
+  /// Device memory the runner estimated before allocating, and what it then allocated, in bytes.
+  std::size_t estimated_bytes() const;
+  /// Device memory allocated by the runner, in bytes (at most estimated_bytes()).
+  std::size_t allocated_bytes() const;
+  /// True when the tiled schedule runs on the fast kernel.
+  bool uses_fast_kernel() const;
 
  private:
   struct Impl;

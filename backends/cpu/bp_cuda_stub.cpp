@@ -20,6 +20,9 @@ double CudaRunner::TimeIterations(int) { NotCompiled(); }
 Energy CudaRunner::DeviceEnergy() { NotCompiled(); }
 Labeling CudaRunner::DeviceLabels() { NotCompiled(); }
 std::string CudaRunner::Describe() const { return "no CUDA"; }
+std::size_t CudaRunner::estimated_bytes() const { return 0; }
+std::size_t CudaRunner::allocated_bytes() const { return 0; }
+bool CudaRunner::uses_fast_kernel() const { return false; }
 std::size_t CudaMaxSharedBytesPerBlock() { return 0; }
 double CudaDeviceCopyGBs(std::size_t, int) { NotCompiled(); }
 double CudaMeasureSmClockMHz() { NotCompiled(); }

@@ -183,9 +183,10 @@ const char* ToString(Schedule s) {
 }
 
 CudaLaunch ParseCudaLaunch(const std::string& name) {
-  for (CudaLaunch l : {CudaLaunch::kAuto, CudaLaunch::kPerDiagonal, CudaLaunch::kGraph, CudaLaunch::kCooperative})
+  for (CudaLaunch l : {CudaLaunch::kAuto, CudaLaunch::kPerDiagonal, CudaLaunch::kGraph, CudaLaunch::kCooperative,
+                       CudaLaunch::kPipeline})
     if (name == ToString(l)) return l;
-  throw Error("unknown CUDA launch mode '" + name + "' (expected auto, diagonal, graph or cooperative)");
+  throw Error("unknown CUDA launch mode '" + name + "' (expected auto, diagonal, graph, cooperative or pipeline)");
 }
 
 const char* ToString(CudaLaunch l) {
@@ -194,6 +195,22 @@ const char* ToString(CudaLaunch l) {
     case CudaLaunch::kPerDiagonal: return "diagonal";
     case CudaLaunch::kGraph: return "graph";
     case CudaLaunch::kCooperative: return "cooperative";
+    case CudaLaunch::kPipeline: return "pipeline";
+  }
+  return "?";
+}
+
+CudaKernel ParseCudaKernel(const std::string& name) {
+  for (CudaKernel k : {CudaKernel::kAuto, CudaKernel::kFast, CudaKernel::kGeneral})
+    if (name == ToString(k)) return k;
+  throw Error("unknown CUDA BP kernel '" + name + "' (expected auto, fast or general)");
+}
+
+const char* ToString(CudaKernel k) {
+  switch (k) {
+    case CudaKernel::kAuto: return "auto";
+    case CudaKernel::kFast: return "fast";
+    case CudaKernel::kGeneral: return "general";
   }
   return "?";
 }

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "backends/common/bp_engine.h"
+#include "backends/common/bp_fast_tile.h"
+#include "mrf/device.h"
 
 namespace cg = cooperative_groups;
 
@@ -43,8 +45,17 @@ bool DebugSync() {
 
 // After every launch: the launch error, and with MRF_CUDA_DEBUG_SYNC the kernel's own error.
 void CheckLaunch(const char* kernel, cudaStream_t stream, bool capturing, const char* file, int line) {
-  Check(cudaGetLastError(), kernel, file, line);
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess)
+    throw Error(std::string("cuda-bp: kernel launch failed (") + kernel + "): " + cudaGetErrorName(status) + " (" +
+                cudaGetErrorString(status) + ") at " + file + ":" + std::to_string(line));
   if (DebugSync() && !capturing) Check(cudaStreamSynchronize(stream), kernel, file, line);
+}
+
+std::string MiB(std::size_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
 }
 #define MRF_CHECK_LAUNCH(name, stream, capturing) CheckLaunch(name, stream, capturing, __FILE__, __LINE__)
 
@@ -66,15 +77,19 @@ class DeviceBuffer {
   void Allocate(std::size_t count, const char* what) {
     if (ptr_) cudaFree(ptr_);
     ptr_ = nullptr;
-    size_ = count;
+    size_ = 0;
     if (count == 0) return;
     const cudaError_t status = cudaMalloc(&ptr_, count * sizeof(T));
     if (status != cudaSuccess) {
       cudaGetLastError();
       ptr_ = nullptr;
-      throw Error("cuda-bp: cannot allocate " + std::to_string((count * sizeof(T) + (1 << 20) - 1) >> 20) +
-                  " MiB of GPU memory for " + what + " (" + cudaGetErrorString(status) + ")");
+      std::size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      cudaGetLastError();
+      throw Error(std::string("cuda-bp: out of GPU memory: ") + what + " needs " + MiB(count * sizeof(T)) + ", " +
+                  MiB(free_bytes) + " of " + MiB(total_bytes) + " free (" + cudaGetErrorString(status) + ")");
     }
+    size_ = count;
   }
   void Upload(const std::vector<T>& host, cudaStream_t s) {
     if (!host.empty())
@@ -89,6 +104,7 @@ class DeviceBuffer {
   }
   T* get() const { return ptr_; }
   std::size_t size() const { return size_; }
+  std::size_t bytes() const { return size_ * sizeof(T); }
 
  private:
   T* ptr_ = nullptr;
@@ -618,6 +634,212 @@ __global__ void __launch_bounds__(kMaxTileThreads, 1) TileCooperativeKernel(Tile
   }
 }
 
+// ---- The fast tile kernel (backends/common/bp_fast_tile.h) ------------------------------------------
+//
+// A block visits tiles with 2 T compute threads, one chain each (right then left chains of the tile rows,
+// down then up chains of the columns), labels packed in 16-bit pairs in registers. The phases of a visit
+// are in bp_fast_tile.h; this part adds what only the GPU has: asynchronous copies, the block barrier of
+// the compute threads, and the three ways of stepping between tiles:
+// - diagonal (and graph): one launch per tile diagonal, a block per tile;
+// - cooperative: one launch per outer iteration, blocks loop over the tiles of a diagonal, a grid barrier
+//   between diagonals;
+// - pipeline: one cooperative launch per outer iteration, block b takes tile rows b, b + nb, ... in the
+//   serial order (bp::fast::VisitOfBlock). A tile then depends on other blocks only through the tile above
+//   it (raster sweep) or below it (reverse sweep): it waits for that tile's sweep counter in global memory
+//   (release / acquire), nothing else. A loader warp per block fetches the next tile's unary costs and
+//   scales (cp.async) and entering border messages while the compute threads work on the current tile
+//   (double buffers handed over through named barriers); the border the block's previous tile sends to
+//   this one stays in shared memory.
+
+namespace fastk {
+
+using fast::Word;
+
+enum Mode : int { kDiagonal = 0, kCooperative = 1, kPipeline = 2 };
+
+// The most threads a fast block has: 2 T compute threads (T <= 64) and a loader warp.
+constexpr int kMaxThreads = 160;
+// A wait longer than this many cycles (about a second) means a bug: report it instead of hanging.
+constexpr long long kSpinLimit = 2000000000LL;
+
+struct AsyncCopy {
+  __device__ __forceinline__ void operator()(Word* dst, const Word* src, int words) const {
+    __pipeline_memcpy_async(dst, src, 4 * words);
+  }
+};
+
+// Named barriers. 1: the compute threads only (the loader warp never takes part). 2 + buf: buffer `buf`
+// is loaded (the loader arrives, the compute threads wait). 4 + buf: buffer `buf` is free again (the
+// compute threads arrive, the loader waits). A barrier per buffer keeps the loader, which may run one
+// visit ahead, from arriving twice at one barrier before the compute threads waited there.
+constexpr int kBarCompute = 1, kBarReady = 2, kBarEmpty = 4;
+
+__device__ __forceinline__ void BarSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void BarArrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void ComputeBarrier(int threads) { BarSync(kBarCompute, threads); }
+
+__device__ __forceinline__ int LoadAcquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void StoreRelease(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Spins until a global counter reaches `target`; flags an error after kSpinLimit cycles.
+__device__ void WaitGlobal(const int* counter, int target, int* error) {
+  const long long start = clock64();
+  while (LoadAcquire(counter) < target) {
+    if (clock64() - start > kSpinLimit) {
+      atomicExch(error, 1);
+      return;
+    }
+  }
+}
+
+// Inputs of a tile loaded by all compute threads (diagonal and cooperative modes).
+template <int NW>
+__device__ void LoadAll(const fast::Params& P, const fast::Buffers& B, const fast::Tile& t, int tid, int threads) {
+  AsyncCopy copy;
+  fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), tid, threads, copy);
+  __pipeline_commit();
+  fast::FillStage<NW>(P, t, B.Stage(0), -1, tid, threads);
+  __pipeline_wait_prior(0);
+  ComputeBarrier(threads);
+}
+
+// Initialisation and inner iterations of one visit (every compute thread).
+template <int NW, int F>
+__device__ void Compute(const fast::Params& P, const fast::Buffers& B, const fast::Tile& t, int buf, Word* carry_stage,
+                        int carry_edge, int tid, int threads) {
+  fast::InitPhase<NW>(P, t, B, buf, tid, threads);
+  ComputeBarrier(threads);
+  for (int it = 0; it < P.inner; ++it) {
+    const bool last = it + 1 == P.inner;
+    fast::ChainPhase<NW, F>(P, t, B, buf, false, last, carry_stage, carry_edge, tid);
+    ComputeBarrier(threads);
+    fast::ChainPhase<NW, F>(P, t, B, buf, true, last, nullptr, -1, tid);
+    ComputeBarrier(threads);
+  }
+}
+
+// The loader warp of a pipeline block: for visit n, once the compute threads freed buffer n % 2 (after
+// visit n - 2), the tile's unary costs and scales, then, once the neighbouring tile it depends on is
+// done, the entering border messages; then it tells the compute threads.
+template <int NW>
+__device__ void LoaderWarp(const fast::Params& P, const fast::Buffers& B, int sweep_base, int lane, int all) {
+  AsyncCopy copy;
+  const int visits = fast::VisitsOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
+  for (int n = 0; n < visits; ++n) {
+    const fast::Visit v = fast::VisitOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y, n);
+    const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
+    const int buf = n & 1;
+    if (n >= 2) BarSync(kBarEmpty + buf, all);
+    fast::LoadTileInputs<NW>(P, t, B.Unary(buf), B.Sr(buf), B.Sd(buf), lane, 32, copy);
+    __pipeline_commit();
+    if (lane == 0) {
+      if (v.sweep == 0 && t.has_up) WaitGlobal(&P.tile_done[(v.ty - 1) * P.tiles_x + v.tx], sweep_base + 1, P.error);
+      if (v.sweep == 1 && t.has_down) WaitGlobal(&P.tile_done[(v.ty + 1) * P.tiles_x + v.tx], sweep_base + 2, P.error);
+    }
+    __syncwarp();
+    const int skip = v.carried ? (v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight) : -1;
+    fast::FillStage<NW>(P, t, B.Stage(buf), skip, lane, 32);
+    __pipeline_wait_prior(0);
+    __threadfence_block();
+    BarArrive(kBarReady + buf, all);
+  }
+}
+
+template <int NW, int F>
+__global__ void __launch_bounds__(kMaxThreads, 1) FastTileKernel(fast::Params P, int mode, int arg0, int arg1) {
+  extern __shared__ int4 shared_words[];
+  const fast::Buffers B = fast::Carve(reinterpret_cast<Word*>(shared_words), P.tile, NW);
+  const int compute = (2 * P.tile + 31) / 32 * 32;
+  const int tid = threadIdx.x;
+
+  if (mode == kPipeline) {
+    const int sweep_base = arg0, all = compute + 32;
+    if (tid >= compute) {
+      LoaderWarp<NW>(P, B, sweep_base, tid - compute, all);
+      return;
+    }
+    const int visits = fast::VisitsOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
+    for (int n = 0; n < visits; ++n) {
+      const fast::Visit v = fast::VisitOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y, n);
+      const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
+      const int buf = n & 1;
+      BarSync(kBarReady + buf, all);
+      Compute<NW, F>(P, B, t, buf, v.carry_next ? B.Stage(buf ^ 1) : nullptr,
+                     v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight, tid, compute);
+      // Every border message of this visit is written (barrier above): publish the tile's progress.
+      if (tid == 0) {
+        __threadfence();
+        StoreRelease(&P.tile_done[v.ty * P.tiles_x + v.tx], sweep_base + v.sweep + 1);
+      }
+      if (v.sweep == 1) fast::LabelPhase<NW>(P, t, B, buf, tid, compute);
+      ComputeBarrier(compute);
+      if (n + 2 < visits) BarArrive(kBarEmpty + buf, all);
+    }
+    return;
+  }
+
+  const int diagonals = P.tiles_x + P.tiles_y - 1;
+  const int steps = mode == kDiagonal ? 1 : 2 * diagonals;
+  for (int step = 0; step < steps; ++step) {
+    int d = arg0;
+    bool labels = arg1 != 0;
+    if (mode == kCooperative) {
+      d = step < diagonals ? step : 2 * diagonals - 1 - step;
+      labels = step >= diagonals;
+    }
+    const int begin = max(0, d - (P.tiles_y - 1)), end = min(d, P.tiles_x - 1) + 1;
+    for (int tx = begin + blockIdx.x; tx < end; tx += gridDim.x) {
+      const fast::Tile t = fast::MakeTile(P, tx, d - tx);
+      LoadAll<NW>(P, B, t, tid, compute);
+      Compute<NW, F>(P, B, t, 0, nullptr, -1, tid, compute);
+      if (labels) {
+        fast::LabelPhase<NW>(P, t, B, 0, tid, compute);
+        ComputeBarrier(compute);
+      }
+    }
+    if (mode == kCooperative) cg::this_grid().sync();
+  }
+}
+
+using Kernel = void (*)(fast::Params, int, int, int);
+
+template <int NW>
+Kernel PickForm(int form) {
+  switch (form) {
+    case fast::kFormClamp: return FastTileKernel<NW, fast::kFormClamp>;
+    case fast::kFormNeighbour: return FastTileKernel<NW, fast::kFormNeighbour>;
+    case fast::kFormLinearDT: return FastTileKernel<NW, fast::kFormLinearDT>;
+    default: return FastTileKernel<NW, fast::kFormQuadWindow>;
+  }
+}
+
+Kernel Pick(int words, int form) {
+  switch (words) {
+    case 2: return PickForm<2>(form);
+    case 4: return PickForm<4>(form);
+    case 8: return PickForm<8>(form);
+    default: return PickForm<16>(form);
+  }
+}
+
+// Compute threads of a fast block for tile side T (whole warps).
+int ComputeThreads(int tile) { return (2 * tile + 31) / 32 * 32; }
+
+}  // namespace fastk
+
 // ---- Synchronous schedule, labels, energy, coarse-to-fine -------------------------------------------
 
 struct GridParams {
@@ -634,8 +856,13 @@ struct Messages {
   Cost* m[4];
 };
 
-// One thread per (node, direction): every message from the previous iteration's messages.
-__global__ void SyncKernel(GridParams P, Messages old_m, Messages new_m, Cost* hbuf, int* scratch, int* changed) {
+// One thread per (node, direction): every message from the previous iteration's messages. With
+// `skip_if_zero` pointing at the previous iteration's change flag, an iteration after one that changed
+// nothing does nothing: both message generations then hold the same messages, so the result equals
+// stopping there (as the CPU does) without a round trip to the host.
+__global__ void SyncKernel(GridParams P, Messages old_m, Messages new_m, Cost* hbuf, int* scratch, int* changed,
+                           const int* skip_if_zero) {
+  if (skip_if_zero && *skip_if_zero == 0) return;
   const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   const std::int64_t n = static_cast<std::int64_t>(P.width) * P.height;
   if (t >= 4 * n) return;
@@ -786,15 +1013,19 @@ struct CudaRunner::Impl {
   bool envelope = false;
   std::size_t shared_bytes = 0;
   std::string note;  // e.g. a tile reduced to fit shared memory
+  std::string inject;  // MRF_INJECT_CUDA_FAULT
+  bool inject_launch_pending = false;
   CudaLaunch launch = CudaLaunch::kPerDiagonal;
   PairwiseParams pw{};
   DeviceBuffer<Cost> table;
   std::vector<Level> levels;  // [0] fine, then coarser
+  std::vector<Problem> coarse;  // host copies of the coarser levels (coarse-to-fine)
   TileGrid grid;
   DeviceBuffer<Cost> borders[4];
   DeviceBuffer<Label> labels, best_labels;
   DeviceBuffer<unsigned long long> energy_sum;
   DeviceBuffer<int> changed;
+  DeviceBuffer<int> coarse_changed;  // one flag per coarse-level iteration (device-side early stop)
   unsigned long long* host_energy = nullptr;  // pinned
   int* host_changed = nullptr;                // pinned
   cudaStream_t stream = nullptr;
@@ -804,6 +1035,16 @@ struct CudaRunner::Impl {
   CooperativeKernel cooperative_kernel = nullptr;
   int cooperative_blocks = 0;
   bool capturing = false;
+  // Fast kernel.
+  bool use_fast = false;
+  fast::Support fast_support;
+  std::string fast_why;  // why the general kernel runs (auto)
+  fastk::Kernel fast_kernel = nullptr;
+  DeviceBuffer<fast::Word> fast_unary;
+  DeviceBuffer<int> tile_done, fast_error;
+  int pipeline_blocks = 0;
+  int sweep_base = 0;  // pipeline: sweeps run since the last Reset()
+  std::size_t estimated = 0;
 
   ~Impl() {
     if (graph) cudaGraphExecDestroy(graph);
@@ -812,6 +1053,7 @@ struct CudaRunner::Impl {
     if (stream) cudaStreamDestroy(stream);
     if (host_energy) cudaFreeHost(host_energy);
     if (host_changed) cudaFreeHost(host_changed);
+    cudaGetLastError();  // leave no error behind for the next CUDA user of this thread
   }
 
   GridParams Params(const Level& level) const {
@@ -851,6 +1093,32 @@ struct CudaRunner::Impl {
     return P;
   }
 
+  fast::Params FastParams() const {
+    fast::Params P;
+    P.unary = fast_unary.get();
+    P.scale_right = levels[0].scale_right.get();
+    P.scale_down = levels[0].scale_down.get();
+    P.border_right = borders[0].get();
+    P.border_left = borders[1].get();
+    P.border_down = borders[2].get();
+    P.border_up = borders[3].get();
+    P.labels = labels.get();
+    P.changed = changed.get();
+    P.tile_done = tile_done.get();
+    P.error = fast_error.get();
+    P.form = fast_support.params;
+    P.width = problem.width;
+    P.height = problem.height;
+    P.L = problem.num_labels;
+    P.Lp = Lp;
+    P.tile = tile;
+    P.tiles_x = grid.tiles_x;
+    P.tiles_y = grid.tiles_y;
+    P.row_stride = fast::RowStride(tile, fast_support.words);
+    P.inner = config.inner_iterations;
+    return P;
+  }
+
   void UploadLevel(Level& level, const Problem& p) {
     level.width = p.width;
     level.height = p.height;
@@ -860,11 +1128,11 @@ struct CudaRunner::Impl {
     std::vector<Cost> padded(n * Lp, 0);
     for (std::size_t node = 0; node < n; ++node)
       std::copy_n(&p.unary[node * L], L, &padded[node * Lp]);
-    level.unary.Allocate(n * Lp, "unary costs");
+    level.unary.Allocate(n * Lp, "the unary costs");
     level.unary.Upload(padded, stream);
-    level.scale_right.Allocate(n, "edge scales");
+    level.scale_right.Allocate(n, "the edge scales");
     level.scale_right.Upload(p.scale_right, stream);
-    level.scale_down.Allocate(n, "edge scales");
+    level.scale_down.Allocate(n, "the edge scales");
     level.scale_down.Upload(p.scale_down, stream);
     MRF_CUDA_CHECK(cudaStreamSynchronize(stream));  // `padded` is freed on return
   }
@@ -872,10 +1140,81 @@ struct CudaRunner::Impl {
   void AllocateSync(Level& level) {
     const std::size_t n = level.nodes();
     for (auto& generation : level.messages)
-      for (auto& m : generation) m.Allocate(n * Lp, "BP messages");
-    level.hbuf.Allocate(4 * n * Lp, "BP message sums");
-    scratch_stride = MessageScratchNeeded(problem.params());
-    if (scratch_stride > 0) level.scratch.Allocate(4 * n * scratch_stride, "message scratch");
+      for (auto& m : generation) m.Allocate(n * Lp, "the BP messages");
+    level.hbuf.Allocate(4 * n * Lp, "the BP message sums");
+    if (scratch_stride > 0) level.scratch.Allocate(4 * n * scratch_stride, "the message scratch");
+  }
+
+  // Bytes of device memory Setup() allocates (the buffers below, in the same order).
+  std::size_t EstimateBytes() const {
+    const std::size_t L = problem.num_labels, lp = Lp, ints = sizeof(Cost);
+    auto level_bytes = [&](std::size_t n) { return n * lp * ints + 2 * n * ints; };
+    auto sync_bytes = [&](std::size_t n) {
+      return 8 * n * lp * ints + 4 * n * lp * ints + 4 * n * static_cast<std::size_t>(scratch_stride) * ints;
+    };
+    const std::size_t n = static_cast<std::size_t>(problem.num_nodes());
+    std::size_t bytes = problem.table.size() * ints + level_bytes(n);
+    for (const Problem& c : coarse) {
+      const std::size_t cn = static_cast<std::size_t>(c.num_nodes());
+      bytes += level_bytes(cn) + sync_bytes(cn);
+    }
+    if (config.schedule == Schedule::kSync) bytes += sync_bytes(n);
+    bytes += 2 * n * sizeof(Label) + sizeof(unsigned long long) + sizeof(int);
+    if (!coarse.empty()) bytes += coarse.size() * static_cast<std::size_t>(config.iterations) * sizeof(int);
+    if (config.schedule == Schedule::kTiled) {
+      const TileGrid g = TileGrid::Make(problem.width, problem.height, tile);
+      const std::size_t vertical = static_cast<std::size_t>(g.tiles_x - 1) * problem.height * lp;
+      const std::size_t horizontal = static_cast<std::size_t>(g.tiles_y - 1) * problem.width * lp;
+      bytes += 2 * (vertical + horizontal) * ints;
+      if (use_fast)
+        bytes += n * static_cast<std::size_t>(fast_support.words) * sizeof(fast::Word) +
+                 static_cast<std::size_t>(g.tiles_x) * g.tiles_y * sizeof(int) + sizeof(int);
+    }
+    (void)L;
+    return bytes;
+  }
+
+  std::size_t AllocatedBytes() const {
+    std::size_t bytes = table.bytes() + labels.bytes() + best_labels.bytes() + energy_sum.bytes() + changed.bytes() +
+                        coarse_changed.bytes() + fast_unary.bytes() + tile_done.bytes() + fast_error.bytes();
+    for (const auto& b : borders) bytes += b.bytes();
+    for (const Level& level : levels) {
+      bytes += level.unary.bytes() + level.scale_right.bytes() + level.scale_down.bytes() + level.hbuf.bytes() +
+               level.scratch.bytes();
+      for (const auto& generation : level.messages)
+        for (const auto& m : generation) bytes += m.bytes();
+    }
+    return bytes;
+  }
+
+  // The largest message spread over the fine level and (coarse-to-fine) the coarser ones: border messages
+  // of a coarse-to-fine start come from the coarse levels, so the fast kernel's bound must cover them.
+  Cost LargestMessage() const {
+    Cost r = problem.max_message;
+    for (const Problem& c : coarse) r = std::max(r, c.max_message);
+    return r;
+  }
+
+  void ChooseKernel() {
+    use_fast = false;
+    if (config.schedule != Schedule::kTiled || tuning.kernel == CudaKernel::kGeneral) return;
+    Cost min_scale = 0;
+    for (Cost s : problem.scale_right) min_scale = std::min(min_scale, s);
+    for (Cost s : problem.scale_down) min_scale = std::min(min_scale, s);
+    fast_support = fast::FastSupport(problem.num_labels, problem.kind, problem.truncation, problem.max_unary_spread,
+                                     LargestMessage(), min_scale);
+    std::string why = fast_support.why;
+    if (fast_support.ok) {
+      const int t = config.tile_size > 0 ? config.tile_size : AutoTileSize(problem.num_labels, problem.kind);
+      const std::size_t bytes = fast::SharedWords(t, fast_support.words) * sizeof(fast::Word);
+      if (bytes > CudaMaxSharedBytesPerBlock() || fastk::ComputeThreads(t) + 32 > fastk::kMaxThreads)
+        why = "a tile of side " + std::to_string(t) + " does not fit the fast kernel (" + std::to_string(bytes) +
+              " bytes of shared memory, " + std::to_string(2 * t) + " chains)";
+      else
+        use_fast = true;
+    }
+    if (!use_fast && tuning.kernel == CudaKernel::kFast) throw Error("cuda-bp: the fast kernel cannot run this problem: " + why);
+    if (!use_fast) fast_why = why;
   }
 
   void Setup(const Problem& p, const Config& c, const CudaTuning& t) {
@@ -885,38 +1224,66 @@ struct CudaRunner::Impl {
     CheckConfig(p, c);
     if (c.schedule == Schedule::kBpm)
       throw Error("cuda-bp runs the tiled and sync schedules; bpm runs on the CPU (tbb-bp)");
+    if (const char* v = std::getenv("MRF_INJECT_CUDA_FAULT")) inject = v;
+    if (!inject.empty() && inject != "oom" && inject != "launch" && inject != "nodevice")
+      throw Error("cuda-bp: MRF_INJECT_CUDA_FAULT must be 'nodevice', 'oom' or 'launch' (got '" + inject + "')");
+    if (inject == "nodevice") throw Error("cuda-bp: no CUDA device found (injected by MRF_INJECT_CUDA_FAULT=nodevice)");
+    const std::string why_not = CudaUnavailableReason();
+    if (!why_not.empty()) throw Error("cuda-bp: " + why_not);
+    cudaGetLastError();  // an error left by other code must not be reported as ours
     const int L = p.num_labels;
-    C = t.labels_per_lane ? t.labels_per_lane : DefaultLabelsPerLane(L);
-    if (C != 2 && C != 4 && C != 8 && C != 16)
-      throw Error("cuda-bp: labels per lane must be 2, 4, 8 or 16 (got " + std::to_string(C) + ")");
-    Lp = PaddedLabels(L, C);
-    if (Lp == 0)
-      throw Error("cuda-bp takes at most " + std::to_string(32 * C) + " labels with " + std::to_string(C) +
-                  " labels per lane (got " + std::to_string(L) + "); use tbb-bp for more");
-    G = Lp / C;
+    if (c.coarse_to_fine) coarse = CoarseLevels(p);
+    ChooseKernel();
+    if (use_fast) {
+      Lp = 2 * fast_support.words;
+    } else {
+      C = t.labels_per_lane ? t.labels_per_lane : DefaultLabelsPerLane(L);
+      if (C != 2 && C != 4 && C != 8 && C != 16)
+        throw Error("cuda-bp: labels per lane must be 2, 4, 8 or 16 (got " + std::to_string(C) + ")");
+      Lp = PaddedLabels(L, C);
+      if (Lp == 0)
+        throw Error("cuda-bp takes at most " + std::to_string(32 * C) + " labels with " + std::to_string(C) +
+                    " labels per lane (got " + std::to_string(L) + "); use tbb-bp for more");
+      G = Lp / C;
+    }
     pw = p.params();
     envelope = p.kind == kQuadraticMessage && !UseQuadraticWindow(pw);
     window = p.kind == kQuadraticMessage ? QuadraticWindow(p.truncation, L) : 0;
+    scratch_stride = MessageScratchNeeded(p.params());
 
     MRF_CUDA_CHECK(cudaSetDevice(0));
+    if (c.schedule == Schedule::kTiled) ChooseTile();
+
+    // Refuse what cannot fit before allocating anything.
+    estimated = EstimateBytes();
+    std::size_t free_bytes = 0, total_bytes = 0;
+    MRF_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (t.free_bytes_override) free_bytes = t.free_bytes_override;
+    if (estimated > free_bytes)
+      throw Error("cuda-bp: out of GPU memory: this problem needs " + MiB(estimated) + " of GPU memory, " +
+                  MiB(free_bytes) + " of " + MiB(total_bytes) + " are free (" + std::to_string(p.width) + "x" +
+                  std::to_string(p.height) + ", " + std::to_string(L) + " labels); use tbb-bp");
+
     MRF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     MRF_CUDA_CHECK(cudaEventCreate(&start));
     MRF_CUDA_CHECK(cudaEventCreate(&stop));
     MRF_CUDA_CHECK(cudaMallocHost(&host_energy, sizeof(unsigned long long)));
     MRF_CUDA_CHECK(cudaMallocHost(&host_changed, sizeof(int)));
-
-    if (c.schedule == Schedule::kTiled) ChooseTile();
+    if (inject == "oom") {
+      DeviceBuffer<char> impossible;
+      impossible.Allocate(std::size_t{1} << 50, "fault injection (MRF_INJECT_CUDA_FAULT=oom)");
+    }
+    inject_launch_pending = inject == "launch";
 
     MRF_CUDA_CHECK(cudaEventRecord(start, stream));
     if (!p.table.empty()) {
-      table.Allocate(p.table.size(), "pairwise table");
+      table.Allocate(p.table.size(), "the pairwise table");
       table.Upload(p.table, stream);
       pw.table = table.get();
     }
     levels.resize(1);
     UploadLevel(levels[0], p);
     if (c.coarse_to_fine) {
-      std::vector<Problem> coarse = CoarseLevels(p);
       levels.resize(1 + coarse.size());
       for (std::size_t i = 0; i < coarse.size(); ++i) {
         UploadLevel(levels[i + 1], coarse[i]);
@@ -925,28 +1292,54 @@ struct CudaRunner::Impl {
     }
     if (c.schedule == Schedule::kSync) AllocateSync(levels[0]);
     const std::size_t n = levels[0].nodes();
-    labels.Allocate(n, "labels");
-    best_labels.Allocate(n, "labels");
+    labels.Allocate(n, "the labels");
+    best_labels.Allocate(n, "the labels");
     labels.Zero(stream);
-    energy_sum.Allocate(1, "energy");
-    changed.Allocate(1, "flags");
+    energy_sum.Allocate(1, "the energy");
+    changed.Allocate(1, "the flags");
+    if (!coarse.empty()) coarse_changed.Allocate(coarse.size() * static_cast<std::size_t>(c.iterations), "the flags");
     if (c.schedule == Schedule::kTiled) {
       grid = TileGrid::Make(p.width, p.height, tile);
       const std::size_t vertical = static_cast<std::size_t>(grid.tiles_x - 1) * p.height * Lp;
       const std::size_t horizontal = static_cast<std::size_t>(grid.tiles_y - 1) * p.width * Lp;
-      borders[0].Allocate(vertical, "border messages");
-      borders[1].Allocate(vertical, "border messages");
-      borders[2].Allocate(horizontal, "border messages");
-      borders[3].Allocate(horizontal, "border messages");
+      borders[0].Allocate(vertical, "the border messages");
+      borders[1].Allocate(vertical, "the border messages");
+      borders[2].Allocate(horizontal, "the border messages");
+      borders[3].Allocate(horizontal, "the border messages");
+      if (use_fast) UploadFast();
       ChooseLaunch();
     }
     MRF_CUDA_CHECK(cudaEventRecord(stop, stream));
     MRF_CUDA_CHECK(cudaEventSynchronize(stop));
   }
 
+  // The fast kernel's packed unary costs (padded labels cost fast_support.pad_cost) and counters.
+  void UploadFast() {
+    const int L = problem.num_labels, words = fast_support.words;
+    const std::size_t n = static_cast<std::size_t>(problem.num_nodes());
+    std::vector<fast::Word> packed(n * words);
+    for (std::size_t node = 0; node < n; ++node)
+      for (int w = 0; w < words; ++w) {
+        auto cost = [&](int l) { return l < L ? problem.unary[node * L + l] : fast_support.pad_cost; };
+        packed[node * words + w] = fast::Pack(cost(2 * w), cost(2 * w + 1));
+      }
+    fast_unary.Allocate(packed.size(), "the packed unary costs");
+    fast_unary.Upload(packed, stream);
+    tile_done.Allocate(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y, "the tile counters");
+    fast_error.Allocate(1, "the flags");
+    fast_kernel = fastk::Pick(words, fast_support.form);
+    MRF_CUDA_CHECK(cudaStreamSynchronize(stream));  // `packed` is freed on return
+  }
+
   void ChooseTile() {
     const int L = problem.num_labels;
     const std::size_t limit = CudaMaxSharedBytesPerBlock();
+    if (use_fast) {
+      tile = config.tile_size > 0 ? config.tile_size : AutoTileSize(L, problem.kind);  // fits (ChooseKernel)
+      shared_bytes = fast::SharedWords(tile, fast_support.words) * sizeof(fast::Word);
+      threads = fastk::ComputeThreads(tile);
+      return;
+    }
     auto fits = [&](int t) {
       return TileSharedBytes(t, Lp, problem.kind, envelope) <= limit && 2 * t * G <= kMaxTileThreads;
     };
@@ -981,27 +1374,54 @@ struct CudaRunner::Impl {
       case 8: PickKernels<8>(problem.kind, &diagonal_kernel, &cooperative_kernel); break;
       default: PickKernels<16>(problem.kind, &diagonal_kernel, &cooperative_kernel); break;
     }
-    MRF_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(diagonal_kernel),
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
-    MRF_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(cooperative_kernel),
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
   }
 
   void ChooseLaunch() {
     int cooperative = 0, sms = 0, per_sm = 0;
     MRF_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, 0));
     MRF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    MRF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cooperative_kernel, threads, shared_bytes));
     const int widest = std::min(grid.tiles_x, grid.tiles_y);
-    cooperative_blocks = std::min(widest, per_sm * sms);
     launch = tuning.launch;
-    if (launch == CudaLaunch::kAuto) launch = CudaLaunch::kGraph;  // measured fastest (docs/bp.md)
-    if (launch == CudaLaunch::kCooperative && (!cooperative || cooperative_blocks < 1))
-      throw Error("cuda-bp: this GPU cannot run the cooperative launch (use diagonal or graph)");
+    if (use_fast) {
+      const void* kernel = reinterpret_cast<const void*>(fast_kernel);
+      MRF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+      if (launch == CudaLaunch::kAuto) launch = CudaLaunch::kPipeline;  // measured fastest (docs/bp.md)
+      const int block = launch == CudaLaunch::kPipeline ? threads + 32 : threads;
+      MRF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fast_kernel, block, shared_bytes));
+      cooperative_blocks = std::min(widest, per_sm * sms);
+      pipeline_blocks = std::min(grid.tiles_y, per_sm * sms);
+      if (tuning.pipeline_blocks > 0) pipeline_blocks = std::min(pipeline_blocks, tuning.pipeline_blocks);
+    } else {
+      MRF_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(diagonal_kernel),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+      MRF_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(cooperative_kernel),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+      MRF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cooperative_kernel, threads, shared_bytes));
+      cooperative_blocks = std::min(widest, per_sm * sms);
+      if (launch == CudaLaunch::kAuto) launch = CudaLaunch::kGraph;  // measured fastest (docs/bp.md)
+      if (launch == CudaLaunch::kPipeline)
+        throw Error("cuda-bp: the pipeline launch needs the fast kernel, which cannot run this problem (" + fast_why +
+                    "); use diagonal, graph or cooperative");
+    }
+    if ((launch == CudaLaunch::kCooperative && (!cooperative || cooperative_blocks < 1)) ||
+        (launch == CudaLaunch::kPipeline && (!cooperative || pipeline_blocks < 1)))
+      throw Error(std::string("cuda-bp: this GPU cannot run the ") + ToString(launch) + " launch (use diagonal or graph)");
+  }
+
+  // Fault injection: a real launch with more threads than a block may have.
+  void InjectLaunchFault() {
+    inject_launch_pending = false;
+    SyncKernel<<<1, 4096, 0, stream>>>(Params(levels[0]), Messages{}, Messages{}, nullptr, nullptr, nullptr, nullptr);
+    MRF_CHECK_LAUNCH("tile kernel (fault injected by MRF_INJECT_CUDA_FAULT=launch)", stream, false);
   }
 
   void LaunchDiagonal(int d, bool write_labels) {
     int begin = std::max(0, d - (grid.tiles_y - 1)), end = std::min(d, grid.tiles_x - 1) + 1;
+    if (use_fast) {
+      fast_kernel<<<end - begin, threads, shared_bytes, stream>>>(FastParams(), fastk::kDiagonal, d, write_labels ? 1 : 0);
+      MRF_CHECK_LAUNCH("fast tile diagonal kernel", stream, capturing);
+      return;
+    }
     diagonal_kernel<<<end - begin, threads, shared_bytes, stream>>>(Tiles(), d, write_labels ? 1 : 0);
     MRF_CHECK_LAUNCH("tile diagonal kernel", stream, capturing);
   }
@@ -1012,9 +1432,28 @@ struct CudaRunner::Impl {
     for (int d = diagonals - 1; d >= 0; --d) LaunchDiagonal(d, true);
   }
 
+  void LaunchFastCooperative(int mode, int blocks, int block_threads, int arg0) {
+    fast::Params P = FastParams();
+    int arg1 = 0;
+    void* args[] = {&P, &mode, &arg0, &arg1};
+    MRF_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fast_kernel), dim3(blocks),
+                                               dim3(block_threads), args, shared_bytes, stream));
+    MRF_CHECK_LAUNCH(mode == fastk::kPipeline ? "fast tile pipeline kernel" : "fast tile cooperative kernel", stream, false);
+  }
+
   void EnqueueOuter() {
+    if (inject_launch_pending) InjectLaunchFault();
+    if (use_fast && launch == CudaLaunch::kPipeline) {
+      LaunchFastCooperative(fastk::kPipeline, pipeline_blocks, threads + 32, sweep_base);
+      sweep_base += 2;
+      return;
+    }
     switch (launch) {
       case CudaLaunch::kCooperative: {
+        if (use_fast) {
+          LaunchFastCooperative(fastk::kCooperative, cooperative_blocks, threads, 0);
+          break;
+        }
         TileParams P = Tiles();
         void* args[] = {&P};
         MRF_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(cooperative_kernel),
@@ -1049,12 +1488,13 @@ struct CudaRunner::Impl {
     }
   }
 
-  // Sync iterations on one level from its current messages; returns whether the last one changed any.
-  void EnqueueSync(Level& level, bool labels_too, Label* out_labels) {
+  // One sync iteration on one level from its current messages. `skip_if_zero`: the previous iteration's
+  // change flag (coarse levels), or null.
+  void EnqueueSync(Level& level, bool labels_too, Label* out_labels, int* changed_flag, const int* skip_if_zero) {
     const std::size_t n = level.nodes();
     SyncKernel<<<Blocks(4 * static_cast<std::int64_t>(n), 256), 256, 0, stream>>>(
         Params(level), level.Get(level.current), level.Get(1 - level.current), level.hbuf.get(), level.scratch.get(),
-        changed.get());
+        changed_flag, skip_if_zero);
     MRF_CHECK_LAUNCH("sync kernel", stream, false);
     level.current = 1 - level.current;
     if (labels_too) {
@@ -1064,7 +1504,8 @@ struct CudaRunner::Impl {
     }
   }
 
-  // Start state: zero messages, or the coarse-to-fine start (coarse levels run on the device).
+  // Start state: zero messages, or the coarse-to-fine start (coarse levels run on the device, each
+  // stopping early, as on the CPU, once an iteration changed nothing).
   void Reset() {
     for (Level& level : levels) {
       level.current = 0;
@@ -1072,22 +1513,21 @@ struct CudaRunner::Impl {
       for (auto& m : level.messages[1]) m.Zero(stream);
     }
     for (auto& b : borders) b.Zero(stream);
+    tile_done.Zero(stream);
+    fast_error.Zero(stream);
+    coarse_changed.Zero(stream);
+    sweep_base = 0;
     if (!config.coarse_to_fine || levels.size() < 2) return;
     for (std::size_t i = levels.size() - 1; i >= 1; --i) {
       Level& level = levels[i];
-      for (int it = 0; it < config.iterations; ++it) {
-        MRF_CUDA_CHECK(cudaMemsetAsync(changed.get(), 0, sizeof(int), stream));
-        EnqueueSync(level, false, nullptr);
-        // Stop early like the CPU does when a coarse iteration changed nothing.
-        MRF_CUDA_CHECK(cudaMemcpyAsync(host_changed, changed.get(), sizeof(int), cudaMemcpyDeviceToHost, stream));
-        MRF_CUDA_CHECK(cudaStreamSynchronize(stream));
-        if (!*host_changed) break;
-      }
-      const Messages coarse = level.Get(level.current);
+      int* flags = coarse_changed.get() + (i - 1) * static_cast<std::size_t>(config.iterations);
+      for (int it = 0; it < config.iterations; ++it)
+        EnqueueSync(level, false, nullptr, flags + it, it > 0 ? flags + it - 1 : nullptr);
+      const Messages coarse_messages = level.Get(level.current);
       if (i > 1 || config.schedule == Schedule::kSync) {
         Level& finer = levels[i - 1];
         const std::int64_t count = static_cast<std::int64_t>(finer.nodes()) * problem.num_labels;
-        UpsampleKernel<<<Blocks(count, 256), 256, 0, stream>>>(coarse, level.width, finer.Get(finer.current),
+        UpsampleKernel<<<Blocks(count, 256), 256, 0, stream>>>(coarse_messages, level.width, finer.Get(finer.current),
                                                                finer.width, finer.height, problem.num_labels, Lp);
         MRF_CHECK_LAUNCH("upsample kernel", stream, false);
       } else {
@@ -1095,7 +1535,7 @@ struct CudaRunner::Impl {
             (static_cast<std::int64_t>(grid.tiles_x - 1) * problem.height +
              static_cast<std::int64_t>(grid.tiles_y - 1) * problem.width) * problem.num_labels;
         if (count > 0) {
-          BordersFromCoarseKernel<<<Blocks(count, 256), 256, 0, stream>>>(coarse, level.width, Tiles());
+          BordersFromCoarseKernel<<<Blocks(count, 256), 256, 0, stream>>>(coarse_messages, level.width, Tiles());
           MRF_CHECK_LAUNCH("borders kernel", stream, false);
         }
       }
@@ -1106,8 +1546,20 @@ struct CudaRunner::Impl {
     if (config.schedule == Schedule::kTiled) {
       EnqueueOuter();
     } else {
-      EnqueueSync(levels[0], true, labels.get());
+      if (inject_launch_pending) InjectLaunchFault();
+      EnqueueSync(levels[0], true, labels.get(), changed.get(), nullptr);
     }
+  }
+
+  // A fast-kernel wait that timed out is a bug: say so rather than return wrong labels.
+  void CheckPipeline() {
+    if (!use_fast) return;
+    int error = 0;
+    MRF_CUDA_CHECK(cudaMemcpyAsync(&error, fast_error.get(), sizeof(int), cudaMemcpyDeviceToHost, stream));
+    MRF_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (error)
+      throw Error("cuda-bp: the tile pipeline stalled waiting for a neighbouring tile (internal error " +
+                  std::to_string(error) + ")");
   }
 
   Energy EnergyOf(const Label* device_labels) {
@@ -1155,6 +1607,7 @@ RunOutput CudaRunner::Run(const IterationCallback& callback, bool per_iteration,
     m.EnqueueIteration();
     out.iterations = it;
     if (!per_iteration) continue;
+    m.CheckPipeline();
     const Energy energy = m.EnergyOf(m.labels.get());  // synchronises
     MRF_CUDA_CHECK(cudaMemcpyAsync(m.host_changed, m.changed.get(), sizeof(int), cudaMemcpyDeviceToHost, m.stream));
     MRF_CUDA_CHECK(cudaStreamSynchronize(m.stream));
@@ -1170,6 +1623,7 @@ RunOutput CudaRunner::Run(const IterationCallback& callback, bool per_iteration,
     if (out.converged) break;
   }
   if (!per_iteration) {
+    m.CheckPipeline();
     best = m.EnergyOf(m.labels.get());
     out.energies.push_back(best);
     MRF_CUDA_CHECK(cudaMemcpyAsync(m.best_labels.get(), m.labels.get(), m.labels.size() * sizeof(Label),
@@ -1217,6 +1671,7 @@ double CudaRunner::TimeIterations(int iterations) {
   MRF_CUDA_CHECK(cudaEventSynchronize(m.stop));
   float ms = 0;
   MRF_CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.stop));
+  m.CheckPipeline();
   return ms;
 }
 
@@ -1229,16 +1684,28 @@ Labeling CudaRunner::DeviceLabels() {
   return out;
 }
 
+std::size_t CudaRunner::estimated_bytes() const { return impl_->estimated; }
+std::size_t CudaRunner::allocated_bytes() const { return impl_->AllocatedBytes(); }
+bool CudaRunner::uses_fast_kernel() const { return impl_->use_fast; }
+
 std::string CudaRunner::Describe() const {
   const Impl& m = *impl_;
   std::string text = "GPU";
-  if (m.config.schedule == Schedule::kTiled)
-    text += " (tile " + std::to_string(m.tile) + ", " + std::to_string(m.C) + " labels x " + std::to_string(m.G) +
-            " lanes per chain, " + ToString(m.launch) + " launch, " + std::to_string(m.shared_bytes / 1024) +
-            " KB shared)";
+  if (m.config.schedule == Schedule::kTiled) {
+    if (m.use_fast)
+      text += " (tile " + std::to_string(m.tile) + ", fast kernel: a chain per thread, " +
+              std::to_string(m.Lp) + " labels packed in 16 bits, " + ToString(m.launch) + " launch, " +
+              std::to_string(m.shared_bytes / 1024) + " KB shared)";
+    else
+      text += " (tile " + std::to_string(m.tile) + ", general kernel: " + std::to_string(m.C) + " labels x " +
+              std::to_string(m.G) + " lanes per chain, " + ToString(m.launch) + " launch, " +
+              std::to_string(m.shared_bytes / 1024) + " KB shared" +
+              (m.fast_why.empty() ? std::string() : "; " + m.fast_why) + ")";
+  }
   if (!m.note.empty()) text += "; " + m.note;
   return text;
 }
+
 
 namespace {
 __global__ void ClockProbeKernel(long long cycles, unsigned long long* out) {

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 
 #include "apps/common/bp_stereo_fixture.h"
 #include "backends/common/bp_engine.h"
+#include "mrf/device.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 #include "support/test_support.h"
@@ -479,6 +481,42 @@ TEST(BpSolver, AutoOnTheCpuPicksTbbBp) {
   const Result r = Solve(m, o);
   ASSERT_TRUE(r.ok) << r.message;
   EXPECT_EQ(r.backend_used, "tbb-bp");
+}
+
+// With no usable GPU (none present, none compiled in, or none by MRF_INJECT_CUDA_FAULT=nodevice), the
+// automatic choice runs tbb-bp and says why cuda-bp was skipped; naming cuda-bp is an error. The automatic
+// schedule is BP-M on the CPU.
+TEST(BpSolver, WithoutAGpuAutoRunsTbbBpAndRecordsWhy) {
+  const char* old = std::getenv("MRF_INJECT_CUDA_FAULT");
+  const std::string saved = old ? old : "";
+  setenv("MRF_INJECT_CUDA_FAULT", "nodevice", 1);
+  std::mt19937_64 rng(30);
+  const Model m = RandomGridModel(rng, 12, 9, 4, {PairwiseKind::kTruncatedLinear, 1, 2, {}}, 2);
+  SolveOptions o;
+  o.algorithm = Algorithm::kBeliefPropagation;
+  o.max_iterations = 3;
+  ASSERT_EQ(o.bp.schedule, "auto");
+  const Result automatic = Solve(m, o);
+  SolveOptions named = o;
+  named.solver = "cuda-bp";
+  const Result failed = Solve(m, named);
+  SolveOptions bpm = o;
+  bpm.solver = "tbb-bp";
+  bpm.bp.schedule = "bpm";
+  const Result reference = Solve(m, bpm);
+  if (old)
+    setenv("MRF_INJECT_CUDA_FAULT", saved.c_str(), 1);
+  else
+    unsetenv("MRF_INJECT_CUDA_FAULT");
+  ASSERT_TRUE(automatic.ok) << automatic.message;
+  EXPECT_EQ(automatic.backend_used, "tbb-bp");
+  EXPECT_NE(automatic.fallback_reason.find("cuda-bp"), std::string::npos) << automatic.fallback_reason;
+  EXPECT_NE(automatic.message.find("bpm BP (the automatic schedule)"), std::string::npos) << automatic.message;
+  ASSERT_TRUE(reference.ok) << reference.message;
+  EXPECT_EQ(automatic.labels, reference.labels);
+  EXPECT_FALSE(failed.ok);
+  EXPECT_NE(failed.message.find("cuda-bp"), std::string::npos) << failed.message;
+  if (CudaCompiledIn()) EXPECT_NE(failed.message.find("no CUDA device"), std::string::npos) << failed.message;
 }
 
 // ---- Tsukuba -----------------------------------------------------------------------------------

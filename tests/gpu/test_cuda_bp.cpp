@@ -1,8 +1,11 @@
 // CUDA belief propagation against the TBB engine: the same labels, border messages and energies, bit for
 // bit, on random problems of several label counts, sizes that are not multiples of the tile, every
-// pairwise family and per-edge weights; bad inputs give a clear error.
+// pairwise family and per-edge weights, with both tile kernels and every launch mode; bad inputs,
+// problems too large for the device and injected faults give a clear error (and `auto` falls back).
+// Tests named *Small* are what compute-sanitizer runs.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <random>
 
 #include "apps/common/bp_stereo_fixture.h"
@@ -56,16 +59,28 @@ Config Tiled(int iterations, int tile, int inner, bool c2f = false) {
   return c;
 }
 
-// Runs both engines and expects identical labels, energies and messages.
-void ExpectSameAsCpu(const Model& m, const Config& config, const std::string& what,
-                     bp::CudaLaunch launch = bp::CudaLaunch::kAuto) {
-  const Problem p = bp::PrepareProblem(m);
-  const bp::RunOutput cpu = bp::RunCpu(p, config);
-  bp::CudaTuning tuning;
-  tuning.launch = launch;
-  bp::CudaRunner runner(p, config, tuning);
-  const bp::RunOutput gpu = runner.Run({}, true, true);
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+void ExpectEqualRuns(const bp::RunOutput& gpu, const bp::RunOutput& cpu, const Config& config, const std::string& what) {
   EXPECT_EQ(gpu.iterations, cpu.iterations) << what;
+  EXPECT_EQ(gpu.converged, cpu.converged) << what;
   EXPECT_EQ(gpu.labels, cpu.labels) << what;
   EXPECT_EQ(gpu.energies, cpu.energies) << what;
   EXPECT_EQ(gpu.best_labels, cpu.best_labels) << what;
@@ -74,6 +89,40 @@ void ExpectSameAsCpu(const Model& m, const Config& config, const std::string& wh
   } else {
     EXPECT_TRUE(gpu.messages == cpu.messages) << what << " (messages differ)";
   }
+}
+
+// Runs both engines and expects identical labels, energies and messages: the tiled schedule with the
+// general kernel and (when it takes the problem) the fast one.
+void ExpectSameAsCpu(const Model& m, const Config& config, const std::string& what,
+                     bp::CudaLaunch launch = bp::CudaLaunch::kAuto) {
+  const Problem p = bp::PrepareProblem(m);
+  const bp::RunOutput cpu = bp::RunCpu(p, config);
+  for (bp::CudaKernel kernel : {bp::CudaKernel::kGeneral, bp::CudaKernel::kAuto}) {
+    if (config.schedule != Schedule::kTiled && kernel == bp::CudaKernel::kGeneral) continue;
+    bp::CudaTuning tuning;
+    tuning.launch = launch;
+    tuning.kernel = kernel;
+    if (launch == bp::CudaLaunch::kPipeline && kernel == bp::CudaKernel::kGeneral) continue;
+    bp::CudaRunner runner(p, config, tuning);
+    if (launch == bp::CudaLaunch::kPipeline && !runner.uses_fast_kernel()) continue;
+    const bp::RunOutput gpu = runner.Run({}, true, true);
+    ExpectEqualRuns(gpu, cpu, config, what + " (" + runner.Describe() + ")");
+  }
+}
+
+// The fast kernel with one launch mode: expects that it runs and equals the CPU.
+void ExpectFastSameAsCpu(const Model& m, const Config& config, bp::CudaLaunch launch, const std::string& what,
+                         int pipeline_blocks = 0) {
+  const Problem p = bp::PrepareProblem(m);
+  const bp::RunOutput cpu = bp::RunCpu(p, config);
+  bp::CudaTuning tuning;
+  tuning.launch = launch;
+  tuning.kernel = bp::CudaKernel::kFast;
+  tuning.pipeline_blocks = pipeline_blocks;
+  bp::CudaRunner runner(p, config, tuning);
+  ASSERT_TRUE(runner.uses_fast_kernel()) << what;
+  const bp::RunOutput gpu = runner.Run({}, true, true);
+  ExpectEqualRuns(gpu, cpu, config, what + " (" + runner.Describe() + ")");
 }
 
 TEST(CudaBp, SmallEqualsCpu) {
@@ -120,6 +169,7 @@ TEST(CudaBp, LabelsPerLaneDoNotChangeTheResult) {
   for (int c : {2, 4, 8, 16}) {
     bp::CudaTuning tuning;
     tuning.labels_per_lane = c;
+    tuning.kernel = bp::CudaKernel::kGeneral;
     bp::CudaRunner runner(p, config, tuning);
     const bp::RunOutput gpu = runner.Run({}, true, true);
     EXPECT_EQ(gpu.labels, cpu.labels) << c << " labels per lane";
@@ -179,10 +229,11 @@ TEST(CudaBp, BadInputsGiveClearErrors) {
     }
     return "";
   };
-  // More labels than the kernel takes.
+  // More labels than the general kernel takes.
   const Model many = RandomGrid(rng, 5, 4, 300, {PairwiseKind::kPotts, 1, kMaxCost, {}});
   EXPECT_NE(message(many, Tiled(1, 2, 1)).find("at most 256 labels"), std::string::npos) << message(many, Tiled(1, 2, 1));
-  // A tile that cannot fit shared memory: a clear error naming the largest tile that fits.
+  // A tile that cannot fit shared memory: a clear error naming the largest tile that fits (64 labels:
+  // the general kernel).
   const Model wide = RandomGrid(rng, 40, 40, 64, {PairwiseKind::kPotts, 1, kMaxCost, {}});
   const std::string too_big = message(wide, Tiled(1, 40, 1));
   EXPECT_NE(too_big.find("shared memory"), std::string::npos) << too_big;
@@ -201,6 +252,196 @@ TEST(CudaBp, BadInputsGiveClearErrors) {
   const Result r = Solve(wide, o);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.message.find("shared memory"), std::string::npos) << r.message;
+}
+
+// ---- The fast kernel -----------------------------------------------------------------------------
+
+std::vector<Pairwise> FastFamilies() {
+  return {{PairwiseKind::kPotts, 1, kMaxCost, {}},           {PairwiseKind::kTruncatedLinear, 1, 2, {}},
+          {PairwiseKind::kTruncatedLinear, 1, 1, {}},        {PairwiseKind::kTruncatedLinear, 1, kMaxCost, {}},
+          {PairwiseKind::kTruncatedLinear, 1, 6, {}},        {PairwiseKind::kTruncatedQuadratic, 1, 9, {}},
+          {PairwiseKind::kTruncatedQuadratic, 1, 1, {}}};
+}
+
+TEST(CudaBp, FastKernelEqualsCpuInEveryLaunchMode) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(11);
+  struct Case { int w, h; Label L; int tile, inner, outer; };
+  for (const Case& c : {Case{23, 17, 16, 6, 1, 2}, Case{29, 13, 3, 7, 2, 2}, Case{19, 21, 32, 5, 2, 2},
+                        Case{9, 7, 2, 1, 1, 3}, Case{30, 1, 5, 4, 2, 2}, Case{1, 30, 9, 4, 3, 2}})
+    for (const Pairwise& pw : FastFamilies())
+      for (bp::CudaLaunch launch : {bp::CudaLaunch::kPerDiagonal, bp::CudaLaunch::kGraph, bp::CudaLaunch::kCooperative,
+                                    bp::CudaLaunch::kPipeline}) {
+        const Model m = RandomGrid(rng, c.w, c.h, c.L, pw);
+        ExpectFastSameAsCpu(m, Tiled(c.outer, c.tile, c.inner), launch,
+                            std::string(ToString(pw.kind)) + " t=" + std::to_string(pw.truncation) + " " +
+                                std::to_string(c.w) + "x" + std::to_string(c.h) + " L=" + std::to_string(c.L) + " " +
+                                bp::ToString(launch));
+      }
+}
+
+// A few tiny runs of the fast kernel in every launch mode: what compute-sanitizer's racecheck runs
+// (--gtest_filter='*SmallSanitizer*'); memcheck runs every *Small* test.
+TEST(CudaBp, SmallSanitizerFastKernel) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(19);
+  const Model m = RandomGrid(rng, 23, 17, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
+  for (bp::CudaLaunch launch : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kCooperative, bp::CudaLaunch::kPerDiagonal})
+    ExpectFastSameAsCpu(m, Tiled(2, 6, 2), launch, std::string("sanitizer ") + bp::ToString(launch), 2);
+  const Model small = RandomGrid(rng, 11, 9, 5, {PairwiseKind::kTruncatedQuadratic, 1, 9, {}});
+  ExpectFastSameAsCpu(small, Tiled(2, 4, 1), bp::CudaLaunch::kPipeline, "sanitizer quadratic");
+}
+
+TEST(CudaBp, FastPipelineWithBlocksTakingSeveralRowsEqualsCpu) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(12);
+  const Model m = RandomGrid(rng, 37, 41, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
+  for (int blocks : {1, 2, 3, 5})
+    ExpectFastSameAsCpu(m, Tiled(3, 4, 2), bp::CudaLaunch::kPipeline, "pipeline blocks " + std::to_string(blocks),
+                        blocks);
+  // Many tile rows: one block each.
+  const Model tall = RandomGrid(rng, 9, 300, 4, {PairwiseKind::kPotts, 1, kMaxCost, {}});
+  ExpectFastSameAsCpu(tall, Tiled(2, 2, 1), bp::CudaLaunch::kPipeline, "150 tile rows");
+}
+
+TEST(CudaBp, FastKernelWithCoarseToFineAndTheAutomaticTileEqualsCpu) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(13);
+  for (const Pairwise& pw : FastFamilies()) {
+    const Model m = RandomGrid(rng, 70, 53, 16, pw);
+    ExpectFastSameAsCpu(m, Tiled(2, 0, 2, true), bp::CudaLaunch::kPipeline, std::string("c2f ") + ToString(pw.kind));
+    ExpectFastSameAsCpu(m, Tiled(2, 0, 1), bp::CudaLaunch::kGraph, std::string("auto tile ") + ToString(pw.kind));
+  }
+}
+
+TEST(CudaBp, FastKernelRunsUntilConvergedLikeTheCpu) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(14);
+  const Model m = RandomGrid(rng, 31, 27, 4, {PairwiseKind::kPotts, 1, kMaxCost, {}});
+  const Problem p = bp::PrepareProblem(m);
+  const bp::RunOutput cpu = bp::RunCpu(p, Tiled(60, 8, 2));
+  EXPECT_TRUE(cpu.converged);  // so that the comparison covers the change detection
+  ExpectFastSameAsCpu(m, Tiled(60, 8, 2), bp::CudaLaunch::kPipeline, "until converged");
+}
+
+TEST(CudaBp, AutomaticKernelPicksTheFastOneOnlyWhenItApplies) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(15);
+  auto fast = [](const Model& m, const Config& c) { return bp::CudaRunner(bp::PrepareProblem(m), c).uses_fast_kernel(); };
+  EXPECT_TRUE(fast(RandomGrid(rng, 20, 20, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}}), Tiled(1, 0, 1)));
+  EXPECT_FALSE(fast(RandomGrid(rng, 20, 20, 40, {PairwiseKind::kPotts, 1, kMaxCost, {}}), Tiled(1, 0, 1)));
+  // 16 labels, quadratic truncated far away: the window would span 31 labels (the lower envelope).
+  EXPECT_FALSE(fast(RandomGrid(rng, 20, 20, 16, {PairwiseKind::kTruncatedQuadratic, 1, 100000, {}}), Tiled(1, 0, 1)));
+  Model big = RandomGrid(rng, 20, 20, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
+  big.pairwise.lambda = 5000;  // sums beyond 16 bits: the general kernel, with the same result
+  EXPECT_FALSE(fast(big, Tiled(1, 0, 1)));
+  ExpectSameAsCpu(big, Tiled(2, 5, 1), "costs beyond 16 bits");
+  // Asking for the fast kernel where it cannot run is an error that says why.
+  bp::CudaTuning tuning;
+  tuning.kernel = bp::CudaKernel::kFast;
+  try {
+    bp::CudaRunner runner(bp::PrepareProblem(big), Tiled(1, 0, 1), tuning);
+    ADD_FAILURE() << "the fast kernel accepted sums beyond 16 bits";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("32767"), std::string::npos) << e.what();
+  }
+}
+
+// ---- Memory, faults, the automatic choice -----------------------------------------------------------
+
+TEST(CudaBp, SmallEstimatesItsMemoryAndRefusesWhatDoesNotFit) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(16);
+  const Model m = RandomGrid(rng, 60, 45, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
+  const Problem p = bp::PrepareProblem(m);
+  Config sync;
+  sync.schedule = Schedule::kSync;
+  sync.coarse_to_fine = true;
+  for (const Config& c : {Tiled(1, 0, 1), Tiled(2, 8, 2, true), sync}) {
+    for (bp::CudaKernel kernel : {bp::CudaKernel::kAuto, bp::CudaKernel::kGeneral}) {
+      bp::CudaTuning tuning;
+      tuning.kernel = kernel;
+      bp::CudaRunner runner(p, c, tuning);
+      EXPECT_GT(runner.allocated_bytes(), 0u);
+      EXPECT_EQ(runner.allocated_bytes(), runner.estimated_bytes()) << bp::ToString(c.schedule);
+      // One byte less free than the estimate: refused before allocating, with both numbers.
+      tuning.free_bytes_override = runner.estimated_bytes() - 1;
+      try {
+        bp::CudaRunner refused(p, c, tuning);
+        ADD_FAILURE() << "a problem larger than the free memory was accepted";
+      } catch (const Error& e) {
+        const std::string text = e.what();
+        EXPECT_NE(text.find("out of GPU memory"), std::string::npos) << text;
+        EXPECT_NE(text.find("needs"), std::string::npos) << text;
+        EXPECT_NE(text.find("free"), std::string::npos) << text;
+      }
+    }
+  }
+  // Through Solve: an error that says so (the device was named), nothing allocated.
+  SolveOptions o;
+  o.solver = "cuda-bp";
+  o.bp.schedule = "tiled";
+  const Result ok = Solve(m, o);
+  EXPECT_TRUE(ok.ok) << ok.message;
+}
+
+TEST(CudaBp, SmallInjectedFaultsGiveClearMessagesAndAutoFallsBack) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(17);
+  const Model m = RandomGrid(rng, 30, 20, 8, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
+  SolveOptions cpu_options;
+  cpu_options.solver = "tbb-bp";
+  cpu_options.bp.schedule = "tiled";
+  cpu_options.max_iterations = 3;
+  const Result cpu = Solve(m, cpu_options);
+  ASSERT_TRUE(cpu.ok) << cpu.message;
+  const std::pair<const char*, const char*> faults[] = {
+      {"nodevice", "no CUDA device"}, {"oom", "out of GPU memory"}, {"launch", "kernel launch failed"}};
+  for (const auto& [fault, expected] : faults) {
+    ScopedEnv inject("MRF_INJECT_CUDA_FAULT", fault);
+    for (const char* schedule : {"tiled", "sync"}) {
+      SolveOptions named;
+      named.solver = "cuda-bp";
+      named.bp.schedule = schedule;
+      named.max_iterations = 3;
+      const Result failed = Solve(m, named);
+      EXPECT_FALSE(failed.ok) << fault;
+      EXPECT_NE(failed.message.find("cuda-bp"), std::string::npos) << failed.message;
+      EXPECT_NE(failed.message.find(expected), std::string::npos) << failed.message;
+    }
+    // auto: the CPU runs instead and the result says why.
+    SolveOptions automatic;
+    automatic.algorithm = Algorithm::kBeliefPropagation;
+    automatic.bp.schedule = "tiled";
+    automatic.max_iterations = 3;
+    const Result fallback = Solve(m, automatic);
+    ASSERT_TRUE(fallback.ok) << fallback.message;
+    EXPECT_EQ(fallback.backend_used, "tbb-bp") << fault;
+    EXPECT_NE(fallback.fallback_reason.find("cuda-bp"), std::string::npos) << fallback.fallback_reason;
+    EXPECT_NE(fallback.fallback_reason.find(expected), std::string::npos) << fallback.fallback_reason;
+    EXPECT_EQ(fallback.labels, cpu.labels) << fault;
+  }
+  // Afterwards the GPU works again.
+  ExpectSameAsCpu(m, Tiled(2, 6, 2), "after the injected faults");
+}
+
+TEST(CudaBp, AutomaticScheduleRunsTiledOnTheGpu) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(18);
+  const Model m = RandomGrid(rng, 50, 40, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
+  SolveOptions o;
+  o.algorithm = Algorithm::kBeliefPropagation;
+  o.max_iterations = 3;
+  ASSERT_EQ(o.bp.schedule, "auto");
+  const Result gpu = Solve(m, o);
+  ASSERT_TRUE(gpu.ok) << gpu.message;
+  EXPECT_EQ(gpu.backend_used, "cuda-bp");
+  EXPECT_NE(gpu.message.find("tiled BP (the automatic schedule)"), std::string::npos) << gpu.message;
+  o.solver = "tbb-bp";
+  o.bp.schedule = "tiled";
+  const Result cpu = Solve(m, o);
+  ASSERT_TRUE(cpu.ok) << cpu.message;
+  EXPECT_EQ(gpu.labels, cpu.labels);
 }
 
 TEST(CudaBp, TsukubaMatchesCpuAndReachesTheReferenceBpmEnergy) {

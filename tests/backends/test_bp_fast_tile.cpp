@@ -1,0 +1,311 @@
+// The fast tile visit of cuda-bp (backends/common/bp_fast_tile.h), run on the CPU: its packed 16-bit
+// messages against ComputeMessage(), and a host emulation of the GPU pipeline (the same phase functions,
+// threads run one after the other, blocks interleaved in the serial tile order) against the TBB tiled
+// schedule, bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "apps/common/bp_stereo_fixture.h"
+#include "backends/common/bp_engine.h"
+#include "backends/common/bp_fast_tile.h"
+#include "support/test_support.h"
+
+namespace mrf {
+namespace {
+
+namespace fast = bp::fast;
+using fast::Word;
+
+// ---- Dispatch on the compile-time word count and form --------------------------------------------------
+
+template <class F>
+void WithWords(int words, F&& f) {
+  switch (words) {
+    case 2: f(std::integral_constant<int, 2>()); break;
+    case 4: f(std::integral_constant<int, 4>()); break;
+    case 8: f(std::integral_constant<int, 8>()); break;
+    default: f(std::integral_constant<int, 16>()); break;
+  }
+}
+
+template <class F>
+void WithForm(int form, F&& f) {
+  switch (form) {
+    case fast::kFormClamp: f(std::integral_constant<int, fast::kFormClamp>()); break;
+    case fast::kFormNeighbour: f(std::integral_constant<int, fast::kFormNeighbour>()); break;
+    case fast::kFormLinearDT: f(std::integral_constant<int, fast::kFormLinearDT>()); break;
+    default: f(std::integral_constant<int, fast::kFormQuadWindow>()); break;
+  }
+}
+
+// Packed message of h (real labels, padded to the support's words with its pad cost).
+std::vector<Cost> FastMessage(const fast::Support& s, int L, Cost scale, const std::vector<Cost>& h, int pad) {
+  std::vector<Cost> out(L);
+  WithWords(s.words, [&](auto nw) {
+    constexpr int NW = decltype(nw)::value;
+    WithForm(s.form, [&](auto form) {
+      constexpr int F = decltype(form)::value;
+      Word packed[NW], result[NW];
+      for (int w = 0; w < NW; ++w)
+        packed[w] = fast::Pack(2 * w < L ? h[2 * w] : pad, 2 * w + 1 < L ? h[2 * w + 1] : pad);
+      fast::Message<NW, F>(packed, scale, s.params, result);
+      for (int l = 0; l < L; ++l) out[l] = l % 2 ? fast::Hi(result[l / 2]) : fast::Lo(result[l / 2]);
+    });
+  });
+  return out;
+}
+
+TEST(BpFastTile, PackedMessagesEqualComputeMessage) {
+  std::mt19937_64 rng(41);
+  std::vector<Pairwise> families = {{PairwiseKind::kPotts, 1, kMaxCost, {}}};
+  for (Cost t : {0, 1, 2, 3, 7, 9, 40, 1000}) families.push_back({PairwiseKind::kTruncatedLinear, 1, t, {}});
+  for (Cost t : {0, 1, 2, 5, 10, 26, 50}) families.push_back({PairwiseKind::kTruncatedQuadratic, 1, t, {}});
+  int checked = 0;
+  for (Label L : {2, 3, 4, 5, 8, 9, 16, 17, 31, 32}) {
+    for (const Pairwise& pw : families) {
+      const bp::PairwiseParams params{static_cast<int>(pw.kind), L, pw.truncation, nullptr};
+      const Cost max_scale = 40;
+      const Cost R = static_cast<Cost>(bp::MessageCap(params, max_scale));
+      const Cost Dr = 700;
+      const fast::Support s = fast::FastSupport(L, static_cast<int>(pw.kind), pw.truncation, Dr, R, 0);
+      if (pw.kind == PairwiseKind::kTruncatedQuadratic && !bp::UseQuadraticWindow(params)) {
+        EXPECT_FALSE(s.ok);
+        continue;
+      }
+      ASSERT_TRUE(s.ok) << s.why << " L=" << L << " " << ToString(pw.kind) << " t=" << pw.truncation;
+      std::vector<Cost> h(L), expected(L);
+      std::vector<int> scratch(bp::MessageScratchInts(L));
+      for (int trial = 0; trial < 40; ++trial) {
+        // h: a unary (<= Dr) plus three messages (<= R each), sometimes flat, sometimes steep.
+        const Cost range = trial % 4 == 0 ? 3 : Dr + 3 * R;
+        std::uniform_int_distribution<Cost> value(0, range);
+        for (Cost& v : h) v = value(rng);
+        const Cost scale = std::vector<Cost>{0, 1, 2, 7, 40}[trial % 5];
+        bp::ComputeMessage(params, scale, trial % 2 == 1, h.data(), expected.data(), scratch.data());
+        ASSERT_EQ(FastMessage(s, L, scale, h, s.pad_cost), expected)
+            << ToString(pw.kind) << " L=" << L << " truncation=" << pw.truncation << " scale=" << scale;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 2000);
+}
+
+TEST(BpFastTile, SupportRefusesWhatItCannotTake) {
+  EXPECT_FALSE(fast::FastSupport(1, bp::kPottsMessage, kMaxCost, 10, 10, 0).ok);
+  EXPECT_FALSE(fast::FastSupport(33, bp::kPottsMessage, kMaxCost, 10, 10, 0).ok);
+  EXPECT_FALSE(fast::FastSupport(16, bp::kTableMessage, kMaxCost, 10, 10, 0).ok);
+  EXPECT_FALSE(fast::FastSupport(16, bp::kQuadraticMessage, 100000, 10, 10, 0).ok);  // envelope
+  EXPECT_FALSE(fast::FastSupport(16, bp::kPottsMessage, kMaxCost, 10, 10, -1).ok);
+  const fast::Support big = fast::FastSupport(16, bp::kLinearMessage, 2, 30000, 400, 0);
+  EXPECT_FALSE(big.ok);
+  EXPECT_NE(big.why.find("32767"), std::string::npos) << big.why;
+  const fast::Support tsukuba = fast::FastSupport(16, bp::kLinearMessage, 2, 765, 80, 0);
+  ASSERT_TRUE(tsukuba.ok) << tsukuba.why;
+  EXPECT_EQ(tsukuba.words, 8);
+  EXPECT_EQ(tsukuba.form, fast::kFormNeighbour);
+  EXPECT_EQ(fast::FastSupport(5, bp::kLinearMessage, 9, 10, 10, 0).words, 4);
+  EXPECT_EQ(fast::FastSupport(3, bp::kPottsMessage, kMaxCost, 10, 10, 0).words, 2);
+}
+
+TEST(BpFastTile, PipelinePlanVisitsEveryTileInSerialOrder) {
+  for (int tiles_x : {1, 2, 5})
+    for (int tiles_y : {1, 3, 7})
+      for (int nb : {1, 2, 3, 7}) {
+        if (nb > tiles_y) continue;
+        // Each block's raster visits, merged in the serial order, cover every tile once, and so do the
+        // reverse visits; a visit is carried exactly when the previous one of its block is its neighbour.
+        std::vector<int> seen(2 * tiles_x * tiles_y, 0);
+        for (int b = 0; b < nb; ++b) {
+          const int visits = fast::VisitsOfBlock(b, nb, tiles_x, tiles_y);
+          int previous_serial = -1;
+          for (int n = 0; n < visits; ++n) {
+            const fast::Visit v = fast::VisitOfBlock(b, nb, tiles_x, tiles_y, n);
+            ASSERT_EQ(v.ty % nb, b);
+            const int serial = v.sweep == 0 ? v.ty * tiles_x + v.tx
+                                            : tiles_x * tiles_y + (tiles_y - 1 - v.ty) * tiles_x + (tiles_x - 1 - v.tx);
+            EXPECT_GT(serial, previous_serial) << "block visits out of serial order";
+            previous_serial = serial;
+            ++seen[serial];
+            EXPECT_EQ(v.carried, v.sweep == 0 ? v.tx > 0 : v.tx + 1 < tiles_x);
+            EXPECT_EQ(v.carry_next, v.sweep == 0 ? v.tx + 1 < tiles_x : v.tx > 0);
+          }
+        }
+        for (int count : seen) EXPECT_EQ(count, 1);
+      }
+}
+
+// ---- Host emulation of the GPU pipeline ------------------------------------------------------------------
+
+struct HostCopy {
+  void operator()(Word* dst, const Word* src, int words) const { std::memcpy(dst, src, 4 * words); }
+};
+
+struct Emulated {
+  Labeling labels;
+  std::vector<Energy> energies;
+  bp::BorderMessages borders;
+  int iterations = 0;
+  bool converged = false;
+};
+
+// Runs config.iterations outer iterations of the tiled schedule with the fast visit, `blocks` pipeline
+// blocks interleaved in the serial tile order, each block with its own shared arrays.
+Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks) {
+  const int L = p.num_labels;
+  Cost min_scale = 0;
+  for (Cost s : p.scale_right) min_scale = std::min(min_scale, s);
+  for (Cost s : p.scale_down) min_scale = std::min(min_scale, s);
+  const fast::Support s = fast::FastSupport(L, p.kind, p.truncation, p.max_unary_spread, p.max_message, min_scale);
+  EXPECT_TRUE(s.ok) << s.why;
+  const int NWr = s.words, Lp = 2 * NWr;
+  const int tile = c.tile_size > 0 ? c.tile_size : bp::AutoTileSize(L, p.kind);
+  const bp::TileGrid grid = bp::TileGrid::Make(p.width, p.height, tile);
+  const std::size_t n = static_cast<std::size_t>(p.num_nodes());
+  std::vector<Word> unary(n * NWr);
+  for (std::size_t node = 0; node < n; ++node)
+    for (int w = 0; w < NWr; ++w) {
+      auto cost = [&](int l) { return l < L ? p.unary[node * L + l] : s.pad_cost; };
+      unary[node * NWr + w] = fast::Pack(cost(2 * w), cost(2 * w + 1));
+    }
+  const std::size_t vertical = static_cast<std::size_t>(grid.tiles_x - 1) * p.height * Lp;
+  const std::size_t horizontal = static_cast<std::size_t>(grid.tiles_y - 1) * p.width * Lp;
+  std::vector<Cost> br(vertical, 0), bl(vertical, 0), bd(horizontal, 0), bu(horizontal, 0);
+  Emulated out;
+  out.labels.assign(n, 0);
+  int changed = 0;
+  fast::Params P;
+  P.unary = unary.data();
+  P.scale_right = p.scale_right.data();
+  P.scale_down = p.scale_down.data();
+  P.border_right = br.data(), P.border_left = bl.data(), P.border_down = bd.data(), P.border_up = bu.data();
+  P.labels = out.labels.data();
+  P.changed = &changed;
+  P.form = s.params;
+  P.width = p.width, P.height = p.height, P.L = L, P.Lp = Lp;
+  P.tile = tile, P.tiles_x = grid.tiles_x, P.tiles_y = grid.tiles_y;
+  P.row_stride = fast::RowStride(tile, NWr);
+  P.inner = c.inner_iterations;
+  blocks = std::min(blocks, grid.tiles_y);
+  std::vector<std::vector<Word>> shared(blocks, std::vector<Word>(fast::SharedWords(tile, NWr), 0xDEADBEEFu));
+  std::vector<fast::Buffers> buffers;
+  for (auto& sh : shared) buffers.push_back(fast::Carve(sh.data(), tile, NWr));
+  const int threads = 2 * tile;
+  HostCopy copy;
+
+  WithWords(NWr, [&](auto nw) {
+    constexpr int NW = decltype(nw)::value;
+    WithForm(s.form, [&](auto form) {
+      constexpr int F = decltype(form)::value;
+      for (int it = 1; it <= c.iterations; ++it) {
+        changed = 0;
+        std::vector<int> counter(blocks, 0);  // visits made in this outer iteration
+        for (int sweep = 0; sweep < 2; ++sweep)
+          for (int k = 0; k < grid.tiles_x * grid.tiles_y; ++k) {
+            const int ty = sweep == 0 ? k / grid.tiles_x : grid.tiles_y - 1 - k / grid.tiles_x;
+            const int tx = sweep == 0 ? k % grid.tiles_x : grid.tiles_x - 1 - k % grid.tiles_x;
+            const int b = ty % blocks, visit = counter[b]++;
+            const fast::Visit v = fast::VisitOfBlock(b, blocks, grid.tiles_x, grid.tiles_y, visit);
+            ASSERT_EQ(v.tx, tx);
+            ASSERT_EQ(v.ty, ty);
+            ASSERT_EQ(v.sweep, sweep);
+            const fast::Buffers& B = buffers[b];
+            const int buf = visit & 1;
+            const fast::Tile t = fast::MakeTile(P, tx, ty);
+            // What the loader warp does, then the compute threads' phases.
+            fast::LoadTileInputs<NW>(P, t, B.Unary(buf), B.Sr(buf), B.Sd(buf), 0, 1, copy);
+            const int carried_edge = sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight;
+            fast::FillStage<NW>(P, t, B.Stage(buf), v.carried ? carried_edge : -1, 0, 1);
+            fast::InitPhase<NW>(P, t, B, buf, 0, 1);
+            for (int inner = 0; inner < P.inner; ++inner) {
+              const bool last = inner + 1 == P.inner;
+              for (int tid = 0; tid < threads; ++tid)
+                fast::ChainPhase<NW, F>(P, t, B, buf, false, last, v.carry_next ? B.Stage(buf ^ 1) : nullptr,
+                                        carried_edge, tid);
+              for (int tid = 0; tid < threads; ++tid)
+                fast::ChainPhase<NW, F>(P, t, B, buf, true, last, nullptr, -1, tid);
+            }
+            if (sweep == 1) fast::LabelPhase<NW>(P, t, B, buf, 0, 1);
+          }
+        out.iterations = it;
+        out.energies.push_back(bp::ProblemEnergy(p, out.labels));
+        out.converged = changed == 0;
+        if (out.converged) break;
+      }
+    });
+  });
+  auto unpad = [&](const std::vector<Cost>& padded) {
+    std::vector<Cost> v(padded.size() / Lp * L);
+    for (std::size_t i = 0; i < padded.size() / Lp; ++i) std::copy_n(&padded[i * Lp], L, &v[i * L]);
+    return v;
+  };
+  out.borders.right = unpad(br), out.borders.left = unpad(bl), out.borders.down = unpad(bd), out.borders.up = unpad(bu);
+  return out;
+}
+
+bp::Config Tiled(int iterations, int tile, int inner) {
+  bp::Config c;
+  c.schedule = bp::Schedule::kTiled;
+  c.iterations = iterations;
+  c.tile_size = tile;
+  c.inner_iterations = inner;
+  return c;
+}
+
+void ExpectSameAsCpu(const Model& m, const bp::Config& c, int blocks, const std::string& what) {
+  const bp::Problem p = bp::PrepareProblem(m);
+  const bp::RunOutput cpu = bp::RunCpu(p, c);
+  const Emulated emulated = EmulatePipeline(p, c, blocks);
+  EXPECT_EQ(emulated.iterations, cpu.iterations) << what;
+  EXPECT_EQ(emulated.converged, cpu.converged) << what;
+  EXPECT_EQ(emulated.labels, cpu.labels) << what;
+  EXPECT_EQ(emulated.energies, cpu.energies) << what;
+  EXPECT_TRUE(emulated.borders == cpu.borders) << what << " (border messages differ)";
+}
+
+TEST(BpFastTile, EmulatedPipelineEqualsTheCpuTiledSchedule) {
+  std::mt19937_64 rng(42);
+  struct Case { int w, h; Label L; int tile, inner, outer, blocks; };
+  const std::vector<Pairwise> families = {
+      {PairwiseKind::kPotts, 1, kMaxCost, {}},           {PairwiseKind::kTruncatedLinear, 1, 2, {}},
+      {PairwiseKind::kTruncatedLinear, 1, 1, {}},        {PairwiseKind::kTruncatedLinear, 1, kMaxCost, {}},
+      {PairwiseKind::kTruncatedLinear, 1, 5, {}},        {PairwiseKind::kTruncatedQuadratic, 1, 9, {}},
+      {PairwiseKind::kTruncatedQuadratic, 1, 1, {}},
+  };
+  for (const Case& c : {Case{23, 17, 16, 6, 1, 2, 2}, Case{29, 31, 3, 7, 2, 2, 3}, Case{41, 19, 16, 0, 1, 3, 1},
+                        Case{50, 1, 16, 9, 2, 2, 1}, Case{1, 45, 5, 6, 1, 2, 4}, Case{23, 17, 32, 5, 2, 2, 2},
+                        Case{13, 9, 9, 4, 3, 2, 2}, Case{3, 2, 2, 1, 1, 2, 2}, Case{20, 14, 16, 24, 2, 2, 1}}) {
+    for (const Pairwise& pw : families) {
+      Model m = test::RandomModel(rng, Topology::Grid2D(c.w, c.h, 4), c.L, 80, pw, 4);
+      m.pairwise.lambda = 3;
+      ExpectSameAsCpu(m, Tiled(c.outer, c.tile, c.inner), c.blocks,
+                      std::string(ToString(pw.kind)) + " t=" + std::to_string(pw.truncation) + " " +
+                          std::to_string(c.w) + "x" + std::to_string(c.h) + " L=" + std::to_string(c.L) + " tile " +
+                          std::to_string(c.tile) + " blocks " + std::to_string(c.blocks));
+    }
+  }
+}
+
+TEST(BpFastTile, EmulatedPipelineStopsWhenConvergedLikeTheCpu) {
+  std::mt19937_64 rng(14);  // the model of tests/gpu/test_cuda_bp.cpp's FastKernelRunsUntilConvergedLikeTheCpu
+  Model m = test::RandomModel(rng, Topology::Grid2D(31, 27, 4), 4, 80, {PairwiseKind::kPotts, 1, kMaxCost, {}}, 4);
+  m.pairwise.lambda = 3;
+  const bp::RunOutput cpu = bp::RunCpu(bp::PrepareProblem(m), Tiled(60, 8, 2));
+  EXPECT_TRUE(cpu.converged);
+  EXPECT_LT(cpu.iterations, 60);
+  ExpectSameAsCpu(m, Tiled(60, 8, 2), 2, "until converged");
+}
+
+TEST(BpFastTile, EmulatedPipelineEqualsTheCpuOnTsukuba) {
+  const std::string left = test::SharedDataPath("middlebury/tsukuba-imL.png");
+  const std::string right = test::SharedDataPath("middlebury/tsukuba-imR.png");
+  if (left.empty() || right.empty()) GTEST_SKIP() << "Tsukuba images not found under the shared data folder";
+  const Model m = fixture::BuildStereoModel(LoadImage(left, 3), LoadImage(right, 3), fixture::TsukubaSpec());
+  ExpectSameAsCpu(m, Tiled(1, 0, 1), 5, "Tsukuba 1 x 1");
+}
+
+}  // namespace
+}  // namespace mrf
