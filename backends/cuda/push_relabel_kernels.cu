@@ -41,6 +41,7 @@ __device__ void LoadHaloRing(const DeviceState& s, int tx, int ty, int tz, int* 
 }
 
 __device__ bool Open(const DeviceState& s, Gate gate) {
+  if (gate.flag >= 0 && s.flags[gate.flag] != gate.flag_value) return false;
   if (gate.mode == Gate::kAlways) return true;
   if (gate.mode == Gate::kIfPreviousChanged) return s.counters[gate.first] != 0;
   bool converged = false;

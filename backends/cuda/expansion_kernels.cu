@@ -1,0 +1,471 @@
+// cuda-expansion kernels: a thread per node runs the steps of backends/common/expansion_steps.h; the
+// loop's bookkeeping runs in one thread (MoveStart, Decide) or in the last block of a node kernel
+// (Build, Commit), so the host never has to look at a move.
+#include <cuda_runtime.h>
+
+#include "backends/cuda/expansion_kernels.h"
+
+namespace mrf::cuda_xp {
+namespace {
+
+using cuda_pr::DeviceState;
+using pr::TileLayout;
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ std::int64_t Now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return static_cast<std::int64_t>(t);
+}
+
+// Sum over the block, valid in thread 0. Every thread of the block must call it.
+__device__ long long BlockSum(long long v) {
+  __shared__ long long warp_sums[kThreads / 32];
+  __syncthreads();  // a previous call's readers are done
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < static_cast<int>(blockDim.x / 32) ? warp_sums[lane] : 0;
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
+
+// True in every thread of the block that finishes last (the counter is reset by that block).
+__device__ bool LastBlock(unsigned int* counter) {
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    __threadfence();
+    *counter = 0;
+  }
+  return last;
+}
+
+__device__ __forceinline__ void AtomicAddSigned(std::int64_t* target, long long value) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(target), static_cast<unsigned long long>(value));
+}
+
+template <int KIND>
+struct Dirs {
+  static constexpr int D = pr::NumDirs(KIND);
+  static constexpr int F = D / 2;
+};
+
+// The neighbours of node v in direction order (-1 outside the grid).
+template <int KIND>
+__device__ __forceinline__ void Neighbours(const TileLayout& L, std::int64_t v, std::int64_t (&q)[Dirs<KIND>::D]) {
+  const int x = static_cast<int>(v % L.width);
+  const std::int64_t rest = v / L.width;
+  const int y = static_cast<int>(rest % L.height), z = static_cast<int>(rest / L.height);
+#pragma unroll
+  for (int d = 0; d < Dirs<KIND>::D; ++d) {
+    const int nx = x + pr::DirX(KIND, d), ny = y + pr::DirY(KIND, d), nz = z + pr::DirZ(KIND, d);
+    q[d] = L.InGrid(nx, ny, nz) ? L.Node(nx, ny, nz) : -1;
+  }
+}
+
+// Labels and edge weights around node v (weights 0 outside the grid).
+template <int KIND>
+__device__ __forceinline__ void Gather(const DeviceExpansion& e, std::int64_t N, std::int64_t v,
+                                       const std::int64_t (&q)[Dirs<KIND>::D], const std::int32_t* labels,
+                                       int (&nl)[Dirs<KIND>::D], std::int32_t (&w)[Dirs<KIND>::D]) {
+  constexpr int D = Dirs<KIND>::D, F = Dirs<KIND>::F;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    if (q[d] < 0) {
+      nl[d] = 0;
+      w[d] = 0;
+      continue;
+    }
+    nl[d] = labels[q[d]];
+    if (!e.weights) w[d] = 1;
+    else w[d] = d < F ? e.weights[d * N + v] : e.weights[(d - F) * N + q[d]];
+  }
+}
+
+__device__ __forceinline__ std::int64_t Unary(const DeviceExpansion& e, std::int64_t N, int label, std::int64_t v) {
+  return e.unary_t[static_cast<std::int64_t>(label) * N + v];
+}
+
+__device__ __forceinline__ std::int64_t FirstNode() {
+  return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ __forceinline__ std::int64_t NodeStride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+
+// ---- Kernels ----------------------------------------------------------------------------------
+
+// Node-major to label-major, 32 x 32 tiles through shared memory; tiles of nodes from `node_first`.
+__global__ void TransposeKernel(const std::int32_t* in, std::int32_t* out, std::int64_t n, std::int64_t node_first,
+                                int labels) {
+  __shared__ std::int32_t tile[32][33];
+  const std::int64_t node0 = node_first + static_cast<std::int64_t>(blockIdx.y) * 32;
+  const int label0 = blockIdx.x * 32;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const std::int64_t node = node0 + i;
+    const int label = label0 + threadIdx.x;
+    if (node < n && label < labels) tile[i][threadIdx.x] = in[node * labels + label];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int label = label0 + i;
+    const std::int64_t node = node0 + threadIdx.x;
+    if (node < n && label < labels) out[static_cast<std::int64_t>(label) * n + node] = tile[threadIdx.x][i];
+  }
+}
+
+template <int KIND>
+__global__ void __launch_bounds__(kThreads) EnergyKernel(DeviceExpansion e, DeviceState s) {
+  constexpr int D = Dirs<KIND>::D;
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  const xp::MoveCosts costs{e.table, e.num_labels};
+  long long sum = 0;
+  for (std::int64_t v = FirstNode(); v < N; v += NodeStride()) {
+    std::int64_t q[D];
+    int nl[D];
+    std::int32_t w[D];
+    Neighbours<KIND>(L, v, q);
+    Gather<KIND>(e, N, v, q, e.labels, nl, w);
+    const int lp = e.labels[v];
+    sum += xp::NodeEnergy<D>(costs, lp, Unary(e, N, lp, v), nl, w);
+  }
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) AtomicAddSigned(&e.ctl->energy, sum);
+}
+
+__global__ void CycleStartKernel(DeviceExpansion e) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) e.ctl->move_index = 0;
+}
+
+__global__ void MoveStartKernel(DeviceExpansion e, DeviceState s, int resolve_counter, int push_rounds,
+                                Steering steer) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  xp::MoveControl& c = *e.ctl;
+  const bool run = xp::BeginMove(c, e.order, e.book, e.records, e.reuse != 0);
+  const std::int64_t now = Now();
+  c.stamp_start = c.stamp_built = c.stamp_solved = now;
+  e.flags[kFlagResolve] = c.resolve ? 1u : 0u;
+  e.flags[kFlagFusedStart] = 0u;
+  for (int k = 0; k < push_rounds; ++k) s.counters[resolve_counter + k] = 0u;
+  if (steer.graph) {
+    cudaGraphSetConditional(steer.moves, c.move_index < c.num_moves ? 1u : 0u);
+    cudaGraphSetConditional(steer.solve, run ? 1u : 0u);
+  }
+}
+
+template <int KIND>
+__global__ void __launch_bounds__(kThreads) BuildKernel(DeviceExpansion e, DeviceState s) {
+  constexpr int D = Dirs<KIND>::D;
+  xp::MoveControl* c = e.ctl;
+  if (!c->run) return;  // the same in every block
+  const int alpha = static_cast<int>(c->alpha);
+  const bool resolve = c->resolve != 0;
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  const xp::MoveCosts costs{e.table, e.num_labels};
+  long long truncated = 0;
+  for (std::int64_t v = FirstNode(); v < N; v += NodeStride()) {
+    std::int64_t q[D];
+    int nl[D];
+    std::int32_t w[D];
+    std::uint32_t r[D];
+    Neighbours<KIND>(L, v, q);
+    Gather<KIND>(e, N, v, q, e.labels, nl, w);
+    const int lp = e.labels[v];
+    const std::int64_t u_alpha = Unary(e, N, alpha, v);
+    std::int64_t x = 0;
+    if (!resolve) {
+      truncated += xp::BuildNode<D>(costs, alpha, lp, Unary(e, N, lp, v), u_alpha, nl, w, &x, r);
+    } else {
+      const std::int64_t base = static_cast<std::int64_t>(alpha) * N;
+      const std::int32_t* built = e.slot_built + base;
+      const int op = built[v];
+      int onl[D];
+#pragma unroll
+      for (int d = 0; d < D; ++d) onl[d] = q[d] >= 0 ? built[q[d]] : 0;
+      x = e.slot_x[base + v];
+#pragma unroll
+      for (int d = 0; d < D; ++d) r[d] = e.slot_r[(static_cast<std::int64_t>(alpha) * D + d) * N + v];
+      int truncated_change = 0;
+      const bool relabelled = op != lp;  // the unary costs matter only then
+      const bool changed = xp::UpdateNode<D>(costs, alpha, op, lp, relabelled ? Unary(e, N, op, v) : 0,
+                                             relabelled ? Unary(e, N, lp, v) : 0, u_alpha, onl, nl, w, &x, r,
+                                             &truncated_change);
+      truncated += truncated_change;
+      s.h[v] = e.slot_h[base + v];
+      s.mask[v] = e.slot_mask[base + v];
+      if (changed) {
+        const int tile = L.TileOfNode(v);
+        s.active[tile] = 1;
+        s.touched[tile] = 1;
+      }
+    }
+    s.x[v] = x;
+#pragma unroll
+    for (int d = 0; d < D; ++d) s.r[d * N + v] = r[d];
+  }
+  truncated = BlockSum(truncated);
+  if (threadIdx.x == 0 && truncated != 0) AtomicAddSigned(&c->truncated, truncated);
+  if (LastBlock(&c->blocks_done[kBuildBlocks]) && threadIdx.x == 0) c->stamp_built = Now();
+}
+
+__global__ void BatchStartKernel(DeviceExpansion e, DeviceState s, int num_counters, Steering steer) {
+  const int mode = static_cast<int>(e.ctl->mode);
+  const int T = s.layout.num_tiles();
+  std::uint8_t* const a = s.dirty;
+  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < T; t += gridDim.x * blockDim.x) {
+    if (mode == xp::kFullStart) {
+      a[t] = 1;
+      s.touched[t] = 0;
+    } else if (mode == xp::kIncrStart) {
+      s.seed[t] = s.touched[t];
+    }
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    for (int i = 0; i < num_counters; ++i) s.counters[i] = 0u;
+    s.totals[cuda_pr::kActiveNodes] = 0ull;
+    s.totals[cuda_pr::kSinkResidual] = 0ull;
+    e.flags[kFlagFusedStart] = mode == xp::kFullStart ? 1u : 0u;
+    if (steer.graph) cudaGraphSetConditional(steer.incr, mode == xp::kIncrStart ? 1u : 0u);
+  }
+}
+
+__global__ void IncrementalDoneKernel(DeviceState s) {
+  const int T = s.layout.num_tiles();
+  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < T; t += gridDim.x * blockDim.x) {
+    s.dirty[t] = s.seed[t];
+    s.touched[t] = 0;
+  }
+}
+
+__global__ void DecideKernel(DeviceExpansion e, DeviceState s, int bfs, Steering steer) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  xp::MoveControl& c = *e.ctl;
+  const int mode = static_cast<int>(c.mode);
+  bool kill_converged = mode != xp::kIncrStart;
+  for (int j = 0; j < bfs && !kill_converged; ++j) kill_converged = s.counters[j] == 0u;
+  bool bfs_converged = false;
+  int rounds = 0;
+  for (int j = bfs; j < 2 * bfs && !bfs_converged; ++j) {
+    ++rounds;
+    bfs_converged = s.counters[j] == 0u;
+  }
+  ++c.batches;
+  c.bfs_rounds += rounds;
+  bool done = false;
+  int next = xp::kFullStart;
+  if (!kill_converged) {
+    next = xp::kFullStart;  // the incremental relabel needs more rounds than a batch has: start afresh
+  } else if (!bfs_converged) {
+    next = xp::kContinueBfs;
+  } else {
+    ++c.relabels;
+    if (s.totals[cuda_pr::kActiveNodes] == 0ull) {
+      done = true;
+    } else {
+      const bool incremental = c.resolve ? e.incremental_relabel != 0 : e.incremental_relabel == 2;
+      next = incremental ? xp::kIncrStart : xp::kFullStart;
+    }
+  }
+  if (!done && c.batches >= c.max_batches) {
+    c.error = 1;
+    done = true;
+  }
+  c.mode = next;
+  c.solving = done ? 0 : 1;
+  c.stamp_solved = Now();
+  if (steer.graph) cudaGraphSetConditional(steer.solve, done ? 0u : 1u);
+}
+
+template <int KIND>
+__global__ void __launch_bounds__(kThreads) DeltaKernel(DeviceExpansion e, DeviceState s) {
+  constexpr int D = Dirs<KIND>::D, F = Dirs<KIND>::F;
+  xp::MoveControl* c = e.ctl;
+  if (!c->run) return;
+  const int alpha = static_cast<int>(c->alpha);
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  const xp::MoveCosts costs{e.table, e.num_labels};
+  long long delta = 0, moved_count = 0;
+  for (std::int64_t v = FirstNode(); v < N; v += NodeStride()) {
+    const int lp = e.labels[v];
+    const bool moved = s.labels[v] != 0 && lp != alpha;
+    std::int64_t q[D];
+    int nl[D];
+    std::int32_t w[D];
+    bool nm[D];
+    Neighbours<KIND>(L, v, q);
+    bool any = moved;
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      nm[d] = false;
+      nl[d] = 0;
+      w[d] = 0;
+      if (d < F && q[d] >= 0) {
+        nl[d] = e.labels[q[d]];
+        nm[d] = s.labels[q[d]] != 0 && nl[d] != alpha;
+        w[d] = e.weights ? e.weights[d * N + v] : 1;
+        any |= nm[d];
+      }
+    }
+    if (!any) continue;
+    const std::int64_t u_label = moved ? Unary(e, N, lp, v) : 0, u_alpha = moved ? Unary(e, N, alpha, v) : 0;
+    delta += xp::DeltaNode<D>(costs, alpha, lp, moved, u_label, u_alpha, nl, nm, w);
+    moved_count += moved;
+  }
+  delta = BlockSum(delta);
+  moved_count = BlockSum(moved_count);
+  if (threadIdx.x == 0) {
+    if (delta) AtomicAddSigned(&c->delta, delta);
+    if (moved_count) AtomicAddSigned(&c->moved, moved_count);
+  }
+}
+
+template <int KIND>
+__global__ void __launch_bounds__(kThreads) CommitKernel(DeviceExpansion e, DeviceState s) {
+  constexpr int D = Dirs<KIND>::D;
+  xp::MoveControl* c = e.ctl;
+  if (!c->run) return;
+  const int alpha = static_cast<int>(c->alpha);
+  const bool accepted = c->delta < 0;
+  const bool keep = alpha < c->num_slots;
+  const std::int64_t N = s.layout.num_nodes;
+  const std::int64_t base = static_cast<std::int64_t>(alpha) * N;
+  for (std::int64_t v = FirstNode(); v < N; v += NodeStride()) {
+    const int lp = e.labels[v];
+    if (keep) {
+      e.slot_x[base + v] = s.x[v];
+      e.slot_h[base + v] = s.h[v];
+      e.slot_mask[base + v] = s.mask[v];
+#pragma unroll
+      for (int d = 0; d < D; ++d) e.slot_r[(static_cast<std::int64_t>(alpha) * D + d) * N + v] = s.r[d * N + v];
+      e.slot_built[base + v] = lp;
+    }
+    if (accepted && s.labels[v] != 0 && lp != alpha) e.labels[v] = alpha;
+  }
+  if (LastBlock(&c->blocks_done[kCommitBlocks]) && threadIdx.x == 0) {
+    xp::EndMove(*c, e.book, e.records);
+    e.records[c->move_index - 1].stamp_done = Now();
+  }
+}
+
+// ---- Launchers --------------------------------------------------------------------------------
+
+int NodeBlocks(std::int64_t n) {
+  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < 16384 ? (blocks > 0 ? blocks : 1) : 16384);
+}
+
+int TileBlocks(const TileLayout& L) { return (L.num_tiles() + kThreads - 1) / kThreads; }
+
+template <template <int> class K, class... Args>
+cudaError_t LaunchByKind(int kind, std::int64_t n, cudaStream_t stream, Args... args) {
+  cudaGetLastError();  // report this launch's error only
+  if (kind == pr::kKindGrid4) K<pr::kKindGrid4>::Launch(NodeBlocks(n), stream, args...);
+  else if (kind == pr::kKindGrid8) K<pr::kKindGrid8>::Launch(NodeBlocks(n), stream, args...);
+  else K<pr::kKindGrid3D6>::Launch(NodeBlocks(n), stream, args...);
+  return cudaGetLastError();
+}
+
+template <int KIND>
+struct EnergyLaunch {
+  static void Launch(int blocks, cudaStream_t stream, DeviceExpansion e, DeviceState s) {
+    EnergyKernel<KIND><<<blocks, kThreads, 0, stream>>>(e, s);
+  }
+};
+template <int KIND>
+struct BuildLaunch {
+  static void Launch(int blocks, cudaStream_t stream, DeviceExpansion e, DeviceState s) {
+    BuildKernel<KIND><<<blocks, kThreads, 0, stream>>>(e, s);
+  }
+};
+template <int KIND>
+struct DeltaLaunch {
+  static void Launch(int blocks, cudaStream_t stream, DeviceExpansion e, DeviceState s) {
+    DeltaKernel<KIND><<<blocks, kThreads, 0, stream>>>(e, s);
+  }
+};
+template <int KIND>
+struct CommitLaunch {
+  static void Launch(int blocks, cudaStream_t stream, DeviceExpansion e, DeviceState s) {
+    CommitKernel<KIND><<<blocks, kThreads, 0, stream>>>(e, s);
+  }
+};
+
+}  // namespace
+
+cudaError_t LaunchTransposeUnary(const std::int32_t* node_major, std::int32_t* label_major, std::int64_t n, int labels,
+                                 cudaStream_t stream) {
+  cudaGetLastError();
+  const std::int64_t node_tiles = (n + 31) / 32;
+  if (node_tiles > 2147483647) return cudaErrorInvalidValue;
+  // Node tiles go along y (at most 65535 per launch): launch in chunks.
+  for (std::int64_t first = 0; first < node_tiles; first += 65535) {
+    const std::int64_t count = node_tiles - first < 65535 ? node_tiles - first : 65535;
+    const dim3 grid((labels + 31) / 32, static_cast<unsigned>(count));
+    TransposeKernel<<<grid, dim3(32, 8), 0, stream>>>(node_major, label_major, n, first * 32, labels);
+    const cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LaunchEnergy(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {
+  return LaunchByKind<EnergyLaunch>(s.layout.kind, s.layout.num_nodes, stream, e, s);
+}
+
+cudaError_t LaunchCycleStart(const DeviceExpansion& e, cudaStream_t stream) {
+  cudaGetLastError();
+  CycleStartKernel<<<1, 32, 0, stream>>>(e);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMoveStart(const DeviceExpansion& e, const DeviceState& s, int resolve_counter, int push_rounds,
+                            const Steering& steer, cudaStream_t stream) {
+  cudaGetLastError();
+  MoveStartKernel<<<1, 32, 0, stream>>>(e, s, resolve_counter, push_rounds, steer);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchBuild(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {
+  return LaunchByKind<BuildLaunch>(s.layout.kind, s.layout.num_nodes, stream, e, s);
+}
+
+cudaError_t LaunchBatchStart(const DeviceExpansion& e, const DeviceState& s, int num_counters, const Steering& steer,
+                             cudaStream_t stream) {
+  cudaGetLastError();
+  BatchStartKernel<<<TileBlocks(s.layout), kThreads, 0, stream>>>(e, s, num_counters, steer);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchIncrementalDone(const DeviceState& s, cudaStream_t stream) {
+  cudaGetLastError();
+  IncrementalDoneKernel<<<TileBlocks(s.layout), kThreads, 0, stream>>>(s);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchDecide(const DeviceExpansion& e, const DeviceState& s, int bfs, const Steering& steer,
+                         cudaStream_t stream) {
+  cudaGetLastError();
+  DecideKernel<<<1, 32, 0, stream>>>(e, s, bfs, steer);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchDelta(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {
+  return LaunchByKind<DeltaLaunch>(s.layout.kind, s.layout.num_nodes, stream, e, s);
+}
+
+cudaError_t LaunchCommit(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {
+  return LaunchByKind<CommitLaunch>(s.layout.kind, s.layout.num_nodes, stream, e, s);
+}
+
+}  // namespace mrf::cuda_xp
