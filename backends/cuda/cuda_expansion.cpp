@@ -462,17 +462,20 @@ class Runner {
     else
       Check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capturing the cycle");
     capturing_ = s;
+    capturing_body_ = into != nullptr;
   }
-  cudaGraph_t EndCapture(cudaStream_t s) {
+  // Ends a capture; a capture into a conditional body (`body`) leaves its graph with the node.
+  cudaGraph_t EndCapture(cudaStream_t s, bool body) {
     cudaGraph_t graph = nullptr;
     capturing_ = nullptr;
-    Check(cudaStreamEndCapture(s, &graph), "ending a capture");
+    Check(cudaStreamEndCapture(s, body ? nullptr : &graph), "ending a capture");
     return graph;
   }
   void AbortCapture() {
     if (capturing_) {
       cudaGraph_t graph = nullptr;
-      cudaStreamEndCapture(capturing_, &graph);
+      cudaStreamEndCapture(capturing_, capturing_body_ ? nullptr : &graph);
+      if (graph) cudaGraphDestroy(graph);
       capturing_ = nullptr;
     }
     if (top_graph_) cudaGraphDestroy(top_graph_);
@@ -493,7 +496,7 @@ class Runner {
             "creating a conditional handle");
     }
     cudaGraph_t moves_body = AddConditional(st_, steer.moves, cudaGraphCondTypeWhile);
-    top_graph_ = EndCapture(st_);
+    top_graph_ = EndCapture(st_, false);
 
     Check(cudaGraphConditionalHandleCreate(&steer.solve, moves_body, 0, 0), "creating a conditional handle");
     BeginCapture(ctx_->side, moves_body);
@@ -501,18 +504,18 @@ class Runner {
     EnqueueBuild(ctx_->side);
     cudaGraph_t solve_body = AddConditional(ctx_->side, steer.solve, cudaGraphCondTypeWhile);
     EnqueueFinish(ctx_->side);
-    EndCapture(ctx_->side);
+    EndCapture(ctx_->side, true);
 
     Check(cudaGraphConditionalHandleCreate(&steer.incr, solve_body, 0, 0), "creating a conditional handle");
     BeginCapture(ctx_->side, solve_body);
     EnqueueBatchStart(ctx_->side, steer);
     cudaGraph_t incr_body = AddConditional(ctx_->side, steer.incr, cudaGraphCondTypeIf);
     EnqueueBatchTail(ctx_->side, steer);
-    EndCapture(ctx_->side);
+    EndCapture(ctx_->side, true);
 
     BeginCapture(ctx_->side, incr_body);
     EnqueueIncremental(ctx_->side);
-    EndCapture(ctx_->side);
+    EndCapture(ctx_->side, true);
 
     Check(cudaGraphInstantiate(&exec_, top_graph_, 0), "instantiating the cycle's CUDA graph");
     cudaGraphDestroy(top_graph_);
@@ -652,6 +655,7 @@ class Runner {
   bool healthy_ = true;
   cudaStream_t st_ = nullptr;
   cudaStream_t capturing_ = nullptr;
+  bool capturing_body_ = false;
   cudaGraph_t top_graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   pr::TileLayout layout_;
