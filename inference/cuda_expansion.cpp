@@ -18,6 +18,9 @@ bool CudaExpansionTuning::IsValid(std::string* error) const {
   if (!(update_fraction >= 0.0 && update_fraction <= 1.0))
     return fail("update_fraction must be in 0..1 (got " + std::to_string(update_fraction) + ")");
   if (memory_limit < 0) return fail("memory_limit must not be negative (got " + std::to_string(memory_limit) + ")");
+  if (solve_blocks < 0) return fail("solve_blocks must not be negative (got " + std::to_string(solve_blocks) + ")");
+  if (resolve_push_rounds < 0 || resolve_push_rounds > 512)
+    return fail("resolve_push_rounds must be in 0..512 (got " + std::to_string(resolve_push_rounds) + ")");
   std::string why;
   if (!push_relabel.IsValid(&why)) {
     if (error) *error = why;
@@ -32,6 +35,9 @@ std::string CudaExpansionTuning::Describe() const {
                          "% of the nodes changed"
                    : std::string("every move solved afresh"))
     << ", " << (device_loop ? "cycle loop on the device (conditional CUDA graph)" : "cycle loop on the host")
+    << (resolve_push_rounds ? ", " + std::to_string(resolve_push_rounds) + " push rounds before a re-solve's first relabel"
+                            : std::string())
+    << (solve_blocks ? ", " + std::to_string(solve_blocks) + " solve blocks" : std::string())
     << ", memory limit " << (memory_limit ? std::to_string(memory_limit) + " bytes" : std::string("free memory"))
     << (check_energy ? ", energy checked every cycle" : "") << "; push-relabel: " << push_relabel.Describe();
   return s.str();
@@ -75,6 +81,12 @@ void CudaExpansionTuning::Parse(const std::string& overrides) {
       device_loop = ParseBool(name, text);
     } else if (name == "check_energy") {
       check_energy = ParseBool(name, text);
+    } else if (name == "resolve_push_rounds" || name == "solve_blocks") {
+      char* end = nullptr;
+      const long value = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || value < 0 || value > 1000000)
+        throw Error("cuda-expansion tuning: " + name + "='" + text + "' is not a non-negative integer");
+      (name == "solve_blocks" ? solve_blocks : resolve_push_rounds) = static_cast<int>(value);
     } else if (name == "memory_limit") {
       memory_limit = ParseBytes(name, text);
     } else if (name == "update_fraction") {
@@ -91,7 +103,8 @@ void CudaExpansionTuning::Parse(const std::string& overrides) {
       push_relabel.Parse(engine);
     } catch (const Error& e) {
       throw Error(std::string(e.what()) +
-                  "; cuda-expansion's own names: reuse_flow, update_fraction, device_loop, memory_limit, check_energy");
+                  "; cuda-expansion's own names: reuse_flow, update_fraction, device_loop, resolve_push_rounds, "
+                  "solve_blocks, memory_limit, check_energy");
     }
   }
   std::string error;
@@ -116,7 +129,6 @@ CudaExpansionMemory EstimateCudaExpansionMemory(const Model& model, const CudaEx
   const std::int64_t tx = three_d ? pr.tile3d_x : pr.tile_x, ty = three_d ? pr.tile3d_y : pr.tile_y,
                      tz = three_d ? pr.tile3d_z : 1;
   const std::int64_t tiles = ((t.width() + tx - 1) / tx) * ((t.height() + ty - 1) / ty) * ((t.depth() + tz - 1) / tz);
-  const std::int64_t counters = 2 * pr.bfs_check_every + 2 * pr.rounds_per_global_relabel;
   constexpr std::int64_t kAlign = 256;
   std::int64_t buffers = 0, bytes = 0;
   auto add = [&](std::int64_t b) {
@@ -132,10 +144,10 @@ CudaExpansionMemory EstimateCudaExpansionMemory(const Model& model, const CudaEx
   add(512);                         // MoveControl
   add(labels * 128);                // records
   add(labels * (8 + 8 + 8 + 4));    // settled_at, truncated, snapshot, has_state
-  add(64);                          // flags
+  add(64);                          // grid barrier
   add(n * 8), add(n * 4), add(n * dirs * 4), add(n), add(n);  // excess, heights, residuals, masks, cut
   add(tiles), add(tiles), add(tiles), add(4 * tiles);         // tile flags
-  add(counters * 4), add(64);                                 // round counters, totals
+  add(64);                                                    // totals
   m.base_bytes = bytes + buffers * kAlign + 5 * kAlign;       // + the kept graphs' five arrays' alignment
   m.per_kept_graph_bytes = n * (8 + 4 + 4 * dirs + 1 + 4);
   return m;

@@ -5,9 +5,10 @@
 /// The model (unary costs, the smoothness table, edge weights) is uploaded once. Each move's graph is
 /// built on the device from the device-resident labelling, cut by cuda-pr's push-relabel kernels, its
 /// exact energy change summed on the device, and the labelling updated there when the energy drops.
-/// A cycle over all labels runs as one CUDA graph whose conditional nodes loop over the moves and over
-/// each move's push-relabel batches, so the host waits once per cycle (it reads the cycle's records,
-/// logs, and decides whether to go on).
+/// Each move's max-flow runs to the end inside one persistent kernel (cuda-pr's tile visits, global
+/// relabels and push rounds separated by grid-wide barriers), and a cycle over all labels runs as one
+/// CUDA graph whose conditional node loops over the moves, so the host waits once per cycle (it reads
+/// the cycle's records, logs, and decides whether to go on).
 ///
 /// Reuse across moves (Vineet and Narayanan's incremental alpha-expansion, with Kohli and Torr's
 /// reparametrisation): each label keeps the residual graph of its last move while device memory
@@ -37,24 +38,32 @@ struct CudaExpansionTuning {
   /// A kept graph is re-solved if at most this fraction of the nodes changed label since it was
   /// built; otherwise the move builds its graph afresh.
   double update_fraction = 0.5;
-  /// Run each cycle as one CUDA graph with conditional nodes (the host waits once per cycle);
-  /// false: the host launches every batch and waits for its result (the fallback, and a check).
+  /// Run each cycle as one CUDA graph with a conditional node looping over the moves; false: the
+  /// host launches every move's kernels (the fallback, and a check). Either way the host waits once
+  /// per cycle.
   bool device_loop = true;
+  /// Push rounds a re-solve runs from the kept heights before its first global relabel.
+  int resolve_push_rounds = 0;
+  /// Blocks of the persistent solve kernel; 0: one per tile, at most as many as the GPU keeps
+  /// resident. 1 runs every tile in one block (for tools that serialise blocks, e.g. racecheck).
+  int solve_blocks = 0;
   /// Bytes of GPU memory the solver may use; 0: the free memory of the device.
   std::int64_t memory_limit = 0;
   /// After every cycle, download the labels and check the tracked energy against EvaluateEnergy
   /// (tests; costs a transfer and an evaluation per cycle).
   bool check_energy = false;
-  /// The push-relabel engine's tuning (tiles, local iterations, push rounds per global relabel,
-  /// BFS rounds per batch). Its cuda_graphs and max_push_rounds fields are not used.
+  /// The push-relabel engine's tuning: tiles, local iterations, push rounds per global relabel,
+  /// incremental relabels (1: in re-solves, 2: also in fresh solves after the first). Its
+  /// bfs_check_every, fused_bfs_start, cuda_graphs and max_push_rounds fields are not used (the
+  /// solve kernel runs BFS rounds to their fixpoint and starts a fresh BFS fused).
   PushRelabelTuning push_relabel;
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.
   bool IsValid(std::string* error) const;
   /// One line for logs and benchmark tables.
   std::string Describe() const;
-  /// Applies overrides "name=value,..." (reuse_flow, update_fraction, device_loop, memory_limit,
-  /// check_energy, and any PushRelabelTuning name); throws mrf::Error on bad input.
+  /// Applies overrides "name=value,..." (reuse_flow, update_fraction, device_loop, resolve_push_rounds,
+  /// solve_blocks, memory_limit, check_energy, and any PushRelabelTuning name); throws mrf::Error on bad input.
   void Parse(const std::string& overrides);
   /// The defaults with MRF_PR_TUNING and then MRF_CUDA_EXPANSION_TUNING applied, if set.
   static CudaExpansionTuning FromEnvironment();
@@ -67,11 +76,13 @@ struct CudaExpansionStats {
   std::int64_t skipped = 0;        ///< Moves skipped (nothing changed since the label's last exact move).
   std::int64_t resolved = 0;       ///< Moves re-solved from the label's kept graph.
   std::int64_t accepted = 0;       ///< Moves that lowered the energy.
-  std::int64_t batches = 0;        ///< Push-relabel batches (global relabel + push rounds).
-  std::int64_t relabels = 0;       ///< Global relabels that converged.
+  std::int64_t relabels = 0;       ///< Global relabels of all moves.
+  std::int64_t push_rounds = 0;    ///< Push rounds of all moves.
+  std::int64_t bfs_rounds = 0;     ///< BFS and kill rounds of all relabels.
   std::int64_t kept_graphs = 0;    ///< Labels whose residual graph is kept (slots).
+  int solve_blocks = 0;            ///< Blocks of the persistent solve kernel.
   double build_ms = 0;    ///< Device time building or updating move graphs.
-  double solve_ms = 0;    ///< Device time in the push-relabel batches.
+  double solve_ms = 0;    ///< Device time in the moves' max-flows.
   double update_ms = 0;   ///< Device time scoring cuts and updating labels and kept graphs.
   double cycles_ms = 0;   ///< Host time of the cycles (launch to results), everything on the device included.
   double upload_ms = 0;   ///< Host time uploading the model and initialising the device state.

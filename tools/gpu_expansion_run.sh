@@ -12,6 +12,11 @@ parts=${*:-tests prtests memcheck racecheck bench aloe}
 nvidia-smi -L
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv,noheader
 echo "cpu: $(nproc) x $(lscpu | sed -n 's/^Model name: *//p')"
+# cuda-expansion rows of the bench part besides the default (names: see MRF_CUDA_EXPANSION_TUNING).
+SWEEP="--tuning reuse_flow=0 --tuning device_loop=0 --tuning resolve_push_rounds=2 --tuning incremental_relabel=2 \
+ --tuning local_iterations=16,rounds_per_global_relabel=4 --tuning local_iterations=32,rounds_per_global_relabel=4 \
+ --tuning local_iterations=64,rounds_per_global_relabel=8 --tuning tile_y=8 --tuning tile_y=32 \
+ --tuning tile_y=32,local_iterations=32,rounds_per_global_relabel=4"
 began=$(date +%s)
 budget=${DEADLINE:-250}
 # Seconds left of the budget, at most $1.
@@ -28,16 +33,16 @@ for part in $parts; do
     memcheck) timeout $(left ${T_MEM:-45}) compute-sanitizer --tool memcheck ./bin/test_cuda_expansion \
                 --gtest_filter='*Small*' --gtest_brief=1 >"$O/memcheck.log" 2>&1
            echo "== memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$O/memcheck.log" | tail -4 ;;
-    racecheck) timeout $(left ${T_RACE:-40}) compute-sanitizer --tool racecheck ./bin/test_cuda_expansion \
+    racecheck) MRF_CUDA_EXPANSION_TUNING=solve_blocks=1,device_loop=0 timeout $(left ${T_RACE:-40}) compute-sanitizer --tool racecheck ./bin/test_cuda_expansion \
                 --gtest_filter='*SmallRace*' --gtest_brief=1 >"$O/racecheck.log" 2>&1
            echo "== racecheck rc=$?"; grep -E "HAZARD|RACECHECK SUMMARY|PASSED|FAILED" "$O/racecheck.log" | tail -4 ;;
     bench) timeout $(left ${T_BENCH:-60}) ./bin/mrf-bench --suite gpuexpansion --problems tsukuba,venus --repeat 5 \
-                --data-dir data --json "$O/bench.json" ${TUNINGS:---tuning reuse_flow=0 --tuning device_loop=0 --tuning update_fraction=1} \
+                --data-dir data --json "$O/bench.json" ${TUNINGS:-$SWEEP} \
                 >"$O/bench.log" 2>"$O/bench.err"
-           echo "== bench rc=$?"; grep -v "^# labels\|^# ms\|^#   [0-9]\|^#   EvaluateE\|^# device ms\|^#   graph" "$O/bench.log"; tail -2 "$O/bench.err" ;;
+           echo "== bench rc=$?"; grep "^| [tv]\|target" "$O/bench.log" | cut -c1-175; tail -1 "$O/bench.err" ;;
     aloe) timeout $(left ${T_ALOE:-80}) ./bin/mrf-bench --suite gpuexpansion --problems aloe --repeat 2 --time-limit 25 \
-                --data-dir data --json "$O/aloe.json" ${ALOE_TUNINGS:---tuning reuse_flow=0} >"$O/aloe.log" 2>"$O/aloe.err"
-           echo "== aloe rc=$?"; grep "^|\|^# aloe\|^# cpu-exp\|^#   cuda" "$O/aloe.log"; tail -2 "$O/aloe.err" ;;
+                --data-dir data --json "$O/aloe.json" ${ALOE_TUNINGS:---tuning local_iterations=32,rounds_per_global_relabel=4 --tuning reuse_flow=0} >"$O/aloe.log" 2>"$O/aloe.err"
+           echo "== aloe rc=$?"; grep "^| a\|^# cpu-exp" "$O/aloe.log" | cut -c1-175; tail -1 "$O/aloe.err" ;;
   esac
   echo "   ($part: $(( $(date +%s) - start )) s)"
 done

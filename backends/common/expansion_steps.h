@@ -201,13 +201,6 @@ MRF_UNROLL
 
 // ---- The move loop's bookkeeping (one thread on the GPU) ----------------------------------------
 
-/// How the next batch of a solve starts its global relabel.
-enum BatchMode : std::int32_t {
-  kFullStart = 0,    ///< From scratch (distance 1 next to the sink, inf elsewhere).
-  kIncrStart = 1,    ///< Incremental: drop unsupported heights, relax around changed tiles.
-  kContinueBfs = 2,  ///< The last batch's BFS had not converged: more rounds.
-};
-
 /// The state of the move loop, in device memory (plain data; every field 64-bit for alignment).
 struct MoveControl {
   // Across moves and cycles.
@@ -218,20 +211,18 @@ struct MoveControl {
   std::int64_t num_moves = 0;      ///< Moves per cycle (labels).
   std::int64_t num_slots = 0;      ///< Labels 0..num_slots-1 keep their residual graph between moves.
   std::int64_t update_limit = 0;   ///< A kept graph is reused if at most this many node changes happened since.
-  std::int64_t max_batches = 0;    ///< Bound on batches per move (a bug must not hang the caller).
-  std::int64_t error = 0;          ///< 1: a solve did not converge within max_batches.
+  std::int64_t max_rounds = 0;     ///< Bound on relabels and on BFS rounds per relabel (a bug must not hang the caller).
+  std::int64_t error = 0;          ///< 1: a solve did not converge within max_rounds; 2: its grid barrier timed out.
   // The move in progress.
   std::int64_t alpha = 0;      ///< Its label.
   std::int64_t run = 0;        ///< 1 when it runs (0: skipped, nothing changed since it last ran).
   std::int64_t resolve = 0;    ///< 1 when it starts from the label's kept residual graph.
-  std::int64_t mode = 0;       ///< BatchMode of the next batch.
-  std::int64_t solving = 0;    ///< 1 while the solve goes on (the inner loop's condition).
   std::int64_t delta = 0;      ///< Exact energy change of its cut.
   std::int64_t moved = 0;      ///< Nodes its cut moves.
   std::int64_t truncated = 0;  ///< Truncated terms in its graph.
-  std::int64_t batches = 0;    ///< Batches (relabel + push rounds) of its solve.
-  std::int64_t relabels = 0;   ///< Global relabels that converged.
-  std::int64_t bfs_rounds = 0; ///< BFS rounds enqueued (each batch enqueues a fixed number, most skip).
+  std::int64_t relabels = 0;   ///< Global relabels of its solve.
+  std::int64_t push_rounds = 0;  ///< Push rounds of its solve.
+  std::int64_t bfs_rounds = 0; ///< BFS and kill rounds of its solve.
   std::int64_t stamp_start = 0;  ///< Device clock (ns) when the move started...
   std::int64_t stamp_built = 0;  ///< ...when its graph was built...
   std::int64_t stamp_solved = 0; ///< ...when its cut was found.
@@ -241,7 +232,7 @@ struct MoveControl {
 /// What one move of a cycle did (one record per move index of the cycle).
 struct MoveRecord {
   std::int64_t alpha = -1, run = 0, resolve = 0, accepted = 0;
-  std::int64_t moved = 0, delta = 0, truncated = 0, batches = 0, relabels = 0;
+  std::int64_t moved = 0, delta = 0, truncated = 0, relabels = 0, push_rounds = 0, bfs_rounds = 0;
   std::int64_t stamp_start = 0, stamp_built = 0, stamp_solved = 0, stamp_done = 0;
 };
 
@@ -269,13 +260,11 @@ MRF_HD bool BeginMove(MoveControl& c, const std::int32_t* order, const LabelBook
   c.alpha = alpha;
   c.run = run;
   c.resolve = resolve;
-  c.mode = resolve ? kIncrStart : kFullStart;
-  c.solving = run;
   c.delta = 0;
   c.moved = 0;
   c.truncated = resolve ? book.truncated[alpha] : 0;
-  c.batches = 0;
   c.relabels = 0;
+  c.push_rounds = 0;
   c.bfs_rounds = 0;
   if (run && slot) book.snapshot[alpha] = c.nodes_changed;
   MoveRecord& rec = records[k];
@@ -305,8 +294,9 @@ MRF_HD bool EndMove(MoveControl& c, const LabelBook& book, MoveRecord* records) 
   rec.moved = accepted ? c.moved : 0;
   rec.delta = c.delta;
   rec.truncated = c.truncated;
-  rec.batches = c.batches;
   rec.relabels = c.relabels;
+  rec.push_rounds = c.push_rounds;
+  rec.bfs_rounds = c.bfs_rounds;
   rec.stamp_start = c.stamp_start;
   rec.stamp_built = c.stamp_built;
   rec.stamp_solved = c.stamp_solved;

@@ -3,14 +3,12 @@
 //
 // One cycle is one launch of a CUDA graph:
 //   CycleStart
-//   while (moves left)                                  -- conditional node, set by MoveStart
-//     MoveStart  Build  [push rounds of a re-solve]
-//     while (solving)                                   -- set by MoveStart and Decide
-//       BatchStart  if (incremental) { kill rounds  IncrementalDone }  BFS rounds  Census  push rounds  Decide
-//     Delta  Commit
-// Kernels with nothing to do (a skipped move, a converged BFS) return at once. Without conditional
-// nodes (or with device_loop off) the host runs the same launches and reads MoveControl after MoveStart
-// and after every batch instead.
+//   while (moves left)              -- a conditional node, set by MoveStart
+//     MoveStart  Build  Solve  Delta  Commit
+// Solve is one persistent kernel that runs the move's push-relabel to the end (global relabels, push
+// rounds) with grid-wide barriers between its rounds. Kernels of a skipped move return at once.
+// Without conditional nodes (or with device_loop off) the host enqueues the same launches for every
+// move of the cycle and waits once, at the end of the cycle.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -32,7 +30,6 @@ namespace mrf {
 namespace {
 
 using cuda_pr::DeviceState;
-using cuda_pr::Gate;
 using cuda_xp::DeviceExpansion;
 using cuda_xp::Steering;
 using Clock = std::chrono::steady_clock;
@@ -213,8 +210,10 @@ class Runner {
     n_ = L.num_nodes;
     labels_ = m_.num_labels;
     dirs_ = pr::NumDirs(L.kind);
-    bfs_ = pr.bfs_check_every;
-    push_ = pr.rounds_per_global_relabel;
+    solve_config_.local_iterations = pr.local_iterations;
+    solve_config_.push_rounds = pr.rounds_per_global_relabel;
+    solve_config_.resolve_push_rounds = t_.resolve_push_rounds;
+    solve_config_.incremental_relabel = pr.incremental_relabel;
     describe_ = topo.Describe() + ", " + std::to_string(labels_) + " labels";
     if (!cuda_pr::HasKernels(L))
       throw Error("cuda-expansion: no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +
@@ -239,7 +238,7 @@ class Runner {
     e_.book.truncated = a.Take<std::int64_t>(L);
     e_.book.snapshot = a.Take<std::int64_t>(L);
     e_.book.has_state = a.Take<std::int32_t>(L);
-    e_.flags = a.Take<std::uint32_t>(cuda_xp::kNumFlags);
+    e_.sync = a.Take<cuda_xp::GridSync>(1);
     dev_.x = a.Take<std::int64_t>(n);
     dev_.h = a.Take<std::int32_t>(n);
     dev_.r = a.Take<std::uint32_t>(n * dirs_);
@@ -249,23 +248,17 @@ class Runner {
     dev_.touched = a.Take<std::uint8_t>(T);
     dev_.seed = a.Take<std::uint8_t>(T);
     dev_.dirty = a.Take<std::uint8_t>(4 * T);
-    dev_.counters = a.Take<std::uint32_t>(NumCounters());
     dev_.totals = a.Take<unsigned long long>(cuda_pr::kNumTotals);
     e_.slot_x = a.Take<std::int64_t>(slots * n);
     e_.slot_h = a.Take<std::int32_t>(slots * n);
     e_.slot_r = a.Take<std::uint32_t>(slots * n * dirs_);
     e_.slot_mask = a.Take<std::uint8_t>(slots * n);
     e_.slot_built = a.Take<std::int32_t>(slots * n);
-    dev_.flags = e_.flags;
     dev_.layout = layout_;
     e_.num_labels = labels_;
     e_.reuse = t_.reuse_flow && slots > 0 ? 1 : 0;
-    e_.incremental_relabel = t_.push_relabel.incremental_relabel;
     return a.used();
   }
-
-  int NumCounters() const { return 2 * bfs_ + 2 * push_; }  // kill, BFS, push, re-solve push
-  int ResolveCounter() const { return 2 * bfs_ + push_; }
 
   void Allocate() {
     const std::int64_t base = Carve(nullptr, 0);
@@ -299,6 +292,12 @@ class Runner {
     }
     Carve(ctx_->arena, slots);
     slots_ = slots;
+    cudaError_t status = cudaSuccess;
+    solve_blocks_ = cuda_xp::SolveBlocks(dev_, &status);
+    Check(status, "sizing the solve kernel");
+    if (solve_blocks_ <= 0) throw Error("cuda-expansion: the solve kernel cannot run on this GPU (" + describe_ + ")");
+    if (t_.solve_blocks > 0) solve_blocks_ = std::min(solve_blocks_, t_.solve_blocks);
+    stats_->solve_blocks = solve_blocks_;
     stats_->kept_graphs = slots;
     stats_->device_bytes = bytes;
     const std::size_t pinned = sizeof(xp::MoveControl) + 256 + static_cast<std::size_t>(labels_) * (sizeof(xp::MoveRecord) + 4);
@@ -339,19 +338,18 @@ class Runner {
     Check(cudaMemsetAsync(e_.book.truncated, 0, static_cast<std::size_t>(L) * 8, st_), "clearing the bookkeeping");
     Check(cudaMemsetAsync(e_.book.snapshot, 0, static_cast<std::size_t>(L) * 8, st_), "clearing the bookkeeping");
     Check(cudaMemsetAsync(e_.book.has_state, 0, static_cast<std::size_t>(L) * 4, st_), "clearing the bookkeeping");
-    Check(cudaMemsetAsync(e_.flags, 0, cuda_xp::kNumFlags * 4, st_), "clearing the flags");
+    Check(cudaMemsetAsync(e_.sync, 0, sizeof(cuda_xp::GridSync), st_), "clearing the grid barrier");
     const std::size_t T = static_cast<std::size_t>(layout_.num_tiles());
     Check(cudaMemsetAsync(dev_.active, 0, T, st_), "clearing the tile flags");
     Check(cudaMemsetAsync(dev_.touched, 0, T, st_), "clearing the tile flags");
     Check(cudaMemsetAsync(dev_.seed, 0, T, st_), "clearing the tile flags");
     Check(cudaMemsetAsync(dev_.dirty, 0, 4 * T, st_), "clearing the tile flags");
-    Check(cudaMemsetAsync(dev_.counters, 0, static_cast<std::size_t>(NumCounters()) * 4, st_), "clearing the counters");
     Check(cudaMemsetAsync(dev_.totals, 0, cuda_pr::kNumTotals * 8, st_), "clearing the totals");
     xp::MoveControl c;
     c.num_moves = L;
     c.num_slots = slots_;
     c.update_limit = static_cast<std::int64_t>(t_.update_fraction * static_cast<double>(n));
-    c.max_batches = 4 * n + 1000;
+    c.max_rounds = 4 * n + 1000;
     *host_ctl_ = c;
     Check(cudaMemcpyAsync(e_.ctl, host_ctl_, sizeof c, cudaMemcpyHostToDevice, st_), "uploading the loop state");
     Launched(cuda_xp::LaunchEnergy(e_, dev_, st_), "Energy");
@@ -375,64 +373,10 @@ class Runner {
   }
 
   // ---- The launches of a move ----
-  void EnqueueMoveStart(cudaStream_t s, const Steering& steer) {
-    Launched(cuda_xp::LaunchMoveStart(e_, dev_, ResolveCounter(), push_, steer, s), "MoveStart");
-  }
-  void EnqueueBuild(cudaStream_t s) {
+  void EnqueueMove(cudaStream_t s, const Steering& steer) {
+    Launched(cuda_xp::LaunchMoveStart(e_, steer, s), "MoveStart");
     Launched(cuda_xp::LaunchBuild(e_, dev_, s), "Build");
-    // A re-solve pushes from the kept heights before its first relabel (as cuda-pr's re-solves do).
-    const int first = ResolveCounter();
-    for (int k = 0; k < push_; ++k) {
-      const Gate gate = k == 0 ? Gate{Gate::kAlways, 0, 0, cuda_xp::kFlagResolve, 1u}
-                               : Gate{Gate::kIfPreviousChanged, first + k - 1, 1};
-      for (int colour = 0; colour < layout_.num_colours(); ++colour)
-        Launched(cuda_pr::LaunchPushColour(dev_, colour, first + k, gate, t_.push_relabel.local_iterations, s), "PushTiles");
-    }
-  }
-  void EnqueueBatchStart(cudaStream_t s, const Steering& steer) {
-    Launched(cuda_xp::LaunchBatchStart(e_, dev_, 2 * bfs_ + push_, steer, s), "BatchStart");
-  }
-  // The incremental relabel's first phase: kill rounds from the tiles touched since the last
-  // relabel (counters [0, bfs)), then the BFS starts from the seed tiles.
-  void EnqueueIncremental(cudaStream_t s) {
-    const std::size_t T = static_cast<std::size_t>(layout_.num_tiles());
-    std::uint8_t* const c = dev_.dirty + 2 * T;
-    std::uint8_t* const d = dev_.dirty + 3 * T;
-    for (int j = 0; j < bfs_; ++j) {
-      const Gate gate = j == 0 ? Gate{} : Gate{Gate::kIfPreviousChanged, j - 1, 1};
-      const std::uint8_t* in = j == 0 ? dev_.touched : j % 2 ? c : d;
-      Launched(cuda_pr::LaunchKillRound(dev_, j, gate, in, j % 2 ? d : c, j == 0, s), "KillTiles");
-    }
-    Launched(cuda_xp::LaunchIncrementalDone(dev_, s), "IncrementalDone");
-  }
-  // BFS rounds (counters [bfs, 2 bfs)), the census, the push rounds ([2 bfs, 2 bfs + push)), Decide.
-  void EnqueueBatchTail(cudaStream_t s, const Steering& steer) {
-    const std::size_t T = static_cast<std::size_t>(layout_.num_tiles());
-    std::uint8_t* const a = dev_.dirty;
-    std::uint8_t* const b = dev_.dirty + T;
-    using cuda_xp::kFlagFusedStart;
-    // Round 0: from scratch (fused start) after BatchStart marked every tile, or from the tiles in A
-    // (the seed tiles of an incremental relabel whose kill rounds converged, or the tiles a BFS that
-    // had not converged changed last).
-    Launched(cuda_pr::LaunchBfsRound(dev_, bfs_, Gate{Gate::kAlways, 0, 0, kFlagFusedStart, 1u}, a, b, true, s),
-             "BfsTiles");
-    Launched(cuda_pr::LaunchBfsRound(dev_, bfs_, Gate{Gate::kIfConverged, 0, bfs_, kFlagFusedStart, 0u}, a, b, false, s),
-             "BfsTiles");
-    for (int j = 1; j < bfs_; ++j)
-      Launched(cuda_pr::LaunchBfsRound(dev_, bfs_ + j, Gate{Gate::kIfPreviousChanged, bfs_ + j - 1, 1}, j % 2 ? b : a,
-                                       j % 2 ? a : b, false, s),
-               "BfsTiles");
-    Launched(cuda_pr::LaunchCensus(dev_, Gate{Gate::kIfConverged, bfs_, bfs_}, s), "Census");
-    for (int k = 0; k < push_; ++k) {
-      const int counter = 2 * bfs_ + k;
-      const Gate gate = k == 0 ? Gate{Gate::kIfConvergedAndActive, bfs_, bfs_}
-                               : Gate{Gate::kIfPreviousChanged, counter - 1, 1};
-      for (int colour = 0; colour < layout_.num_colours(); ++colour)
-        Launched(cuda_pr::LaunchPushColour(dev_, colour, counter, gate, t_.push_relabel.local_iterations, s), "PushTiles");
-    }
-    Launched(cuda_xp::LaunchDecide(e_, dev_, bfs_, steer, s), "Decide");
-  }
-  void EnqueueFinish(cudaStream_t s) {
+    Launched(cuda_xp::LaunchSolve(e_, dev_, solve_config_, solve_blocks_, s), "Solve");
     Launched(cuda_xp::LaunchDelta(e_, dev_, s), "Delta");
     Launched(cuda_xp::LaunchCommit(e_, dev_, s), "Commit");
   }
@@ -497,26 +441,9 @@ class Runner {
     }
     cudaGraph_t moves_body = AddConditional(st_, steer.moves, cudaGraphCondTypeWhile);
     top_graph_ = EndCapture(st_, false);
-
-    Check(cudaGraphConditionalHandleCreate(&steer.solve, moves_body, 0, 0), "creating a conditional handle");
     BeginCapture(ctx_->side, moves_body);
-    EnqueueMoveStart(ctx_->side, steer);
-    EnqueueBuild(ctx_->side);
-    cudaGraph_t solve_body = AddConditional(ctx_->side, steer.solve, cudaGraphCondTypeWhile);
-    EnqueueFinish(ctx_->side);
+    EnqueueMove(ctx_->side, steer);
     EndCapture(ctx_->side, true);
-
-    Check(cudaGraphConditionalHandleCreate(&steer.incr, solve_body, 0, 0), "creating a conditional handle");
-    BeginCapture(ctx_->side, solve_body);
-    EnqueueBatchStart(ctx_->side, steer);
-    cudaGraph_t incr_body = AddConditional(ctx_->side, steer.incr, cudaGraphCondTypeIf);
-    EnqueueBatchTail(ctx_->side, steer);
-    EndCapture(ctx_->side, true);
-
-    BeginCapture(ctx_->side, incr_body);
-    EnqueueIncremental(ctx_->side);
-    EndCapture(ctx_->side, true);
-
     Check(cudaGraphInstantiate(&exec_, top_graph_, 0), "instantiating the cycle's CUDA graph");
     cudaGraphDestroy(top_graph_);
     top_graph_ = nullptr;
@@ -533,23 +460,8 @@ class Runner {
   }
 
   void RunCycleOnHost() {
-    const Steering none;
     Launched(cuda_xp::LaunchCycleStart(e_, st_), "CycleStart");
-    for (Label k = 0; k < labels_; ++k) {
-      EnqueueMoveStart(st_, none);
-      ReadControl(false);
-      if (!host_ctl_->run) continue;
-      EnqueueBuild(st_);
-      for (;;) {
-        const bool incremental = host_ctl_->mode == xp::kIncrStart;
-        EnqueueBatchStart(st_, none);
-        if (incremental) EnqueueIncremental(st_);
-        EnqueueBatchTail(st_, none);
-        ReadControl(false);
-        if (!host_ctl_->solving) break;
-      }
-      EnqueueFinish(st_);
-    }
+    for (Label k = 0; k < labels_; ++k) EnqueueMove(st_, Steering{});
     ReadControl(true);
   }
 
@@ -575,11 +487,14 @@ class Runner {
         RunCycleOnHost();
       }
       stats_->cycles_ms += MsSince(cycle_start);
+      if (host_ctl_->error == 2)
+        throw Error("cuda-expansion: the solve kernel's grid barrier timed out: not all of its " +
+                    std::to_string(solve_blocks_) + " blocks ran at once (another program on the GPU?) (" + describe_ + ")");
       if (host_ctl_->error)
         throw Error("cuda-expansion: internal error: a move's max-flow did not converge within " +
-                    std::to_string(host_ctl_->max_batches) + " batches (" + describe_ + ")");
+                    std::to_string(host_ctl_->max_rounds) + " rounds (" + describe_ + ")");
       // The cycle's records.
-      std::int64_t run = 0, skipped = 0, resolved = 0, nodes = 0, cycle_truncations = 0, batches = 0;
+      std::int64_t run = 0, skipped = 0, resolved = 0, nodes = 0, cycle_truncations = 0, relabels = 0, pushes = 0;
       double build_ms = 0, solve_ms = 0, update_ms = 0;
       for (Label k = 0; k < labels_; ++k) {
         const xp::MoveRecord& r = host_records_[k];
@@ -591,9 +506,10 @@ class Runner {
         resolved += r.resolve;
         nodes += r.moved;
         cycle_truncations += r.truncated;
-        batches += r.batches;
+        relabels += r.relabels;
+        pushes += r.push_rounds;
         stats_->accepted += r.accepted;
-        stats_->relabels += r.relabels;
+        stats_->bfs_rounds += r.bfs_rounds;
         build_ms += 1e-6 * static_cast<double>(r.stamp_built - r.stamp_start);
         solve_ms += 1e-6 * static_cast<double>(r.stamp_solved - r.stamp_built);
         update_ms += 1e-6 * static_cast<double>(r.stamp_done - r.stamp_solved);
@@ -603,7 +519,8 @@ class Runner {
       stats_->moves += run;
       stats_->skipped += skipped;
       stats_->resolved += resolved;
-      stats_->batches += batches;
+      stats_->relabels += relabels;
+      stats_->push_rounds += pushes;
       stats_->build_ms += build_ms;
       stats_->solve_ms += solve_ms;
       stats_->update_ms += update_ms;
@@ -614,9 +531,10 @@ class Runner {
           throw Error("cuda-expansion: internal error: after cycle " + std::to_string(cycle) + " the tracked energy is " +
                       std::to_string(energy) + ", the reference evaluator's " + std::to_string(reference));
       }
-      char times[160];
-      std::snprintf(times, sizeof times, "; device: build %.3f ms, max-flow %.3f ms (%lld batches), update %.3f ms",
-                    build_ms, solve_ms, static_cast<long long>(batches), update_ms);
+      char times[200];
+      std::snprintf(times, sizeof times,
+                    "; device: build %.3f ms, max-flow %.3f ms (%lld global relabels, %lld push rounds), update %.3f ms",
+                    build_ms, solve_ms, static_cast<long long>(relabels), static_cast<long long>(pushes), update_ms);
       std::string note = std::to_string(run) + " moves (" + std::to_string(resolved) + " re-solved from kept graphs), " +
                          std::to_string(skipped) + " skipped, " + std::to_string(nodes) + " nodes changed";
       if (o_.truncate_nonsubmodular) note += ", " + std::to_string(cycle_truncations) + " terms truncated";
@@ -661,7 +579,9 @@ class Runner {
   pr::TileLayout layout_;
   std::int64_t n_ = 0;
   Label labels_ = 0;
-  int dirs_ = 4, bfs_ = 8, push_ = 2;
+  int dirs_ = 4;
+  cuda_xp::SolveConfig solve_config_;
+  int solve_blocks_ = 0;
   std::int64_t slots_ = 0;
   std::string describe_;
   DeviceExpansion e_;

@@ -1,9 +1,10 @@
 // cuda-expansion kernels: a thread per node runs the steps of backends/common/expansion_steps.h; the
-// loop's bookkeeping runs in one thread (MoveStart, Decide) or in the last block of a node kernel
+// loop's bookkeeping runs in one thread (MoveStart) or in the last block of a node kernel
 // (Build, Commit), so the host never has to look at a move.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/expansion_kernels.h"
+#include "backends/cuda/push_relabel_tiles.cuh"
 
 namespace mrf::cuda_xp {
 namespace {
@@ -146,20 +147,13 @@ __global__ void CycleStartKernel(DeviceExpansion e) {
   if (threadIdx.x == 0 && blockIdx.x == 0) e.ctl->move_index = 0;
 }
 
-__global__ void MoveStartKernel(DeviceExpansion e, DeviceState s, int resolve_counter, int push_rounds,
-                                Steering steer) {
+__global__ void MoveStartKernel(DeviceExpansion e, Steering steer) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   xp::MoveControl& c = *e.ctl;
-  const bool run = xp::BeginMove(c, e.order, e.book, e.records, e.reuse != 0);
+  xp::BeginMove(c, e.order, e.book, e.records, e.reuse != 0);
   const std::int64_t now = Now();
   c.stamp_start = c.stamp_built = c.stamp_solved = now;
-  e.flags[kFlagResolve] = c.resolve ? 1u : 0u;
-  e.flags[kFlagFusedStart] = 0u;
-  for (int k = 0; k < push_rounds; ++k) s.counters[resolve_counter + k] = 0u;
-  if (steer.graph) {
-    cudaGraphSetConditional(steer.moves, c.move_index < c.num_moves ? 1u : 0u);
-    cudaGraphSetConditional(steer.solve, run ? 1u : 0u);
-  }
+  if (steer.graph) cudaGraphSetConditional(steer.moves, c.move_index < c.num_moves ? 1u : 0u);
 }
 
 template <int KIND>
@@ -218,72 +212,196 @@ __global__ void __launch_bounds__(kThreads) BuildKernel(DeviceExpansion e, Devic
   if (LastBlock(&c->blocks_done[kBuildBlocks]) && threadIdx.x == 0) c->stamp_built = Now();
 }
 
-__global__ void BatchStartKernel(DeviceExpansion e, DeviceState s, int num_counters, Steering steer) {
-  const int mode = static_cast<int>(e.ctl->mode);
-  const int T = s.layout.num_tiles();
-  std::uint8_t* const a = s.dirty;
-  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < T; t += gridDim.x * blockDim.x) {
-    if (mode == xp::kFullStart) {
-      a[t] = 1;
-      s.touched[t] = 0;
-    } else if (mode == xp::kIncrStart) {
-      s.seed[t] = s.touched[t];
-    }
-  }
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    for (int i = 0; i < num_counters; ++i) s.counters[i] = 0u;
-    s.totals[cuda_pr::kActiveNodes] = 0ull;
-    s.totals[cuda_pr::kSinkResidual] = 0ull;
-    e.flags[kFlagFusedStart] = mode == xp::kFullStart ? 1u : 0u;
-    if (steer.graph) cudaGraphSetConditional(steer.incr, mode == xp::kIncrStart ? 1u : 0u);
-  }
-}
+// ---- The persistent solve kernel ----------------------------------------------------------------
 
-__global__ void IncrementalDoneKernel(DeviceState s) {
-  const int T = s.layout.num_tiles();
-  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < T; t += gridDim.x * blockDim.x) {
-    s.dirty[t] = s.seed[t];
-    s.touched[t] = 0;
-  }
-}
-
-__global__ void DecideKernel(DeviceExpansion e, DeviceState s, int bfs, Steering steer) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  xp::MoveControl& c = *e.ctl;
-  const int mode = static_cast<int>(c.mode);
-  bool kill_converged = mode != xp::kIncrStart;
-  for (int j = 0; j < bfs && !kill_converged; ++j) kill_converged = s.counters[j] == 0u;
-  bool bfs_converged = false;
-  int rounds = 0;
-  for (int j = bfs; j < 2 * bfs && !bfs_converged; ++j) {
-    ++rounds;
-    bfs_converged = s.counters[j] == 0u;
-  }
-  ++c.batches;
-  c.bfs_rounds += rounds;
-  bool done = false;
-  int next = xp::kFullStart;
-  if (!kill_converged) {
-    next = xp::kFullStart;  // the incremental relabel needs more rounds than a batch has: start afresh
-  } else if (!bfs_converged) {
-    next = xp::kContinueBfs;
-  } else {
-    ++c.relabels;
-    if (s.totals[cuda_pr::kActiveNodes] == 0ull) {
-      done = true;
+// Every block of the grid waits here for all others (they must all be resident: the grid is sized
+// by occupancy). Returns false in every block when a barrier timed out (some block never came):
+// the kernel then leaves and the host reports it, rather than hanging.
+__device__ bool GridBarrier(GridSync* g) {
+  __shared__ bool ok;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile unsigned int* generation = &g->generation;
+    volatile unsigned int* abort = &g->abort;
+    const unsigned int mine = *generation;
+    bool good = true;
+    __threadfence();  // this block's writes before the barrier are seen by every block after it
+    if (atomicAdd(&g->count, 1u) == gridDim.x - 1) {
+      atomicExch(&g->count, 0u);
+      __threadfence();
+      atomicAdd(&g->generation, 1u);
     } else {
-      const bool incremental = c.resolve ? e.incremental_relabel != 0 : e.incremental_relabel == 2;
-      next = incremental ? xp::kIncrStart : xp::kFullStart;
+      const std::int64_t start = Now();
+      for (unsigned int spin = 1; *generation == mine; ++spin) {
+        if (*abort) {
+          good = false;
+          break;
+        }
+        if ((spin & 1023u) == 0 && Now() - start > 5000000000ll) {  // 5 s: a block is not running
+          atomicExch(&g->abort, 1u);
+          good = false;
+          break;
+        }
+      }
     }
+    __threadfence();
+    ok = good && *abort == 0;
   }
-  if (!done && c.batches >= c.max_batches) {
-    c.error = 1;
-    done = true;
+  __syncthreads();
+  return ok;
+}
+
+// Tile t's coordinates.
+__device__ __forceinline__ void TileCoords(const TileLayout& L, int t, int* tx, int* ty, int* tz) {
+  *tx = t % L.tiles_x;
+  *ty = (t / L.tiles_x) % L.tiles_y;
+  *tz = t / (L.tiles_x * L.tiles_y);
+}
+
+// Rounds of the solve: every block adds its count for round j to round[j % 3]; after the barrier
+// that ends the round every block reads the same total. Block 0 clears the counter of round j + 1
+// while round j runs (everyone read it two barriers ago).
+struct Rounds {
+  GridSync* g;
+  int j = 0;
+  __device__ unsigned int* Begin() {
+    if (blockIdx.x == 0 && threadIdx.x == 0) g->round[(j + 1) % 3] = 0u;
+    return &g->round[j % 3];
   }
-  c.mode = next;
-  c.solving = done ? 0 : 1;
-  c.stamp_solved = Now();
-  if (steer.graph) cudaGraphSetConditional(steer.solve, done ? 0u : 1u);
+  __device__ bool End(unsigned int* total) {
+    if (!GridBarrier(g)) return false;
+    *total = *static_cast<volatile unsigned int*>(&g->round[j % 3]);
+    ++j;
+    return true;
+  }
+};
+
+template <int KIND, int TX, int TY, int TZ>
+__global__ void __launch_bounds__(TX* TY* TZ, TX* TY* TZ <= 512 ? 2 : 1)
+    SolveKernel(DeviceExpansion e, DeviceState s, SolveConfig cfg) {
+  xp::MoveControl* c = e.ctl;
+  if (!c->run) return;  // the same in every block
+  const TileLayout& L = s.layout;
+  const int T = L.num_tiles();
+  const bool resolve = c->resolve != 0;
+  const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
+  const int first_thread = blockIdx.x * blockDim.x + threadIdx.x, threads = gridDim.x * blockDim.x;
+  const std::int64_t max_rounds = c->max_rounds;
+  std::uint8_t* const a = s.dirty;
+  std::uint8_t* const b = s.dirty + T;
+  std::uint8_t* const kill_a = s.dirty + 2 * T;
+  std::uint8_t* const kill_b = s.dirty + 3 * T;
+  Rounds rounds{e.sync};
+  if (lead) e.sync->round[0] = 0u;
+  bool ok = GridBarrier(e.sync);
+  std::int64_t relabels = 0, push_rounds = 0, bfs_rounds = 0;
+
+  // One push round: the tiles of each colour in turn (flow leaving a tile goes to idle tiles).
+  auto push_round = [&](unsigned int* work) {
+    unsigned int* count = rounds.Begin();
+    const int gx = L.ColourGridX(), gy = L.ColourGridY(), gz = L.ColourGridZ(), positions = gx * gy * gz;
+    for (int colour = 0; colour < L.num_colours(); ++colour) {
+      for (int i = blockIdx.x; i < positions; i += gridDim.x) {
+        int tx, ty, tz;
+        if (!L.ColourTile(colour, i % gx, (i / gx) % gy, i / (gx * gy), &tx, &ty, &tz)) continue;
+        __syncthreads();  // the previous visit's shared memory is free
+        cuda_pr::PushTile<KIND, TX, TY, TZ>(s, tx, ty, tz, cfg.local_iterations, count);
+      }
+      if (colour + 1 < L.num_colours() && !GridBarrier(e.sync)) return false;
+    }
+    ++push_rounds;
+    return rounds.End(work);
+  };
+
+  // A global relabel: exact distances to the sink (from scratch, or incrementally from the kept
+  // heights around the tiles touched since the last one), then the census (cut, tile flags, active nodes).
+  auto relabel = [&](bool incremental, unsigned int* active) {
+    unsigned int changed = 0;
+    if (incremental) {
+      for (int t = first_thread; t < T; t += threads) s.seed[t] = s.touched[t];
+      if (!GridBarrier(e.sync)) return false;
+      const std::uint8_t* in = s.touched;
+      std::uint8_t* out = kill_a;
+      for (int k = 0;; ++k) {
+        unsigned int* count = rounds.Begin();
+        for (int t = blockIdx.x; t < T; t += gridDim.x) {
+          int tx, ty, tz;
+          TileCoords(L, t, &tx, &ty, &tz);
+          __syncthreads();
+          cuda_pr::KillTile<KIND, TX, TY, TZ>(s, tx, ty, tz, in, out, k == 0, count);
+        }
+        if (!rounds.End(&changed)) return false;
+        ++bfs_rounds;
+        if (changed == 0) break;
+        if (k > max_rounds) return false;
+        in = out;
+        out = out == kill_a ? kill_b : kill_a;
+      }
+      for (int t = first_thread; t < T; t += threads) {  // the BFS starts from the seed tiles
+        a[t] = s.seed[t];
+        s.touched[t] = 0;
+      }
+    } else {
+      for (int t = first_thread; t < T; t += threads) {
+        a[t] = 1;
+        s.touched[t] = 0;
+      }
+    }
+    if (!GridBarrier(e.sync)) return false;
+    const std::uint8_t* in = a;
+    std::uint8_t* out = b;
+    for (int k = 0;; ++k) {
+      unsigned int* count = rounds.Begin();
+      for (int t = blockIdx.x; t < T; t += gridDim.x) {
+        int tx, ty, tz;
+        TileCoords(L, t, &tx, &ty, &tz);
+        __syncthreads();
+        cuda_pr::BfsTile<KIND, TX, TY, TZ>(s, tx, ty, tz, in, out, !incremental && k == 0, count);
+      }
+      if (!rounds.End(&changed)) return false;
+      ++bfs_rounds;
+      if (changed == 0) break;
+      if (k > max_rounds) return false;
+      in = out;
+      out = out == a ? b : a;
+    }
+    unsigned int* count = rounds.Begin();
+    for (int t = blockIdx.x; t < T; t += gridDim.x) {
+      int tx, ty, tz;
+      TileCoords(L, t, &tx, &ty, &tz);
+      __syncthreads();
+      const int n = cuda_pr::CensusTile<TX, TY, TZ>(s, tx, ty, tz);
+      if (threadIdx.x == 0 && n) atomicAdd(count, static_cast<unsigned int>(n));
+    }
+    ++relabels;
+    return rounds.End(active);
+  };
+
+  unsigned int work = 0, active = 0;
+  if (ok && resolve)
+    for (int k = 0; k < cfg.resolve_push_rounds; ++k) {
+      ok = push_round(&work);
+      if (!ok || work == 0) break;
+    }
+  // A fresh graph's heights mean nothing: its first relabel starts from scratch.
+  bool incremental = resolve && cfg.incremental_relabel != 0;
+  while (ok) {
+    ok = relabel(incremental, &active);
+    if (!ok || active == 0) break;
+    for (int k = 0; k < cfg.push_rounds; ++k) {
+      ok = push_round(&work);
+      if (!ok || work == 0) break;
+    }
+    incremental = resolve ? cfg.incremental_relabel != 0 : cfg.incremental_relabel == 2;
+    if (relabels > max_rounds) ok = false;
+  }
+  if (lead) {
+    c->relabels = relabels;
+    c->push_rounds = push_rounds;
+    c->bfs_rounds = bfs_rounds;
+    c->stamp_solved = Now();
+    if (!ok) c->error = e.sync->abort ? 2 : 1;
+  }
 }
 
 template <int KIND>
@@ -401,6 +519,45 @@ struct CommitLaunch {
   }
 };
 
+// Calls f.template operator()<KIND, TX, TY, TZ>() for the tile shape of the layout (the shapes
+// cuda-pr compiles).
+template <class F>
+cudaError_t Dispatch(const TileLayout& L, const F& f) {
+  if (L.kind == pr::kKindGrid4) {
+    if (L.tile_x == 32 && L.tile_y == 8) return f.template operator()<pr::kKindGrid4, 32, 8, 1>();
+    if (L.tile_x == 32 && L.tile_y == 16) return f.template operator()<pr::kKindGrid4, 32, 16, 1>();
+    if (L.tile_x == 32 && L.tile_y == 32) return f.template operator()<pr::kKindGrid4, 32, 32, 1>();
+  } else if (L.kind == pr::kKindGrid8) {
+    if (L.tile_x == 32 && L.tile_y == 8) return f.template operator()<pr::kKindGrid8, 32, 8, 1>();
+    if (L.tile_x == 32 && L.tile_y == 16) return f.template operator()<pr::kKindGrid8, 32, 16, 1>();
+  } else {
+    if (L.tile_x == 8 && L.tile_y == 8 && L.tile_z == 8) return f.template operator()<pr::kKindGrid3D6, 8, 8, 8>();
+    if (L.tile_x == 32 && L.tile_y == 4 && L.tile_z == 4) return f.template operator()<pr::kKindGrid3D6, 32, 4, 4>();
+  }
+  return cudaErrorInvalidValue;
+}
+
+struct SolveOccupancy {
+  int* per_sm;
+  template <int K, int X, int Y, int Z>
+  cudaError_t operator()() const {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, SolveKernel<K, X, Y, Z>, X * Y * Z, 0);
+  }
+};
+
+struct SolveLaunch {
+  const DeviceExpansion& e;
+  const DeviceState& s;
+  const SolveConfig& config;
+  int blocks;
+  cudaStream_t stream;
+  template <int K, int X, int Y, int Z>
+  cudaError_t operator()() const {
+    SolveKernel<K, X, Y, Z><<<blocks, X * Y * Z, 0, stream>>>(e, s, config);
+    return cudaGetLastError();
+  }
+};
+
 }  // namespace
 
 cudaError_t LaunchTransposeUnary(const std::int32_t* node_major, std::int32_t* label_major, std::int64_t n, int labels,
@@ -429,10 +586,9 @@ cudaError_t LaunchCycleStart(const DeviceExpansion& e, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t LaunchMoveStart(const DeviceExpansion& e, const DeviceState& s, int resolve_counter, int push_rounds,
-                            const Steering& steer, cudaStream_t stream) {
+cudaError_t LaunchMoveStart(const DeviceExpansion& e, const Steering& steer, cudaStream_t stream) {
   cudaGetLastError();
-  MoveStartKernel<<<1, 32, 0, stream>>>(e, s, resolve_counter, push_rounds, steer);
+  MoveStartKernel<<<1, 32, 0, stream>>>(e, steer);
   return cudaGetLastError();
 }
 
@@ -440,24 +596,23 @@ cudaError_t LaunchBuild(const DeviceExpansion& e, const DeviceState& s, cudaStre
   return LaunchByKind<BuildLaunch>(s.layout.kind, s.layout.num_nodes, stream, e, s);
 }
 
-cudaError_t LaunchBatchStart(const DeviceExpansion& e, const DeviceState& s, int num_counters, const Steering& steer,
-                             cudaStream_t stream) {
-  cudaGetLastError();
-  BatchStartKernel<<<TileBlocks(s.layout), kThreads, 0, stream>>>(e, s, num_counters, steer);
-  return cudaGetLastError();
+int SolveBlocks(const DeviceState& s, cudaError_t* status) {
+  int device = 0, sms = 0, per_sm = 0;
+  *status = cudaGetDevice(&device);
+  if (*status == cudaSuccess) *status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (*status != cudaSuccess) return 0;
+  const TileLayout& L = s.layout;
+  const SolveOccupancy probe{&per_sm};
+  *status = Dispatch(L, probe);
+  if (*status != cudaSuccess || per_sm <= 0) return 0;
+  const int tiles = L.num_tiles();
+  return tiles < per_sm * sms ? tiles : per_sm * sms;
 }
 
-cudaError_t LaunchIncrementalDone(const DeviceState& s, cudaStream_t stream) {
+cudaError_t LaunchSolve(const DeviceExpansion& e, const DeviceState& s, const SolveConfig& config, int blocks,
+                        cudaStream_t stream) {
   cudaGetLastError();
-  IncrementalDoneKernel<<<TileBlocks(s.layout), kThreads, 0, stream>>>(s);
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchDecide(const DeviceExpansion& e, const DeviceState& s, int bfs, const Steering& steer,
-                         cudaStream_t stream) {
-  cudaGetLastError();
-  DecideKernel<<<1, 32, 0, stream>>>(e, s, bfs, steer);
-  return cudaGetLastError();
+  return Dispatch(s.layout, SolveLaunch{e, s, config, blocks, stream});
 }
 
 cudaError_t LaunchDelta(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {

@@ -13,11 +13,20 @@
 
 namespace mrf::cuda_xp {
 
-/// Indices into the device flags that gate cuda-pr's kernels (DeviceState::flags).
-enum Flag : int {
-  kFlagFusedStart = 0,  ///< 1: this batch's relabel starts from scratch (fused BFS start round).
-  kFlagResolve = 1,     ///< 1: the move re-solves from a kept graph (push rounds before the first relabel).
-  kNumFlags = 2
+/// The grid barrier and round counters of the persistent solve kernel (device memory, zeroed at setup).
+struct GridSync {
+  unsigned int count = 0;       ///< Blocks arrived at the current barrier.
+  unsigned int generation = 0;  ///< Barriers passed.
+  unsigned int abort = 0;       ///< 1: a barrier timed out (blocks not all resident): every block leaves.
+  unsigned int round[3] = {0, 0, 0};  ///< Per-round counters, used in turn (round j uses round[j % 3]).
+};
+
+/// The push-relabel schedule of a move's solve.
+struct SolveConfig {
+  int local_iterations = 8;     ///< Push/relabel iterations per tile visit.
+  int push_rounds = 2;          ///< Push rounds between global relabels (fewer when a round finds no work).
+  int resolve_push_rounds = 0;  ///< Push rounds before the first relabel of a re-solve.
+  int incremental_relabel = 1;  ///< As PushRelabelTuning::incremental_relabel.
 };
 
 /// Indices into MoveControl::blocks_done (last-block detection of multi-block kernels).
@@ -33,7 +42,7 @@ struct DeviceExpansion {
   xp::MoveControl* ctl = nullptr;         ///< The move loop's state.
   xp::MoveRecord* records = nullptr;      ///< One per move of the cycle.
   xp::LabelBook book;                     ///< Per-label bookkeeping.
-  std::uint32_t* flags = nullptr;         ///< The gates' flags (DeviceState::flags, writable).
+  GridSync* sync = nullptr;               ///< The solve kernel's barrier.
   // Kept graphs of labels 0..num_slots-1 (MoveControl::num_slots).
   std::int64_t* slot_x = nullptr;       ///< [label * N + node]
   std::int32_t* slot_h = nullptr;       ///< [label * N + node]
@@ -42,16 +51,12 @@ struct DeviceExpansion {
   std::int32_t* slot_built = nullptr;   ///< [label * N + node]: the labels the kept graph was built from.
   int num_labels = 0;
   int reuse = 0;                        ///< 1: moves may re-solve from kept graphs.
-  int incremental_relabel = 1;          ///< cuda-pr's policy (PushRelabelTuning::incremental_relabel).
 };
 
-/// How kernels that steer the loop report to it: inside the cycle's CUDA graph they set the
-/// conditional nodes' values; in the host loop they only write MoveControl.
+/// Inside the cycle's CUDA graph, MoveStart sets the condition of the loop over moves.
 struct Steering {
   bool graph = false;
-  cudaGraphConditionalHandle moves = 0;  ///< The cycle's loop over moves.
-  cudaGraphConditionalHandle solve = 0;  ///< A move's loop over batches.
-  cudaGraphConditionalHandle incr = 0;   ///< A batch's incremental-relabel section.
+  cudaGraphConditionalHandle moves = 0;
 };
 
 /// Node-major costs (unary[node * L + label]) to label-major (out[label * N + node]).
@@ -61,23 +66,19 @@ cudaError_t LaunchTransposeUnary(const std::int32_t* node_major, std::int32_t* l
 cudaError_t LaunchEnergy(const DeviceExpansion& e, const cuda_pr::DeviceState& s, cudaStream_t stream);
 /// Start of a cycle: the first move is order[0].
 cudaError_t LaunchCycleStart(const DeviceExpansion& e, cudaStream_t stream);
-/// Start of a move (one thread): xp::BeginMove, the gates' flags, the re-solve's push counters
-/// [resolve_counter, resolve_counter + push_rounds) cleared.
-cudaError_t LaunchMoveStart(const DeviceExpansion& e, const cuda_pr::DeviceState& s, int resolve_counter,
-                            int push_rounds, const Steering& steer, cudaStream_t stream);
+/// Start of a move (one thread): xp::BeginMove.
+cudaError_t LaunchMoveStart(const DeviceExpansion& e, const Steering& steer, cudaStream_t stream);
 /// The move's graph from the labels (fresh) or from the label's kept graph (re-solve), into the
 /// engine's state; flags the tiles a re-solve changes.
 cudaError_t LaunchBuild(const DeviceExpansion& e, const cuda_pr::DeviceState& s, cudaStream_t stream);
-/// Start of a batch: tile flags for the batch's mode, counters [0, num_counters) and the census
-/// totals cleared, the fused-start flag and (graph) the incremental section's condition.
-cudaError_t LaunchBatchStart(const DeviceExpansion& e, const cuda_pr::DeviceState& s, int num_counters,
-                             const Steering& steer, cudaStream_t stream);
-/// After the incremental relabel's kill rounds: the BFS starts from the seed tiles; tile marks cleared.
-cudaError_t LaunchIncrementalDone(const cuda_pr::DeviceState& s, cudaStream_t stream);
-/// End of a batch (one thread): reads the round counters (kill [0, bfs), BFS [bfs, 2 bfs)) and
-/// the census, and decides whether the solve goes on and how the next batch starts.
-cudaError_t LaunchDecide(const DeviceExpansion& e, const cuda_pr::DeviceState& s, int bfs, const Steering& steer,
-                         cudaStream_t stream);
+/// Blocks of the persistent solve kernel for this layout: one per tile, at most as many as the GPU
+/// keeps resident at once (its grid barrier needs every block running). 0 when the layout has no kernel.
+int SolveBlocks(const cuda_pr::DeviceState& s, cudaError_t* status);
+/// The move's maximum flow from the state Build left, to the end, in one persistent kernel: global
+/// relabels (incremental ones in re-solves) and push rounds until no node is active; the cut is left
+/// in s.labels, the counts in MoveControl.
+cudaError_t LaunchSolve(const DeviceExpansion& e, const cuda_pr::DeviceState& s, const SolveConfig& config, int blocks,
+                        cudaStream_t stream);
 /// The exact energy change of the cut and the nodes it moves, summed into ctl->delta, ctl->moved.
 cudaError_t LaunchDelta(const DeviceExpansion& e, const cuda_pr::DeviceState& s, cudaStream_t stream);
 /// Applies the move when it lowers the energy, keeps the label's graph, and ends the move (xp::EndMove).

@@ -37,9 +37,6 @@ struct DeviceState {
   /// that had work). A zero among the BFS counters means the BFS converged.
   std::uint32_t* counters = nullptr;
   unsigned long long* totals = nullptr;  ///< See Total.
-  /// Device-side switches read by gates with a flag (callers that decide on the device which
-  /// launches of a fixed sequence run, e.g. cuda-expansion); null when unused.
-  const std::uint32_t* flags = nullptr;
   pr::TileLayout layout;
 };
 
@@ -55,9 +52,6 @@ struct Gate {
   int mode = kAlways;
   int first = 0;
   int count = 0;
-  /// When >= 0, the gate also needs DeviceState::flags[flag] == flag_value.
-  int flag = -1;
-  std::uint32_t flag_value = 0;
 };
 
 /// A node's terminal change (re-solve).
