@@ -113,7 +113,7 @@ void CudaExpansionTuning::Parse(const std::string& overrides) {
 
 CudaExpansionTuning CudaExpansionTuning::FromEnvironment() {
   CudaExpansionTuning t;
-  t.push_relabel = PushRelabelTuning::FromEnvironment();
+  if (const char* env = std::getenv("MRF_PR_TUNING")) t.push_relabel.Parse(env);
   if (const char* env = std::getenv("MRF_CUDA_EXPANSION_TUNING")) t.Parse(env);
   return t;
 }
@@ -144,9 +144,9 @@ CudaExpansionMemory EstimateCudaExpansionMemory(const Model& model, const CudaEx
   add(512);                         // MoveControl
   add(labels * 128);                // records
   add(labels * (8 + 8 + 8 + 4));    // settled_at, truncated, snapshot, has_state
-  add(64);                          // grid barrier
+  add(512);                         // grid barrier
   add(n * 8), add(n * 4), add(n * dirs * 4), add(n), add(n);  // excess, heights, residuals, masks, cut
-  add(tiles), add(tiles), add(tiles), add(4 * tiles);         // tile flags
+  add(tiles), add(tiles), add(tiles), add(4 * tiles), add(tiles);  // tile flags, every tile marked
   add(64);                                                    // totals
   m.base_bytes = bytes + buffers * kAlign + 5 * kAlign;       // + the kept graphs' five arrays' alignment
   m.per_kept_graph_bytes = n * (8 + 4 + 4 * dirs + 1 + 4);

@@ -55,8 +55,15 @@ struct CudaExpansionTuning {
   /// The push-relabel engine's tuning: tiles, local iterations, push rounds per global relabel,
   /// incremental relabels (1: in re-solves, 2: also in fresh solves after the first). Its
   /// bfs_check_every, fused_bfs_start, cuda_graphs and max_push_rounds fields are not used (the
-  /// solve kernel runs BFS rounds to their fixpoint and starts a fresh BFS fused).
-  PushRelabelTuning push_relabel;
+  /// solve kernel runs BFS rounds to their fixpoint and starts a fresh BFS fused). The defaults
+  /// differ from cuda-pr's: 32 local iterations and 4 push rounds per global relabel, measured
+  /// fastest on Tsukuba, Venus and Aloe (docs/benchmarks.md).
+  PushRelabelTuning push_relabel = [] {
+    PushRelabelTuning t;
+    t.local_iterations = 32;
+    t.rounds_per_global_relabel = 4;
+    return t;
+  }();
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.
   bool IsValid(std::string* error) const;
@@ -65,7 +72,8 @@ struct CudaExpansionTuning {
   /// Applies overrides "name=value,..." (reuse_flow, update_fraction, device_loop, resolve_push_rounds,
   /// solve_blocks, memory_limit, check_energy, and any PushRelabelTuning name); throws mrf::Error on bad input.
   void Parse(const std::string& overrides);
-  /// The defaults with MRF_PR_TUNING and then MRF_CUDA_EXPANSION_TUNING applied, if set.
+  /// The defaults with MRF_PR_TUNING (push-relabel names only) and then MRF_CUDA_EXPANSION_TUNING
+  /// applied, if set.
   static CudaExpansionTuning FromEnvironment();
 };
 

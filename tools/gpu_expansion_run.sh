@@ -13,10 +13,9 @@ nvidia-smi -L
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv,noheader
 echo "cpu: $(nproc) x $(lscpu | sed -n 's/^Model name: *//p')"
 # cuda-expansion rows of the bench part besides the default (names: see MRF_CUDA_EXPANSION_TUNING).
-SWEEP="--tuning reuse_flow=0 --tuning device_loop=0 --tuning resolve_push_rounds=2 --tuning incremental_relabel=2 \
- --tuning local_iterations=16,rounds_per_global_relabel=4 --tuning local_iterations=32,rounds_per_global_relabel=4 \
- --tuning local_iterations=64,rounds_per_global_relabel=8 --tuning tile_y=8 --tuning tile_y=32 \
- --tuning tile_y=32,local_iterations=32,rounds_per_global_relabel=4"
+SWEEP="--tuning reuse_flow=0 --tuning device_loop=0 --tuning local_iterations=8,rounds_per_global_relabel=2 \
+ --tuning local_iterations=16 --tuning rounds_per_global_relabel=2 --tuning rounds_per_global_relabel=8 \
+ --tuning local_iterations=64 --tuning tile_y=32 --tuning resolve_push_rounds=2"
 began=$(date +%s)
 budget=${DEADLINE:-250}
 # Seconds left of the budget, at most $1.
@@ -41,7 +40,7 @@ for part in $parts; do
                 >"$O/bench.log" 2>"$O/bench.err"
            echo "== bench rc=$?"; grep "^| [tv]\|target" "$O/bench.log" | cut -c1-175; tail -1 "$O/bench.err" ;;
     aloe) timeout $(left ${T_ALOE:-80}) ./bin/mrf-bench --suite gpuexpansion --problems aloe --repeat 2 --time-limit 25 \
-                --data-dir data --json "$O/aloe.json" ${ALOE_TUNINGS:---tuning local_iterations=32,rounds_per_global_relabel=4 --tuning reuse_flow=0} >"$O/aloe.log" 2>"$O/aloe.err"
+                --data-dir data --json "$O/aloe.json" ${ALOE_TUNINGS:---tuning reuse_flow=0} >"$O/aloe.log" 2>"$O/aloe.err"
            echo "== aloe rc=$?"; grep "^| a\|^# cpu-exp" "$O/aloe.log" | cut -c1-175; tail -1 "$O/aloe.err" ;;
   esac
   echo "   ($part: $(( $(date +%s) - start )) s)"

@@ -239,6 +239,7 @@ class Runner {
     e_.book.snapshot = a.Take<std::int64_t>(L);
     e_.book.has_state = a.Take<std::int32_t>(L);
     e_.sync = a.Take<cuda_xp::GridSync>(1);
+    e_.all_tiles = a.Take<std::uint8_t>(T);
     dev_.x = a.Take<std::int64_t>(n);
     dev_.h = a.Take<std::int32_t>(n);
     dev_.r = a.Take<std::uint32_t>(n * dirs_);
@@ -339,6 +340,8 @@ class Runner {
     Check(cudaMemsetAsync(e_.book.snapshot, 0, static_cast<std::size_t>(L) * 8, st_), "clearing the bookkeeping");
     Check(cudaMemsetAsync(e_.book.has_state, 0, static_cast<std::size_t>(L) * 4, st_), "clearing the bookkeeping");
     Check(cudaMemsetAsync(e_.sync, 0, sizeof(cuda_xp::GridSync), st_), "clearing the grid barrier");
+    Check(cudaMemsetAsync(const_cast<std::uint8_t*>(e_.all_tiles), 1, static_cast<std::size_t>(layout_.num_tiles()), st_),
+          "marking every tile");
     const std::size_t T = static_cast<std::size_t>(layout_.num_tiles());
     Check(cudaMemsetAsync(dev_.active, 0, T, st_), "clearing the tile flags");
     Check(cudaMemsetAsync(dev_.touched, 0, T, st_), "clearing the tile flags");

@@ -151,6 +151,8 @@ __global__ void MoveStartKernel(DeviceExpansion e, Steering steer) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   xp::MoveControl& c = *e.ctl;
   xp::BeginMove(c, e.order, e.book, e.records, e.reuse != 0);
+  e.sync->arrive[0][0] = 0;  // the solve kernel's barrier starts from zero
+  e.sync->arrive[1][0] = 0;
   const std::int64_t now = Now();
   c.stamp_start = c.stamp_built = c.stamp_solved = now;
   if (steer.graph) cudaGraphSetConditional(steer.moves, c.move_index < c.num_moves ? 1u : 0u);
@@ -214,41 +216,52 @@ __global__ void __launch_bounds__(kThreads) BuildKernel(DeviceExpansion e, Devic
 
 // ---- The persistent solve kernel ----------------------------------------------------------------
 
+// The grid-wide barrier of one block (its state lives in registers; thread 0's is the one used).
+struct Grid {
+  GridSync* g;
+  unsigned long long seen[2] = {0, 0};  // each counter's value when its last barrier completed
+  int parity = 0;
+};
+
 // Every block of the grid waits here for all others (they must all be resident: the grid is sized
-// by occupancy). Returns false in every block when a barrier timed out (some block never came):
-// the kernel then leaves and the host reports it, rather than hanging.
-__device__ bool GridBarrier(GridSync* g) {
-  __shared__ bool ok;
+// by occupancy), handing in *block_count (then zeroed); *total receives the sum over all blocks.
+// One atomic per block and polling of one counter: the round's counts ride on the arrival. Returns
+// false in every block when a barrier timed out (some block never came): the kernel then leaves and
+// the host reports it, rather than hanging.
+__device__ bool Sync(Grid& grid, unsigned int* block_count, unsigned long long* total) {
+  __shared__ unsigned long long sum;
+  __shared__ int good;
   __syncthreads();
   if (threadIdx.x == 0) {
-    volatile unsigned int* generation = &g->generation;
-    volatile unsigned int* abort = &g->abort;
-    const unsigned int mine = *generation;
-    bool good = true;
+    const int p = grid.parity;
+    unsigned long long* counter = &grid.g->arrive[p][0];
+    const unsigned long long mine = *block_count;
+    *block_count = 0;
+    const unsigned long long need = static_cast<unsigned long long>(gridDim.x) << 32;
     __threadfence();  // this block's writes before the barrier are seen by every block after it
-    if (atomicAdd(&g->count, 1u) == gridDim.x - 1) {
-      atomicExch(&g->count, 0u);
-      __threadfence();
-      atomicAdd(&g->generation, 1u);
-    } else {
-      const std::int64_t start = Now();
-      for (unsigned int spin = 1; *generation == mine; ++spin) {
-        if (*abort) {
-          good = false;
-          break;
-        }
-        if ((spin & 1023u) == 0 && Now() - start > 5000000000ll) {  // 5 s: a block is not running
-          atomicExch(&g->abort, 1u);
-          good = false;
-          break;
-        }
+    atomicAdd(counter, (1ull << 32) + mine);
+    volatile unsigned long long* poll = counter;
+    unsigned long long v = *poll;
+    std::int64_t start = 0;  // the clock is read only when the wait is long
+    for (unsigned int spin = 1; v - grid.seen[p] < need; ++spin) {
+      if ((spin & 1023u) == 0 && start == 0) start = Now();
+      if ((spin & 1023u) == 0 && Now() - start > 5000000000ll) {  // 5 s: a block is not running
+        atomicExch(&grid.g->abort, 1u);
+        atomicAdd(&grid.g->arrive[0][0], 1ull << 56);  // releases every block, whichever counter it polls
+        atomicAdd(&grid.g->arrive[1][0], 1ull << 56);
       }
+      v = *poll;
     }
     __threadfence();
-    ok = good && *abort == 0;
+    const unsigned long long d = v - grid.seen[p];
+    good = d < need + (1ull << 32);  // exactly gridDim.x arrivals (a timeout adds 2^56)
+    sum = d - need;
+    grid.seen[p] = v;
   }
   __syncthreads();
-  return ok;
+  grid.parity ^= 1;
+  *total = sum;
+  return good != 0;
 }
 
 // Tile t's coordinates.
@@ -257,24 +270,6 @@ __device__ __forceinline__ void TileCoords(const TileLayout& L, int t, int* tx, 
   *ty = (t / L.tiles_x) % L.tiles_y;
   *tz = t / (L.tiles_x * L.tiles_y);
 }
-
-// Rounds of the solve: every block adds its count for round j to round[j % 3]; after the barrier
-// that ends the round every block reads the same total. Block 0 clears the counter of round j + 1
-// while round j runs (everyone read it two barriers ago).
-struct Rounds {
-  GridSync* g;
-  int j = 0;
-  __device__ unsigned int* Begin() {
-    if (blockIdx.x == 0 && threadIdx.x == 0) g->round[(j + 1) % 3] = 0u;
-    return &g->round[j % 3];
-  }
-  __device__ bool End(unsigned int* total) {
-    if (!GridBarrier(g)) return false;
-    *total = *static_cast<volatile unsigned int*>(&g->round[j % 3]);
-    ++j;
-    return true;
-  }
-};
 
 template <int KIND, int TX, int TY, int TZ>
 __global__ void __launch_bounds__(TX* TY* TZ, TX* TY* TZ <= 512 ? 2 : 1)
@@ -285,99 +280,92 @@ __global__ void __launch_bounds__(TX* TY* TZ, TX* TY* TZ <= 512 ? 2 : 1)
   const int T = L.num_tiles();
   const bool resolve = c->resolve != 0;
   const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
-  const int first_thread = blockIdx.x * blockDim.x + threadIdx.x, threads = gridDim.x * blockDim.x;
   const std::int64_t max_rounds = c->max_rounds;
   std::uint8_t* const a = s.dirty;
   std::uint8_t* const b = s.dirty + T;
   std::uint8_t* const kill_a = s.dirty + 2 * T;
   std::uint8_t* const kill_b = s.dirty + 3 * T;
-  Rounds rounds{e.sync};
-  if (lead) e.sync->round[0] = 0u;
-  bool ok = GridBarrier(e.sync);
+  __shared__ unsigned int block_count;  // this block's count in the current round
+  if (threadIdx.x == 0) block_count = 0;
+  Grid grid{e.sync};
+  bool ok = true;
   std::int64_t relabels = 0, push_rounds = 0, bfs_rounds = 0;
 
   // One push round: the tiles of each colour in turn (flow leaving a tile goes to idle tiles).
-  auto push_round = [&](unsigned int* work) {
-    unsigned int* count = rounds.Begin();
+  auto push_round = [&](unsigned long long* work) {
+    *work = 0;
     const int gx = L.ColourGridX(), gy = L.ColourGridY(), gz = L.ColourGridZ(), positions = gx * gy * gz;
     for (int colour = 0; colour < L.num_colours(); ++colour) {
       for (int i = blockIdx.x; i < positions; i += gridDim.x) {
         int tx, ty, tz;
         if (!L.ColourTile(colour, i % gx, (i / gx) % gy, i / (gx * gy), &tx, &ty, &tz)) continue;
         __syncthreads();  // the previous visit's shared memory is free
-        cuda_pr::PushTile<KIND, TX, TY, TZ>(s, tx, ty, tz, cfg.local_iterations, count);
+        cuda_pr::PushTile<KIND, TX, TY, TZ>(s, tx, ty, tz, cfg.local_iterations, &block_count);
       }
-      if (colour + 1 < L.num_colours() && !GridBarrier(e.sync)) return false;
+      unsigned long long tiles = 0;
+      if (!Sync(grid, &block_count, &tiles)) return false;
+      *work += tiles;
     }
     ++push_rounds;
-    return rounds.End(work);
+    return true;
   };
 
   // A global relabel: exact distances to the sink (from scratch, or incrementally from the kept
   // heights around the tiles touched since the last one), then the census (cut, tile flags, active nodes).
-  auto relabel = [&](bool incremental, unsigned int* active) {
-    unsigned int changed = 0;
+  auto relabel = [&](bool incremental, unsigned long long* active) {
+    unsigned long long changed = 0;
+    const std::uint8_t* start = e.all_tiles;  // a relabel from scratch visits every tile first
     if (incremental) {
-      for (int t = first_thread; t < T; t += threads) s.seed[t] = s.touched[t];
-      if (!GridBarrier(e.sync)) return false;
+      // Kill rounds from the tiles touched since the last relabel; the seed tiles (touched or
+      // changed here) are where the BFS starts.
       const std::uint8_t* in = s.touched;
       std::uint8_t* out = kill_a;
       for (int k = 0;; ++k) {
-        unsigned int* count = rounds.Begin();
         for (int t = blockIdx.x; t < T; t += gridDim.x) {
           int tx, ty, tz;
           TileCoords(L, t, &tx, &ty, &tz);
           __syncthreads();
-          cuda_pr::KillTile<KIND, TX, TY, TZ>(s, tx, ty, tz, in, out, k == 0, count);
+          if (k == 0 && threadIdx.x == 0) s.seed[t] = s.touched[t];
+          cuda_pr::KillTile<KIND, TX, TY, TZ>(s, tx, ty, tz, in, out, k == 0, &block_count);
         }
-        if (!rounds.End(&changed)) return false;
+        if (!Sync(grid, &block_count, &changed)) return false;
         ++bfs_rounds;
         if (changed == 0) break;
         if (k > max_rounds) return false;
         in = out;
         out = out == kill_a ? kill_b : kill_a;
       }
-      for (int t = first_thread; t < T; t += threads) {  // the BFS starts from the seed tiles
-        a[t] = s.seed[t];
-        s.touched[t] = 0;
-      }
-    } else {
-      for (int t = first_thread; t < T; t += threads) {
-        a[t] = 1;
-        s.touched[t] = 0;
-      }
+      start = s.seed;
     }
-    if (!GridBarrier(e.sync)) return false;
-    const std::uint8_t* in = a;
+    const std::uint8_t* in = start;
     std::uint8_t* out = b;
     for (int k = 0;; ++k) {
-      unsigned int* count = rounds.Begin();
       for (int t = blockIdx.x; t < T; t += gridDim.x) {
         int tx, ty, tz;
         TileCoords(L, t, &tx, &ty, &tz);
         __syncthreads();
-        cuda_pr::BfsTile<KIND, TX, TY, TZ>(s, tx, ty, tz, in, out, !incremental && k == 0, count);
+        if (k == 0 && threadIdx.x == 0) s.touched[t] = 0;  // (read only by kill rounds, all done)
+        cuda_pr::BfsTile<KIND, TX, TY, TZ>(s, tx, ty, tz, in, out, !incremental && k == 0, &block_count);
       }
-      if (!rounds.End(&changed)) return false;
+      if (!Sync(grid, &block_count, &changed)) return false;
       ++bfs_rounds;
       if (changed == 0) break;
       if (k > max_rounds) return false;
       in = out;
-      out = out == a ? b : a;
+      out = out == b ? a : b;
     }
-    unsigned int* count = rounds.Begin();
     for (int t = blockIdx.x; t < T; t += gridDim.x) {
       int tx, ty, tz;
       TileCoords(L, t, &tx, &ty, &tz);
       __syncthreads();
       const int n = cuda_pr::CensusTile<TX, TY, TZ>(s, tx, ty, tz);
-      if (threadIdx.x == 0 && n) atomicAdd(count, static_cast<unsigned int>(n));
+      if (threadIdx.x == 0) block_count += static_cast<unsigned int>(n);
     }
     ++relabels;
-    return rounds.End(active);
+    return Sync(grid, &block_count, active);
   };
 
-  unsigned int work = 0, active = 0;
+  unsigned long long work = 0, active = 0;
   if (ok && resolve)
     for (int k = 0; k < cfg.resolve_push_rounds; ++k) {
       ok = push_round(&work);
@@ -483,7 +471,6 @@ int NodeBlocks(std::int64_t n) {
   return static_cast<int>(blocks < 16384 ? (blocks > 0 ? blocks : 1) : 16384);
 }
 
-int TileBlocks(const TileLayout& L) { return (L.num_tiles() + kThreads - 1) / kThreads; }
 
 template <template <int> class K, class... Args>
 cudaError_t LaunchByKind(int kind, std::int64_t n, cudaStream_t stream, Args... args) {

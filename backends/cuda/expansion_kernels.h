@@ -13,12 +13,13 @@
 
 namespace mrf::cuda_xp {
 
-/// The grid barrier and round counters of the persistent solve kernel (device memory, zeroed at setup).
+/// The grid barrier of the persistent solve kernel (device memory). Each barrier adds 2^32 plus the
+/// block's count of the round (tiles with work, tiles changed, active nodes) to one of two counters,
+/// used in turn, so the barrier also sums the round's counts. MoveStart zeroes the counters.
 struct GridSync {
-  unsigned int count = 0;       ///< Blocks arrived at the current barrier.
-  unsigned int generation = 0;  ///< Barriers passed.
-  unsigned int abort = 0;       ///< 1: a barrier timed out (blocks not all resident): every block leaves.
-  unsigned int round[3] = {0, 0, 0};  ///< Per-round counters, used in turn (round j uses round[j % 3]).
+  unsigned long long arrive[2][16] = {};  ///< The two counters, each on its own 128-byte line.
+  unsigned int abort = 0;  ///< 1: a barrier timed out (blocks not all resident): every block leaves.
+  unsigned int pad[31] = {};
 };
 
 /// The push-relabel schedule of a move's solve.
@@ -43,6 +44,7 @@ struct DeviceExpansion {
   xp::MoveRecord* records = nullptr;      ///< One per move of the cycle.
   xp::LabelBook book;                     ///< Per-label bookkeeping.
   GridSync* sync = nullptr;               ///< The solve kernel's barrier.
+  const std::uint8_t* all_tiles = nullptr;  ///< One 1 per tile: where a relabel from scratch starts.
   // Kept graphs of labels 0..num_slots-1 (MoveControl::num_slots).
   std::int64_t* slot_x = nullptr;       ///< [label * N + node]
   std::int32_t* slot_h = nullptr;       ///< [label * N + node]
