@@ -56,8 +56,8 @@ struct CudaExpansionTuning {
   /// incremental relabels (1: in re-solves, 2: also in fresh solves after the first). Its
   /// bfs_check_every, fused_bfs_start, cuda_graphs and max_push_rounds fields are not used (the
   /// solve kernel runs BFS rounds to their fixpoint and starts a fresh BFS fused). The defaults
-  /// differ from cuda-pr's: 32 local iterations and 4 push rounds per global relabel, measured
-  /// fastest on Tsukuba, Venus and Aloe (docs/benchmarks.md).
+  /// differ from cuda-pr's: 32 local iterations and 4 push rounds per global relabel, 1.2-1.3x
+  /// faster than cuda-pr's 8 and 2 on Tsukuba and Venus (docs/benchmarks.md has the sweep).
   PushRelabelTuning push_relabel = [] {
     PushRelabelTuning t;
     t.local_iterations = 32;
