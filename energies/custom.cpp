@@ -111,9 +111,8 @@ Model BuildCustomModel(const CustomEnergy& energy) {
       model.unary[i] = QuantizeCost(data[i], scale, DataName(p, l));
     }
   if (energy.distance) {
-    model.pairwise = QuantizePairwiseTable(labels, [&](Label a, Label b) {
-      return table[static_cast<std::size_t>(a) * labels + b];
-    }, scale);
+    model.pairwise = QuantizePairwiseTable(
+        labels, [&](Label a, Label b) { return table[static_cast<std::size_t>(a) * labels + b]; }, scale);
   } else {
     model.pairwise.kind = energy.kind;
     model.pairwise.lambda = QuantizeCost(energy.lambda, scale, "smoothness lambda");

@@ -60,9 +60,9 @@ Pairwise QuantizePairwiseTable(Label num_labels, const LabelDistanceFunction& di
 /// A custom energy: topology, labels, data callback, and either a distance callback or one of the
 /// built-in pairwise kinds.
 struct CustomEnergy {
-  Topology topology;           ///< Any topology: grids or edge lists.
-  Label num_labels = 0;        ///< Number of labels.
-  DataCostFunction data;       ///< Required: real data cost of each node and label.
+  Topology topology;      ///< Any topology: grids or edge lists.
+  Label num_labels = 0;   ///< Number of labels.
+  DataCostFunction data;  ///< Required: real data cost of each node and label.
   /// Optional: real label distance. When set it becomes a quantised kTable and `pairwise` is ignored.
   LabelDistanceFunction distance;
   /// Used when `distance` is empty: a built-in kind whose lambda and truncation are *real* costs,

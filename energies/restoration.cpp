@@ -5,6 +5,8 @@
 #include <random>
 #include <sstream>
 
+#include "energies/synthetic_random.h"
+
 namespace mrf {
 
 void RestorationParams::Validate() const {
@@ -20,8 +22,8 @@ void RestorationParams::Validate() const {
                 std::to_string(smoothness.truncation) + ")");
   if (smoothness.kind == PairwiseKind::kTable &&
       static_cast<std::int64_t>(smoothness.table.size()) != std::int64_t{num_labels} * num_labels)
-    throw Error("restoration: smoothness table has " + std::to_string(smoothness.table.size()) +
-                " values, expected " + std::to_string(num_labels) + " x " + std::to_string(num_labels));
+    throw Error("restoration: smoothness table has " + std::to_string(smoothness.table.size()) + " values, expected " +
+                std::to_string(num_labels) + " x " + std::to_string(num_labels));
 }
 
 std::string RestorationParams::Describe() const {
@@ -38,7 +40,9 @@ std::string RestorationParams::Describe() const {
 }
 
 int LevelIntensity(Label level, Label num_labels) {
-  return num_labels <= 1 ? 0 : static_cast<int>((std::int64_t{level} * 255 * 2 + (num_labels - 1)) / (2 * (num_labels - 1)));
+  return num_labels <= 1
+             ? 0
+             : static_cast<int>((std::int64_t{level} * 255 * 2 + (num_labels - 1)) / (2 * (num_labels - 1)));
 }
 
 bool IsMissing(const Image& mask, int x, int y) { return mask.at(x, y, 0) >= 128; }
@@ -83,7 +87,8 @@ Image RestoredImage(const Labeling& labels, int width, int height, Label num_lab
                 std::to_string(height) + " image");
   Image image = Image::Filled(width, height, 1);
   for (std::size_t p = 0; p < labels.size(); ++p)
-    image.pixels[p] = static_cast<std::uint8_t>(LevelIntensity(std::clamp<Label>(labels[p], 0, num_labels - 1), num_labels));
+    image.pixels[p] =
+        static_cast<std::uint8_t>(LevelIntensity(std::clamp<Label>(labels[p], 0, num_labels - 1), num_labels));
   return image;
 }
 
@@ -100,22 +105,15 @@ double RootMeanSquareError(const Image& a, const Image& b) {
   return ga.pixels.empty() ? 0.0 : std::sqrt(sum / static_cast<double>(ga.pixels.size()));
 }
 
-namespace {
-int Uniform(std::mt19937_64& rng, int lo, int hi) {
-  return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1));
-}
-double Normal(std::mt19937_64& rng) {
-  const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-  const double u2 = static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
-}  // namespace
+using synthetic::Normal;
+using synthetic::Uniform;
 
 SyntheticRestoration MakeSyntheticRestoration(int width, int height, std::uint64_t seed, double noise, int holes) {
   if (width < 8 || height < 8)
     throw Error("synthetic restoration: image must be at least 8x8 (got " + std::to_string(width) + "x" +
                 std::to_string(height) + ")");
-  if (!(noise >= 0)) throw Error("synthetic restoration: noise must be non-negative (got " + std::to_string(noise) + ")");
+  if (!(noise >= 0))
+    throw Error("synthetic restoration: noise must be non-negative (got " + std::to_string(noise) + ")");
   if (holes < 0) throw Error("synthetic restoration: holes must be non-negative (got " + std::to_string(holes) + ")");
   std::mt19937_64 rng(seed);
   // A diagonal ramp, then bars and discs of flat or gently sloped intensity on top.
@@ -145,8 +143,7 @@ SyntheticRestoration MakeSyntheticRestoration(int width, int height, std::uint64
   s.mask = Image::Filled(width, height, 1, 0);
   for (std::size_t p = 0; p < picture.size(); ++p) {
     s.clean.pixels[p] = static_cast<std::uint8_t>(std::clamp(std::lround(picture[p]), 0L, 255L));
-    s.noisy.pixels[p] =
-        static_cast<std::uint8_t>(std::clamp(std::lround(picture[p] + noise * Normal(rng)), 0L, 255L));
+    s.noisy.pixels[p] = static_cast<std::uint8_t>(std::clamp(std::lround(picture[p] + noise * Normal(rng)), 0L, 255L));
   }
   for (int i = 0; i < holes; ++i) {
     const int hw = Uniform(rng, std::max(1, width / 20), std::max(2, width / 8));

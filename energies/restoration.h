@@ -53,9 +53,9 @@ double RootMeanSquareError(const Image& a, const Image& b);
 
 /// A test image for restoration: the clean picture, a noisy copy with holes, and the hole mask.
 struct SyntheticRestoration {
-  Image clean;   ///< Piecewise smooth grey picture: ramps, discs and bars.
-  Image noisy;   ///< clean + Gaussian noise, with the holes filled with random values.
-  Image mask;    ///< 255 where a pixel is missing, 0 elsewhere.
+  Image clean;  ///< Piecewise smooth grey picture: ramps, discs and bars.
+  Image noisy;  ///< clean + Gaussian noise, with the holes filled with random values.
+  Image mask;   ///< 255 where a pixel is missing, 0 elsewhere.
 };
 
 /// Generates a grey test picture of the given size with Gaussian noise of standard deviation

@@ -6,7 +6,12 @@
 #include <random>
 #include <sstream>
 
+#include "energies/synthetic_random.h"
+
 namespace mrf {
+
+using synthetic::Normal;
+using synthetic::Uniform;
 
 const char* ToString(StereoCost cost) { return cost == StereoCost::kSquared ? "squared" : "absolute"; }
 
@@ -51,17 +56,21 @@ StereoParams StereoParams::Preset(const std::string& name) {
 std::string StereoParams::PresetNames() { return "tsukuba|venus|teddy"; }
 
 void StereoParams::Validate() const {
-  if (num_labels < 1) throw Error("stereo: number of labels must be at least 1 (got " + std::to_string(num_labels) + ")");
-  if (truncation < 0) throw Error("stereo: data truncation must be 0 (none) or positive (got " + std::to_string(truncation) + ")");
+  if (num_labels < 1)
+    throw Error("stereo: number of labels must be at least 1 (got " + std::to_string(num_labels) + ")");
+  if (truncation < 0)
+    throw Error("stereo: data truncation must be 0 (none) or positive (got " + std::to_string(truncation) + ")");
   if (truncation > 46340)  // T*T must fit a 32-bit cost
     throw Error("stereo: data truncation " + std::to_string(truncation) + " is too large (at most 46340)");
   if (gradient_threshold < 0)
-    throw Error("stereo: gradient threshold must be 0 (none) or positive (got " + std::to_string(gradient_threshold) + ")");
+    throw Error("stereo: gradient threshold must be 0 (none) or positive (got " + std::to_string(gradient_threshold) +
+                ")");
   if (gradient_threshold > 26000)  // 3*g*g must fit 32 bits
     throw Error("stereo: gradient threshold " + std::to_string(gradient_threshold) + " is too large (at most 26000)");
   if (gradient_penalty < 0)
     throw Error("stereo: gradient penalty must be non-negative (got " + std::to_string(gradient_penalty) + ")");
-  if (smoothness.lambda < 0) throw Error("stereo: lambda must be non-negative (got " + std::to_string(smoothness.lambda) + ")");
+  if (smoothness.lambda < 0)
+    throw Error("stereo: lambda must be non-negative (got " + std::to_string(smoothness.lambda) + ")");
   if (smoothness.truncation < 0)
     throw Error("stereo: smoothness truncation (Vmax) must be non-negative (got " +
                 std::to_string(smoothness.truncation) + ")");
@@ -152,9 +161,9 @@ std::vector<Cost> ComputeStereoDataCosts(const Image& left, const Image& right, 
   const bool squared = params.cost == StereoCost::kSquared;
   // Worst possible sum, and the cap that truncation puts on any sum.
   const Cost worst = colours * (squared ? 255 * 255 : 255);
-  const Cost cap = params.truncation > 0
-                       ? std::min<Cost>(worst, squared ? params.truncation * params.truncation : colours * params.truncation)
-                       : worst;
+  const Cost cap = params.truncation > 0 ? std::min<Cost>(worst, squared ? params.truncation * params.truncation
+                                                                         : colours * params.truncation)
+                                         : worst;
   const Cost outside = std::min(worst, cap);
 
   BtRange left_range, right_range;
@@ -306,18 +315,6 @@ struct Layer {
   }
 };
 
-// Uniform integer in [lo, hi] from the engine's raw output (portable, unlike std distributions).
-int Uniform(std::mt19937_64& rng, int lo, int hi) {
-  return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(hi - lo + 1));
-}
-
-// Standard normal sample by Box-Muller from the engine's raw output.
-double Normal(std::mt19937_64& rng) {
-  const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-  const double u2 = static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
-
 std::uint8_t Clamp255(double v) { return static_cast<std::uint8_t>(std::clamp(std::lround(v), 0L, 255L)); }
 
 }  // namespace
@@ -359,9 +356,8 @@ SyntheticStereo MakeSyntheticStereo(int width, int height, Label num_labels, std
   // Nearest first; equal disparities keep their order (stable), so the scene is well defined.
   std::vector<std::size_t> near_first(layers.size());
   for (std::size_t k = 0; k < layers.size(); ++k) near_first[k] = k;
-  std::stable_sort(near_first.begin(), near_first.end(), [&](std::size_t a, std::size_t b) {
-    return layers[a].disparity > layers[b].disparity;
-  });
+  std::stable_sort(near_first.begin(), near_first.end(),
+                   [&](std::size_t a, std::size_t b) { return layers[a].disparity > layers[b].disparity; });
   // The layer seen at column u of a view whose layer k appears shifted by shift(k).
   auto visible = [&](int y, auto&& left_x_of_layer) -> std::size_t {
     for (std::size_t k : near_first)
@@ -387,7 +383,8 @@ SyntheticStereo MakeSyntheticStereo(int width, int height, Label num_labels, std
       // Right view: layer k's left-view point x + d_k appears at column x.
       const std::size_t k = visible(y, [&](const Layer& l) { return x + l.disparity; });
       right_layer[static_cast<std::size_t>(y) * width + x] = k;
-      for (int c = 0; c < 3; ++c) s.right.at(x, y, c) = static_cast<std::uint8_t>(texture(k, x + layers[k].disparity, y, c));
+      for (int c = 0; c < 3; ++c)
+        s.right.at(x, y, c) = static_cast<std::uint8_t>(texture(k, x + layers[k].disparity, y, c));
     }
   for (int y = 0; y < height; ++y)
     for (int x = 0; x < width; ++x) {
@@ -426,10 +423,19 @@ Image DisparityToColour(const Labeling& disparities, int width, int height, Labe
     // Blue (far) -> cyan -> green -> yellow -> red (near): four linear ramps.
     const double t = std::clamp(disparities[p] / span, 0.0, 1.0) * 4.0;
     double r = 0, g = 0, b = 0;
-    if (t < 1) { b = 1; g = t; }
-    else if (t < 2) { g = 1; b = 2 - t; }
-    else if (t < 3) { g = 1; r = t - 2; }
-    else { r = 1; g = 4 - t; }
+    if (t < 1) {
+      b = 1;
+      g = t;
+    } else if (t < 2) {
+      g = 1;
+      b = 2 - t;
+    } else if (t < 3) {
+      g = 1;
+      r = t - 2;
+    } else {
+      r = 1;
+      g = 4 - t;
+    }
     image.pixels[3 * p] = Clamp255(255 * r);
     image.pixels[3 * p + 1] = Clamp255(255 * g);
     image.pixels[3 * p + 2] = Clamp255(255 * b);

@@ -96,8 +96,7 @@ Model BuildStereoModel(const Image& left, const Image& right, const StereoParams
 /// differs from value / gt_scale by more than `threshold`. `ground_truth` holds one pixel per label
 /// of `disparities`, row-major. Throws mrf::Error for mismatched sizes or a non-positive scale;
 /// returns 0 when no pixel has ground truth.
-double BadPixelPercent(const Labeling& disparities, const Image& ground_truth, double gt_scale,
-                       double threshold = 1.0);
+double BadPixelPercent(const Labeling& disparities, const Image& ground_truth, double gt_scale, double threshold = 1.0);
 
 /// Shrinks an image by an integer factor with a box filter (rounded means of factor x factor blocks;
 /// a last partial block is dropped). Factor 1 returns the image unchanged. Throws mrf::Error for a
@@ -110,19 +109,18 @@ Image ShrinkGroundTruth(const Image& ground_truth, int factor);
 
 /// A stereo pair with known disparities, made up of textured fronto-parallel layers.
 struct SyntheticStereo {
-  Image left;                 ///< Left view (RGB).
-  Image right;                ///< Right view (RGB).
-  Labeling disparity;         ///< True integer disparity of every left pixel.
+  Image left;                          ///< Left view (RGB).
+  Image right;                         ///< Right view (RGB).
+  Labeling disparity;                  ///< True integer disparity of every left pixel.
   std::vector<std::uint8_t> occluded;  ///< 1 where the left pixel is hidden in the right view or falls outside it.
-  Label num_labels = 0;       ///< Disparities lie in 0..num_labels-1.
+  Label num_labels = 0;                ///< Disparities lie in 0..num_labels-1.
 };
 
 /// Generates a synthetic stereo pair: a textured background at a small disparity and several
 /// textured rectangles and discs at larger integer disparities in front of it. The same seed gives
 /// the same pair. `noise` is the standard deviation of Gaussian noise added to both views
 /// (0 = none: then every pixel visible in both views matches exactly).
-SyntheticStereo MakeSyntheticStereo(int width, int height, Label num_labels, std::uint64_t seed,
-                                    double noise = 0.0);
+SyntheticStereo MakeSyntheticStereo(int width, int height, Label num_labels, std::uint64_t seed, double noise = 0.0);
 
 /// A disparity map as a grey image: value = disparity * scale (clamped to 255).
 Image DisparityToImage(const Labeling& disparities, int width, int height, int scale);

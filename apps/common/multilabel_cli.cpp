@@ -9,27 +9,36 @@
 namespace mrf::app {
 
 void AddSolveOptions(CLI::App& cli, SolveCli* s) {
-  cli.add_option("--algorithm", s->algorithm, "Inference algorithm: auto|expansion|swap|icm|bp")->capture_default_str();
+  cli.add_option("--algorithm", s->algorithm,
+                 "Inference algorithm: auto|expansion|swap|icm|bp (ignored with --solver NAME)")
+      ->capture_default_str();
   cli.add_option("--device", s->device, "Where to run: auto (GPU when one is usable)|cpu|cuda")->capture_default_str();
-  cli.add_option("--solver", s->solver,
-                 "Force a solver by registry name (" + Registry::Global().NameList() + "), or auto")
+  cli.add_option(
+         "--solver", s->solver,
+         "Force a solver by registry name (" + Registry::Global().NameList() + "), or auto; it fixes the algorithm")
       ->capture_default_str();
   cli.add_option("--maxflow-backend", s->maxflow_backend, "Max-flow engine inside expansion/swap moves, or auto")
       ->capture_default_str();
   cli.add_option("--iterations", s->iterations, "Iteration limit: cycles (expansion, swap) or sweeps (icm, bp)")
-      ->check(CLI::Range(1, 1000000))->capture_default_str();
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   cli.add_option("--seed", s->seed, "Seed for every random choice (random label order)")->capture_default_str();
-  cli.add_option("--label-order", s->label_order, "Expansion/swap label order: sequential|random")->capture_default_str();
+  cli.add_option("--label-order", s->label_order, "Expansion/swap label order: sequential|random")
+      ->capture_default_str();
   cli.add_option("--time-limit", s->time_limit_s, "Stop after this many seconds (0 = no limit)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cli.add_flag("--truncate,!--no-truncate", s->truncate,
                std::string("Expansion/swap: truncate non-submodular move terms (needed for non-metric smoothness); "
-                           "default ") + (s->truncate ? "on" : "off, on with --preset"));
+                           "default ") +
+                   (s->truncate ? "on" : "off"));
   cli.add_option("--bp-schedule", s->bp_schedule, "Belief propagation schedule: bpm|sync|tiled")->capture_default_str();
   cli.add_option("--bp-tile-size", s->bp_tile_size, "Tiled BP: tile side in pixels (0 = chosen by the solver)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cli.add_option("--bp-inner-iterations", s->bp_inner_iterations, "Tiled BP: iterations inside a tile per visit")
-      ->check(CLI::Range(1, 1000))->capture_default_str();
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   cli.add_flag("--coarse-to-fine", s->coarse_to_fine, "BP: start from messages computed on a coarser grid");
 }
 
@@ -37,6 +46,8 @@ SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program) {
   SolveOptions options;
   options.solver = s.solver;
   options.algorithm = ParseAlgorithm(s.algorithm);
+  // A named solver fixes the algorithm: --algorithm only chooses among solvers under --solver auto.
+  if (s.solver != "auto") options.algorithm = Algorithm::kAuto;
   if (options.algorithm == Algorithm::kMaxFlow)
     throw Error("--algorithm maxflow solves two-label problems only (use expansion, swap, icm, bp or auto)");
   options.device = ParseDevice(s.device);

@@ -14,10 +14,10 @@ namespace mrf::app {
 
 /// The solve options as typed on the command line.
 struct SolveCli {
-  std::string algorithm = "expansion";  ///< auto|expansion|swap|icm|bp
-  std::string device = "auto";          ///< auto|cpu|cuda
-  std::string solver = "auto";          ///< a registry name, or auto
-  std::string maxflow_backend = "auto"; ///< engine inside expansion/swap moves
+  std::string algorithm = "expansion";   ///< auto|expansion|swap|icm|bp
+  std::string device = "auto";           ///< auto|cpu|cuda
+  std::string solver = "auto";           ///< a registry name, or auto
+  std::string maxflow_backend = "auto";  ///< engine inside expansion/swap moves
   std::string label_order = "sequential";
   int iterations = 100;
   std::uint64_t seed = 0;
@@ -30,7 +30,8 @@ struct SolveCli {
 };
 
 /// Adds --algorithm, --device, --solver, --maxflow-backend, --iterations, --seed, --label-order,
-/// --time-limit, --truncate, --bp-schedule, --bp-tile-size, --bp-inner-iterations and --coarse-to-fine to `cli`, writing into `s` (whose values are the defaults).
+/// --time-limit, --truncate, --bp-schedule, --bp-tile-size, --bp-inner-iterations and --coarse-to-fine to `cli`,
+/// writing into `s` (whose values are the defaults).
 void AddSolveOptions(CLI::App& cli, SolveCli* s);
 
 /// Parses the names into SolveOptions, with a progress callback that prints each iteration's energy

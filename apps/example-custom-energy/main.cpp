@@ -16,17 +16,26 @@
 #include "mrf/solve.h"
 
 int main(int argc, char** argv) {
-  CLI::App cli{"example-custom-energy: K-class segmentation of a grey picture with a custom data term and a "
-               "custom pairwise table (the source is the tutorial). With no IMAGE it generates a noisy picture."};
+  CLI::App cli{
+      "example-custom-energy: K-class segmentation of a grey picture with a custom data term and a "
+      "custom pairwise table (the source is the tutorial). With no IMAGE it generates a noisy picture."};
   std::string image_path, output_path, algorithm = "auto", device = "auto";
   int classes = 5;
   double sigma = 25.0, step_cost = 1.0, jump_cost = 1.5;
   std::uint64_t seed = 0;
   cli.add_option("IMAGE", image_path, "Grey (or colour, converted to grey) picture");
-  cli.add_option("--classes", classes, "Number of grey classes K (labels)")->check(CLI::Range(2, 64))->capture_default_str();
-  cli.add_option("--sigma", sigma, "Noise standard deviation of the data term")->check(CLI::PositiveNumber)->capture_default_str();
-  cli.add_option("--step-cost", step_cost, "Pairwise cost between neighbouring classes")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cli.add_option("--jump-cost", jump_cost, "Pairwise cost between classes two or more apart")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cli.add_option("--classes", classes, "Number of grey classes K (labels)")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  cli.add_option("--sigma", sigma, "Noise standard deviation of the data term")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cli.add_option("--step-cost", step_cost, "Pairwise cost between neighbouring classes")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cli.add_option("--jump-cost", jump_cost, "Pairwise cost between classes two or more apart")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cli.add_option("--algorithm", algorithm, "auto|expansion|swap|icm|bp")->capture_default_str();
   cli.add_option("--device", device, "auto|cpu|cuda")->capture_default_str();
   cli.add_option("--seed", seed, "Seed of the generated picture")->capture_default_str();

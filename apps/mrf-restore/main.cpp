@@ -46,9 +46,11 @@ int main(int argc, char** argv) {
   cli.add_option("--mask", mask_path, "Mask of missing pixels, same size as IMAGE: white (>= 128) = missing");
   cli.add_option("--clean", clean_path, "Clean image to compare with (reports the RMS error)");
   cli.add_option("--levels", params.num_labels, "Number of grey levels (labels), 2..256")
-      ->check(CLI::Range(2, 256))->capture_default_str();
+      ->check(CLI::Range(2, 256))
+      ->capture_default_str();
   cli.add_option("--data-truncation", params.data_truncation, "Cap of the squared data difference; 0 = none")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cli.add_option("--smoothness", smoothness, "Smoothness kind on label differences: potts|linear|quadratic|table")
       ->capture_default_str();
   cli.add_option("--lambda", lambda, "Smoothness weight lambda")->capture_default_str();
@@ -58,11 +60,14 @@ int main(int argc, char** argv) {
   cli.add_option("-o,--output", output_path, "Write the restored image as a PNG");
   cli.add_option("--save-model", model_path, "Save the model for mrf-solve / mrf-bench (mrf/io/model_file.h)");
   cli.add_option("--synthetic-size", synthetic_width, "Generated picture: width (height = 3/4 of it)")
-      ->check(CLI::Range(16, 4096))->capture_default_str();
+      ->check(CLI::Range(16, 4096))
+      ->capture_default_str();
   cli.add_option("--noise", noise, "Generated picture: Gaussian noise standard deviation")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cli.add_option("--holes", holes, "Generated picture: number of missing rectangles")
-      ->check(CLI::Range(0, 1000))->capture_default_str();
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   cli.add_flag("--json", json, "Print one JSON object (energy, backend, time_ms, rms_error...)");
   cli.add_flag("-v,--verbose", verbose, "Full report: timing split and the per-iteration log");
   cli.add_flag("-q,--quiet", quiet, "No progress messages on stderr");

@@ -18,15 +18,6 @@ namespace {
 
 const char* kProgram = "mrf-stereo";
 
-// Alpha carries no colour: RGBA -> RGB, grey+alpha -> grey.
-mrf::Image DropAlpha(const mrf::Image& image) {
-  if (image.channels != 2 && image.channels != 4) return image;
-  mrf::Image out = mrf::Image::Filled(image.width, image.height, image.channels - 1);
-  for (std::size_t p = 0; p < image.size(); ++p)
-    for (int c = 0; c < out.channels; ++c) out.pixels[p * out.channels + c] = image.pixels[p * image.channels + c];
-  return out;
-}
-
 std::string Format(double value) {
   std::ostringstream out;
   out << value;
@@ -61,8 +52,9 @@ int main(int argc, char** argv) {
   mrf::app::SolveCli solve;
   cli.add_option("LEFT", left_path, "Left image (PNG, JPEG, PPM...)");
   cli.add_option("RIGHT", right_path, "Right image, same size as LEFT");
-  cli.add_option("--preset", preset, "Benchmark energy: " + mrf::StereoParams::PresetNames() +
-                                         "; energy options given explicitly override the preset's values");
+  cli.add_option("--preset", preset,
+                 "Benchmark energy: " + mrf::StereoParams::PresetNames() +
+                     "; energy options given explicitly override the preset's values");
   cli.add_option("--labels", labels, "Number of disparities (labels 0..N-1); below the image width")
       ->capture_default_str();
   cli.add_option("--data-cost", data_cost, "Channel differences summed as absolute|squared")->capture_default_str();
@@ -79,10 +71,10 @@ int main(int argc, char** argv) {
                  "Gradient threshold g: edges whose colour difference^2 summed over channels is < channels*g*g "
                  "get the penalty weight; 0 = no gradient weights")
       ->capture_default_str();
-  cli.add_option("--gradient-penalty", gradient_penalty, "Edge weight of low-gradient edges")
-      ->capture_default_str();
+  cli.add_option("--gradient-penalty", gradient_penalty, "Edge weight of low-gradient edges")->capture_default_str();
   cli.add_option("--downsample", downsample, "Shrink images (box filter) and ground truth by this factor first")
-      ->check(CLI::Range(1, 16))->capture_default_str();
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   mrf::app::AddSolveOptions(cli, &solve);
   cli.add_option("--gt", gt_path, "Ground-truth disparity image (grey; 0 = unknown) for the bad-pixel rate");
   cli.add_option("--gt-scale", gt_scale,
@@ -95,18 +87,24 @@ int main(int argc, char** argv) {
   cli.add_option("--colour", colour_path, "Also write a colour-mapped disparity PNG (blue far, red near)");
   cli.add_option("--save-model", model_path, "Save the model for mrf-solve / mrf-bench (mrf/io/model_file.h)");
   cli.add_option("--synthetic-size", synthetic_width, "Synthetic pair: width (height = 3/4 of it)")
-      ->check(CLI::Range(16, 4096))->capture_default_str();
+      ->check(CLI::Range(16, 4096))
+      ->capture_default_str();
   cli.add_option("--noise", noise, "Synthetic pair: Gaussian noise standard deviation")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cli.add_flag("--json", json, "Print one JSON object (energy, backend, time_ms, bad_pixels_percent...)");
   cli.add_flag("-v,--verbose", verbose, "Full report: timing split and the per-iteration log");
   cli.add_flag("-q,--quiet", quiet, "No progress messages on stderr");
 
   return mrf::app::Run(kProgram, argc, argv, cli, [&] {
     mrf::app::SetQuiet(quiet || json);
-    if (!left_path.empty() && right_path.empty()) throw mrf::Error("LEFT given without RIGHT (give both images, or neither)");
+    if (!left_path.empty() && right_path.empty())
+      throw mrf::Error("LEFT given without RIGHT (give both images, or neither)");
     const bool synthetic = left_path.empty();
-    if (synthetic && !gt_path.empty()) throw mrf::Error("--gt needs LEFT and RIGHT images (the synthetic pair has its own)");
+    if (synthetic && !gt_path.empty())
+      throw mrf::Error("--gt needs LEFT and RIGHT images (the synthetic pair has its own)");
+    if (synthetic && downsample > 1)
+      throw mrf::Error("--downsample needs LEFT and RIGHT images (use --synthetic-size)");
 
     // ---- The energy: a preset (or the defaults), then every energy option given explicitly ----
     mrf::StereoParams params = defaults;
@@ -148,16 +146,16 @@ int main(int argc, char** argv) {
       mrf::app::Progress(kProgram, "no images given: generating a synthetic " + std::to_string(synthetic_width) + "x" +
                                        std::to_string(synthetic_height) + " pair (seed " + std::to_string(solve.seed) +
                                        ", noise " + Format(noise) + ")");
-      mrf::SyntheticStereo pair = mrf::MakeSyntheticStereo(synthetic_width, synthetic_height, params.num_labels,
-                                                           solve.seed, noise);
+      mrf::SyntheticStereo pair =
+          mrf::MakeSyntheticStereo(synthetic_width, synthetic_height, params.num_labels, solve.seed, noise);
       left = std::move(pair.left);
       right = std::move(pair.right);
       true_disparity = std::move(pair.disparity);
       problem = "synthetic";
     } else {
       mrf::app::Progress(kProgram, "reading " + left_path + " and " + right_path);
-      left = DropAlpha(mrf::LoadImage(left_path));
-      right = DropAlpha(mrf::LoadImage(right_path));
+      left = mrf::LoadImage(left_path);  // alpha channels are ignored by the energy
+      right = mrf::LoadImage(right_path);
       problem = left_path;
       if (!gt_path.empty()) {
         gt = mrf::ToGrey(mrf::LoadImage(gt_path));
@@ -218,7 +216,8 @@ int main(int argc, char** argv) {
         scale = !gt_path.empty() ? std::max(1, static_cast<int>(gt_scale / downsample))
                                  : std::max(1, 255 / std::max(1, params.num_labels - 1));
       mrf::SavePng(output_path, mrf::DisparityToImage(result.labels, left.width, left.height, scale));
-      mrf::app::Progress(kProgram, "wrote " + output_path + " (grey value = disparity x " + std::to_string(scale) + ")");
+      mrf::app::Progress(kProgram,
+                         "wrote " + output_path + " (grey value = disparity x " + std::to_string(scale) + ")");
     }
     if (!colour_path.empty()) {
       mrf::SavePng(colour_path, mrf::DisparityToColour(result.labels, left.width, left.height, params.num_labels));

@@ -1,11 +1,15 @@
 #include "backends/cpu/boost_maxflow.h"
 
 // Boost Graph 1.74 trips GCC 12's -Wmaybe-uninitialized inside its own iterators.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/boykov_kolmogorov_max_flow.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #include <chrono>
 
 namespace mrf {

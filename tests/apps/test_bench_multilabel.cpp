@@ -27,13 +27,15 @@ TEST(BenchMultilabel, QuickSuiteWritesRowsAndPlot) {
   if (tsukuba.empty()) GTEST_SKIP() << "Middlebury Tsukuba not found";
   const std::string data_dir = std::filesystem::path(tsukuba).parent_path().parent_path().string();
   const std::string dir = test::ScratchDir("bench_multilabel");
-  const test::CommandResult r = test::RunCommand(test::AppPath("mrf-bench") + " --suite multilabel --quick --data-dir " +
-                                                 data_dir + " --json " + dir + "/rows.json --plot " + dir + "/plot.svg");
+  const test::CommandResult r =
+      test::RunCommand(test::AppPath("mrf-bench") + " --suite multilabel --quick --data-dir " + data_dir + " --json " +
+                       dir + "/rows.json --plot " + dir + "/plot.svg");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::vector<std::string> solvers;
   for (const std::string& name : Registry::Global().Names())
     for (Algorithm a : {Algorithm::kExpansion, Algorithm::kSwap, Algorithm::kIcm, Algorithm::kBeliefPropagation})
-      if (Registry::Global().Find(name)->algorithm == a && Registry::Global().IsAvailable(name)) solvers.push_back(name);
+      if (Registry::Global().Find(name)->algorithm == a && Registry::Global().IsAvailable(name))
+        solvers.push_back(name);
   if (solvers.empty()) {
     EXPECT_NE(r.out.find("multilabel skipped"), std::string::npos) << r.out;
     GTEST_SKIP() << "no multilabel solver in this build";
@@ -69,8 +71,8 @@ TEST(BenchMultilabel, QuickSuiteWritesRowsAndPlot) {
 }
 
 TEST(BenchMultilabel, MissingDataIsSkippedWithAReason) {
-  const test::CommandResult r = test::RunCommand(test::AppPath("mrf-bench") +
-                                                 " --suite multilabel --quick --data-dir /nonexistent-folder");
+  const test::CommandResult r =
+      test::RunCommand(test::AppPath("mrf-bench") + " --suite multilabel --quick --data-dir /nonexistent-folder");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (r.out.find("multilabel skipped: no available") != std::string::npos) GTEST_SKIP() << "no multilabel solver";
   EXPECT_NE(r.out.find("tsukuba skipped: /nonexistent-folder/middlebury/tsukuba-imL.png not found"), std::string::npos)

@@ -34,8 +34,10 @@ TEST(ExampleCustomEnergy, RunsAndItsEnergiesAgree) {
   double real = -1, scaled = -1, bound = -1;
   const std::size_t at = r.out.find("real energy:");
   ASSERT_NE(at, std::string::npos) << r.out;
-  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "real energy: %lf (integer energy / scale = %lf, rounding bound %lf)", &real,
-                        &scaled, &bound), 3) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "real energy: %lf (integer energy / scale = %lf, rounding bound %lf)",
+                        &real, &scaled, &bound),
+            3)
+      << r.out;
   EXPECT_NEAR(real, scaled, bound);
   const Image classes = LoadImage(dir + "/classes.png", 1);
   EXPECT_EQ(classes.width, 96);

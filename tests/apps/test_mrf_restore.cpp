@@ -55,13 +55,14 @@ TEST(MrfRestore, JsonReportMatchesTheWrittenImage) {
   SavePng(dir + "/noisy.png", s.noisy);
   SavePng(dir + "/mask.png", s.mask);
   SavePng(dir + "/clean.png", s.clean);
-  const test::CommandResult r = test::RunCommand(Restore(dir + "/noisy.png --mask " + dir + "/mask.png --clean " +
-                                                         dir + "/clean.png --levels 64 --json -o " + dir + "/out.png"));
+  const test::CommandResult r = test::RunCommand(Restore(dir + "/noisy.png --mask " + dir + "/mask.png --clean " + dir +
+                                                         "/clean.png --levels 64 --json -o " + dir + "/out.png"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   for (const char* field : {"energy", "backend", "time_ms", "rms_error", "missing_pixels"})
     EXPECT_TRUE(j.contains(field)) << field << " missing in " << r.out;
-  EXPECT_EQ(j["missing_pixels"].get<int>(), static_cast<int>(std::count(s.mask.pixels.begin(), s.mask.pixels.end(), 255)));
+  EXPECT_EQ(j["missing_pixels"].get<int>(),
+            static_cast<int>(std::count(s.mask.pixels.begin(), s.mask.pixels.end(), 255)));
   // Restoration removes most of the noise.
   EXPECT_LT(j["rms_error"].get<double>(), 0.6 * j["rms_error_input"].get<double>()) << r.out;
   // The energy reported is the energy of the written image under the same model.

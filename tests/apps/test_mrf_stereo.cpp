@@ -97,7 +97,8 @@ TEST(MrfStereo, TextReportNamesBackendEnergyTimeAndErrors) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* part : {"backend:", "energy:", "time:", "iterations:", "bad pixels:"})
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " missing in " << r.out;
-  EXPECT_NE(r.err.find("mrf-stereo: no images given: generating a synthetic"), std::string::npos) << "progress on stderr: " << r.err;
+  EXPECT_NE(r.err.find("mrf-stereo: no images given: generating a synthetic"), std::string::npos)
+      << "progress on stderr: " << r.err;
   EXPECT_NE(r.err.find("mrf-stereo: iteration 1"), std::string::npos) << r.err;
   const test::CommandResult quiet = test::RunCommand(Stereo("-q --algorithm icm --synthetic-size 64 --labels 8"));
   ASSERT_EQ(quiet.exit_code, 0);
@@ -107,15 +108,15 @@ TEST(MrfStereo, TextReportNamesBackendEnergyTimeAndErrors) {
 TEST(MrfStereo, ImagesWithGroundTruthAndColourOutput) {
   if (!HasSolver(Algorithm::kExpansion)) GTEST_SKIP() << "no expansion solver in this build";
   const Files f = WritePair();
-  const test::CommandResult r = test::RunCommand(
-      Stereo(f.left + " " + f.right + " --labels 8 --gt " + f.gt + " --gt-scale 4 --json --colour " + f.dir +
-             "/c.png"));
+  const test::CommandResult r = test::RunCommand(Stereo(f.left + " " + f.right + " --labels 8 --gt " + f.gt +
+                                                        " --gt-scale 4 --json --colour " + f.dir + "/c.png"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["pixels_with_ground_truth"].get<int>(), 48 * 36 - [&] {
-    const SyntheticStereo s = MakeSyntheticStereo(48, 36, 8, 3);
-    return static_cast<int>(std::count(s.disparity.begin(), s.disparity.end(), 0));
-  }());
+  EXPECT_EQ(
+      j["pixels_with_ground_truth"].get<int>(), 48 * 36 - [&] {
+        const SyntheticStereo s = MakeSyntheticStereo(48, 36, 8, 3);
+        return static_cast<int>(std::count(s.disparity.begin(), s.disparity.end(), 0));
+      }());
   EXPECT_LT(j["bad_pixels_percent"].get<double>(), 20.0) << r.out;
   const Image colour = LoadImage(f.dir + "/c.png");
   EXPECT_EQ(colour.width, 48);
@@ -146,8 +147,10 @@ TEST(MrfStereo, TsukubaPresetReportsBadPixels) {
 
 TEST(MrfStereo, BadInputIsAOneLineError) {
   const Files f = WritePair();
-  ExpectOneLineError(f.left + " " + f.narrow_right, "left and right images differ in size: left is 48x36, right is 40x36");
-  ExpectOneLineError(f.left + " " + f.right + " --labels 49", "49 disparity labels but the images are only 48 pixels wide");
+  ExpectOneLineError(f.left + " " + f.narrow_right,
+                     "left and right images differ in size: left is 48x36, right is 40x36");
+  ExpectOneLineError(f.left + " " + f.right + " --labels 49",
+                     "49 disparity labels but the images are only 48 pixels wide");
   ExpectOneLineError(f.grey_left + " " + f.grey_right + " --preset tsukuba --labels 8",
                      "is defined on colour (RGB) images, but the images are grey");
   ExpectOneLineError(f.left + " " + f.grey_right + " --labels 8", "differ in colour");
@@ -157,6 +160,7 @@ TEST(MrfStereo, BadInputIsAOneLineError) {
                      "add --truncate");
   ExpectOneLineError(f.left + " " + f.right + " --labels 8 --gt " + f.small_gt, "ground truth");
   ExpectOneLineError(f.left, "LEFT given without RIGHT");
+  ExpectOneLineError("--downsample 2", "--downsample needs LEFT and RIGHT");
   ExpectOneLineError(f.left + " " + f.dir + "/missing.png", "missing.png");
   ExpectOneLineError("--preset cones", "unknown stereo preset 'cones'");
   ExpectOneLineError("--smoothness table --table " + f.gt, "smoothness table");
@@ -168,10 +172,28 @@ TEST(MrfStereo, BadInputIsAOneLineError) {
 TEST(MrfStereo, HelpListsEveryOption) {
   const test::CommandResult r = test::RunCommand(Stereo("--help"));
   ASSERT_EQ(r.exit_code, 0);
-  for (const char* option : {"--preset", "--labels", "--data-cost", "--no-bt", "--data-truncation", "--smoothness",
-                             "--lambda", "--vmax", "--gradient-threshold", "--gradient-penalty", "--algorithm",
-                             "--device", "--solver", "--iterations", "--seed", "--label-order", "--truncate", "--gt",
-                             "--gt-scale", "--output", "--colour", "--json"})
+  for (const char* option : {"--preset",
+                             "--labels",
+                             "--data-cost",
+                             "--no-bt",
+                             "--data-truncation",
+                             "--smoothness",
+                             "--lambda",
+                             "--vmax",
+                             "--gradient-threshold",
+                             "--gradient-penalty",
+                             "--algorithm",
+                             "--device",
+                             "--solver",
+                             "--iterations",
+                             "--seed",
+                             "--label-order",
+                             "--truncate",
+                             "--gt",
+                             "--gt-scale",
+                             "--output",
+                             "--colour",
+                             "--json"})
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
 }
 

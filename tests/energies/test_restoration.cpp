@@ -22,7 +22,7 @@ TEST(Restoration, LevelsSpanTheGreyRange) {
     for (Label l = 1; l < levels; ++l) EXPECT_GT(LevelIntensity(l, levels), LevelIntensity(l - 1, levels));
   }
   for (Label l = 0; l < 256; ++l) EXPECT_EQ(LevelIntensity(l, 256), l);  // 256 levels: label = intensity
-  EXPECT_EQ(LevelIntensity(1, 3), 128);  // 127.5 rounds up
+  EXPECT_EQ(LevelIntensity(1, 3), 128);                                  // 127.5 rounds up
 }
 
 TEST(Restoration, DataCostIsTheSquaredDifferenceAndZeroInHoles) {

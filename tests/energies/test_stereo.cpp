@@ -35,9 +35,12 @@ Cost NaiveDataCost(const Image& left, const Image& right, int x, int y, int d, b
   const int channels = left.channels;
   int worst = 0, cap;
   for (int c = 0; c < channels; ++c) worst += squared ? 255 * 255 : 255;
-  if (trunc == 0) cap = worst;
-  else if (squared) cap = trunc * trunc;
-  else cap = channels * trunc;
+  if (trunc == 0)
+    cap = worst;
+  else if (squared)
+    cap = trunc * trunc;
+  else
+    cap = channels * trunc;
   if (x - d < 0) return worst < cap ? worst : cap;
   int total = 0;
   for (int c = 0; c < channels; ++c) {
@@ -67,9 +70,12 @@ Image RandomImage(std::mt19937_64& rng, int w, int h, int channels) {
   Image im = Image::Filled(w, h, channels);
   const int mode = static_cast<int>(rng() % 3);
   for (auto& v : im.pixels) {
-    if (mode == 0) v = static_cast<std::uint8_t>(rng() % 256);
-    else if (mode == 1) v = static_cast<std::uint8_t>(rng() % 2 ? 0 : 255);  // extremes
-    else v = static_cast<std::uint8_t>(100 + rng() % 12);                    // nearly flat
+    if (mode == 0)
+      v = static_cast<std::uint8_t>(rng() % 256);
+    else if (mode == 1)
+      v = static_cast<std::uint8_t>(rng() % 2 ? 0 : 255);  // extremes
+    else
+      v = static_cast<std::uint8_t>(100 + rng() % 12);  // nearly flat
   }
   return im;
 }
@@ -115,9 +121,9 @@ TEST(StereoDataCost, MatchesNaiveReferenceOnRandomImages) {
     for (int y = 0; y < h; ++y)
       for (int x = 0; x < w; ++x)
         for (int d = 0; d < p.num_labels; ++d)
-          ASSERT_EQ(costs[(static_cast<std::size_t>(y) * w + x) * p.num_labels + d],
-                    NaiveDataCost(left, right, x, y, d, p.birchfield_tomasi, p.cost == StereoCost::kSquared,
-                                  p.truncation))
+          ASSERT_EQ(
+              costs[(static_cast<std::size_t>(y) * w + x) * p.num_labels + d],
+              NaiveDataCost(left, right, x, y, d, p.birchfield_tomasi, p.cost == StereoCost::kSquared, p.truncation))
               << "trial " << trial << " at (" << x << "," << y << ") d=" << d << ", " << p.Describe();
   }
 }
@@ -217,7 +223,10 @@ TEST(StereoParams, PresetCapsOnRealisticImages) {
   // Random images make large differences: every cost must stay within the preset's cap.
   std::mt19937_64 rng(3);
   const Image left = RandomImage(rng, 70, 4, 3), right = RandomImage(rng, 70, 4, 3);
-  struct Case { const char* name; Cost cap; };
+  struct Case {
+    const char* name;
+    Cost cap;
+  };
   for (const Case& c : {Case{"tsukuba", 765}, Case{"venus", 256}, Case{"teddy", 48}}) {
     const std::vector<Cost> costs = ComputeStereoDataCosts(left, right, StereoParams::Preset(c.name));
     EXPECT_EQ(*std::max_element(costs.begin(), costs.end()), c.cap) << c.name;
@@ -247,7 +256,8 @@ TEST(StereoModel, BadInputHasOneLineErrors) {
   p.num_labels = 4;
   p.truncation = -1;
   EXPECT_NE(message(a, a, p).find("truncation"), std::string::npos);
-  for (const std::string& m : {message(a, b, p), message(grey, grey, preset)}) EXPECT_EQ(m.find('\n'), std::string::npos);
+  for (const std::string& m : {message(a, b, p), message(grey, grey, preset)})
+    EXPECT_EQ(m.find('\n'), std::string::npos);
   // Grey images are fine without a preset: costs sum over one channel.
   p.truncation = 0;
   EXPECT_NO_THROW(BuildStereoModel(grey, grey, p));
@@ -316,7 +326,7 @@ TEST(SyntheticStereo, TrueDisparitiesHaveLowEnergy) {
 
 TEST(BadPixels, CountsOnlyKnownPixels) {
   Image gt = Image::Filled(4, 1, 1);
-  gt.pixels = {0, 32, 48, 80};  // unknown, 2, 3, 5 at scale 16
+  gt.pixels = {0, 32, 48, 80};                                         // unknown, 2, 3, 5 at scale 16
   EXPECT_DOUBLE_EQ(BadPixelPercent({9, 2, 4, 3}, gt, 16), 100.0 / 3);  // 4 vs 3 is fine, 3 vs 5 is bad
   EXPECT_DOUBLE_EQ(BadPixelPercent({0, 2, 3, 5}, gt, 16), 0.0);
   EXPECT_THROW(BadPixelPercent({0, 2, 3}, gt, 16), Error);
@@ -325,8 +335,8 @@ TEST(BadPixels, CountsOnlyKnownPixels) {
 
 TEST(Shrink, BoxFilterAndGroundTruthSubsampling) {
   Image im = Image::Filled(5, 3, 1);  // the last column and row are a partial block: dropped
-  im.pixels = {10, 20, 30, 40, 99,  //
-               30, 41, 50, 61, 99,  //
+  im.pixels = {10, 20, 30, 40, 99,    //
+               30, 41, 50, 61, 99,    //
                99, 99, 99, 99, 99};
   const Image half = ShrinkImage(im, 2);
   ASSERT_EQ(half.width, 2);
@@ -343,7 +353,11 @@ TEST(Shrink, BoxFilterAndGroundTruthSubsampling) {
 }
 
 TEST(Middlebury, BenchmarkModelsHaveTheRightSizes) {
-  struct Case { const char* name; int w, h; Label labels; };
+  struct Case {
+    const char* name;
+    int w, h;
+    Label labels;
+  };
   for (const Case& c : {Case{"tsukuba", 384, 288, 16}, Case{"venus", 434, 383, 20}}) {
     const std::string left = test::SharedDataPath(std::string("middlebury/") + c.name + "-imL.png");
     const std::string right = test::SharedDataPath(std::string("middlebury/") + c.name + "-imR.png");

@@ -50,11 +50,11 @@ Result SolveAsReference(const Model& model, const std::string& solver) {
   return Solve(model, options);
 }
 
-#define REQUIRE_PROBLEM(name, scale, problem)                                                         \
-  Problem problem;                                                                                    \
+#define REQUIRE_PROBLEM(name, scale, problem) \
+  Problem problem;                            \
   if (!LoadProblem(name, scale, &problem)) GTEST_SKIP() << "Middlebury " << name << " images not found"
-#define REQUIRE_SOLVER(algorithm, solver)                                                             \
-  const std::string solver = CpuSolver(algorithm);                                                    \
+#define REQUIRE_SOLVER(algorithm, solver)          \
+  const std::string solver = CpuSolver(algorithm); \
   if (solver.empty()) GTEST_SKIP() << "no CPU " << ToString(algorithm) << " solver in this build"
 
 TEST(MiddleburyBenchmark, ExpansionTsukuba) {
@@ -85,6 +85,14 @@ TEST(MiddleburyBenchmark, SwapTsukuba) {
   EXPECT_LE(r.energy, 372233) << solver;
 }
 
+TEST(MiddleburyBenchmark, SwapVenus) {
+  REQUIRE_PROBLEM("venus", 8, problem);
+  REQUIRE_SOLVER(Algorithm::kSwap, solver);
+  const Result r = SolveAsReference(problem.model, solver);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_LE(r.energy, 3141772) << solver;
+}
+
 // BP-M started from zero messages stalls above the reference on this model (the bp helper measured
 // 419,573 after 500 iterations); started coarse to fine it passes below it within a few iterations.
 TEST(MiddleburyBenchmark, BeliefPropagationTsukuba) {
@@ -100,13 +108,12 @@ TEST(MiddleburyBenchmark, BeliefPropagationTsukuba) {
   EXPECT_LE(r.energy, 406896) << solver << " (BP-M reference)";
 }
 
-TEST(MiddleburyBenchmark, IcmTsukubaImprovesOnTheStart) {
+TEST(MiddleburyBenchmark, IcmTsukuba) {
   REQUIRE_PROBLEM("tsukuba", 16, problem);
   REQUIRE_SOLVER(Algorithm::kIcm, solver);
   const Result r = SolveAsReference(problem.model, solver);
   ASSERT_TRUE(r.ok) << r.message;
-  // ICM is a weak local method whose result depends on the visiting order (the reference reached
-  // 2,412,321 from labels 0): only require that it improves on its start.
+  EXPECT_LE(r.energy, 2412321) << solver;
   EXPECT_LT(r.energy, EvaluateEnergy(problem.model, Labeling(problem.model.num_nodes(), 0)).total);
 }
 
