@@ -4,6 +4,7 @@
 #include "inference/alpha_beta_swap.h"
 #include "inference/alpha_expansion.h"
 #include "inference/bp_solvers.h"
+#include "inference/cuda_expansion.h"
 #include "inference/icm.h"
 #include "backends/cpu/tbb_push_relabel.h"
 #include "mrf/config.h"
@@ -42,6 +43,13 @@ void RegisterBuiltinSolvers(Registry& registry) {
   registry.Add({"cpu-expansion", Algorithm::kExpansion, Device::kCpu,
                 "Alpha-expansion on the CPU; each move is one cut by a max-flow engine", 0, true, {}, {},
                 [](const Model& m, const SolveOptions& o, Result* r) { RunAlphaExpansion(m, o, r); }});
+  // The whole expansion loop on the GPU (grids); `auto` prefers it when a GPU is present and falls
+  // back to cpu-expansion when it fails (an edge list, too little GPU memory).
+  registry.Add({"cuda-expansion", Algorithm::kExpansion, Device::kCuda,
+                "Alpha-expansion on the GPU, move loop on the device: graphs built, cut by push-relabel and applied "
+                "there, kept residual graphs re-solved (grids)",
+                0, CudaCompiledIn(), [] { return CudaUnavailableReason(); }, {},
+                [](const Model& m, const SolveOptions& o, Result* r) { RunCudaExpansion(m, o, r); }});
   registry.Add({"cpu-swap", Algorithm::kSwap, Device::kCpu,
                 "Alpha-beta swap on the CPU; each move is one cut by a max-flow engine", 0, true, {}, {},
                 [](const Model& m, const SolveOptions& o, Result* r) { RunAlphaBetaSwap(m, o, r); }});

@@ -52,7 +52,12 @@ int main(int argc, char** argv) {
   cli.add_flag("--quick", options.quick, "Small problems and few repeats (a smoke test)");
   cli.add_option("--tuning", options.tunings,
                  "pushrelabel suite: also time cuda-pr with these tunings, e.g. --tuning local_iterations=4 "
-                 "--tuning rounds_per_global_relabel=2,tile_y=32 (names: see MRF_PR_TUNING)");
+                 "--tuning rounds_per_global_relabel=2,tile_y=32 (names: see MRF_PR_TUNING); gpuexpansion suite: "
+                 "extra cuda-expansion rows, e.g. --tuning reuse_flow=0 (names: see MRF_CUDA_EXPANSION_TUNING)");
+  cli.add_option("--problems", options.problems, "gpuexpansion suite: comma-separated problems (tsukuba,venus,aloe)");
+  cli.add_option("--time-limit", options.time_limit_s,
+                 "gpuexpansion suite: stop the cpu-expansion baseline on aloe after this many seconds (0: none)")
+      ->check(mrf::app::FiniteNonNegative())->capture_default_str();
   return mrf::app::Run("mrf-bench", argc, argv, cli, [&] {
     const std::string gpu = mrf::CudaDeviceDescription();
     std::printf("# mrf-bench; GPU: %s\n", gpu.empty() ? ("none (" + mrf::CudaUnavailableReason() + ")").c_str() : gpu.c_str());

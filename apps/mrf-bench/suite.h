@@ -16,10 +16,13 @@ struct BenchOptions {
   std::string solvers;         ///< Comma-separated solver names to run (empty = every available one).
   std::string data_dir;        ///< Where the Middlebury images are (multilabel suite).
   bool quick = false;          ///< Smaller problems and fewer repeats, for smoke tests.
-  /// Extra tunings of the push-relabel engines to time ("name=value,..." each; pushrelabel suite).
+  /// Extra tunings to time ("name=value,..." each): push-relabel engines (pushrelabel suite) or
+  /// cuda-expansion (gpuexpansion suite).
   std::vector<std::string> tunings;
   std::vector<std::string> models;      ///< Saved model files to replay (models suite).
   std::vector<std::string> model_dirs;  ///< Folders whose *.mrf files are replayed too (models suite).
+  std::string problems;        ///< Comma-separated problem names (gpuexpansion suite); empty = suite default.
+  double time_limit_s = 0;     ///< Time limit of slow baseline solves in seconds (gpuexpansion: Aloe); 0 = none.
 };
 
 /// One suite: a name for --suite, a line for --help, and the function that runs it (returns an exit code).

@@ -1,0 +1,306 @@
+#pragma once
+/// @file expansion_steps.h
+/// @brief The per-node steps of alpha-expansion on grids, written once for the GPU (`cuda-expansion`)
+/// and its CPU twin (the tests' reference implementation).
+///
+/// A move on label `alpha` is a binary problem: node p keeps its label (x_p = 0, source side) or
+/// takes alpha (x_p = 1, sink side). Its graph uses the push-relabel engines' state (see
+/// push_relabel_steps.h): the netted excess x (source minus sink capacity) and the residual
+/// capacity r[d] per direction, forward directions first. The steps here
+/// - build a node's part of the move graph from the labels around it (BuildNode),
+/// - turn a solved move graph built from older labels into a valid state of the graph of the
+///   current labels, keeping as much flow as the new capacities allow (UpdateNode; Kohli and
+///   Torr's reparametrisation, used across expansion cycles as in Vineet and Narayanan's
+///   incremental alpha-expansion),
+/// - compute the exact energy change of a cut, node by node (DeltaNode), and a labelling's energy
+///   (NodeEnergy);
+/// - keep the move loop's bookkeeping (BeginMove, EndMove: which moves may be skipped, which kept
+///   residual graphs may be reused, what each move did).
+///
+/// The move terms are those of inference/alpha_expansion.cpp (Kolmogorov-Zabih construction; a
+/// non-submodular term is truncated by raising E(0,1) and E(1,0), so a truncated move never raises
+/// the true energy), so both reach the same moves.
+///
+/// Per-node inputs are gathered by the caller: the labels of the node's neighbours in direction
+/// order (`nl[d]`) and the weights of the edges (`w[d]`, 0 outside the grid). For a forward
+/// direction d < F the node is the edge's first endpoint (the edge slot is d * N + node); for a
+/// backward direction it is the second.
+
+#include <cstdint>
+
+#include "backends/common/push_relabel_steps.h"
+
+namespace mrf::xp {
+
+/// The smoothness lookups of a move: V(a, b) = lambda * distance(a, b) as an L x L table.
+struct MoveCosts {
+  const std::int32_t* table = nullptr;  ///< table[a * num_labels + b].
+  int num_labels = 0;                   ///< L.
+  /// lambda * distance(a, b).
+  MRF_HD std::int64_t V(int a, int b) const { return table[static_cast<std::int64_t>(a) * num_labels + b]; }
+};
+
+/// One edge's part of a move graph: terminal terms of its two endpoints and its capacities.
+struct EdgeTerm {
+  std::int64_t d_from = 0;  ///< Added to the first endpoint's slope (cost of moving minus keeping).
+  std::int64_t d_to = 0;    ///< Added to the second endpoint's slope.
+  std::int64_t cap = 0;     ///< Capacity first -> second (cut when the first keeps and the second moves).
+  std::int64_t rev = 0;     ///< Capacity second -> first.
+  int truncated = 0;        ///< 1 when the term was not submodular and was truncated.
+};
+
+/// The move term of the edge (from, to) with labels `lf`, `lt` and weight `w`, for expansion on `alpha`.
+MRF_HD EdgeTerm EdgeMoveTerm(const MoveCosts& c, int alpha, int lf, int lt, std::int64_t w) {
+  EdgeTerm t;
+  if (w == 0 || (lf == alpha && lt == alpha)) return t;
+  const std::int64_t v_aa = w * c.V(alpha, alpha);
+  if (lf == alpha) {  // the first endpoint stays at alpha either way: a unary term of the second
+    t.d_to = v_aa - w * c.V(alpha, lt);
+    return t;
+  }
+  if (lt == alpha) {
+    t.d_from = v_aa - w * c.V(lf, alpha);
+    return t;
+  }
+  const std::int64_t e00 = w * c.V(lf, lt), e11 = v_aa;
+  std::int64_t e01 = w * c.V(lf, alpha), e10 = w * c.V(alpha, lt);
+  if (e01 + e10 < e00 + e11) {  // truncation (Rother et al.): raise the disagreement costs
+    const std::int64_t deficit = e00 + e11 - e01 - e10;
+    e01 += deficit / 2;
+    e10 += deficit - deficit / 2;
+    t.truncated = 1;
+  }
+  // E = e00 + (e11 - e00) x_from + b [x_from = 0, x_to = 1] + c [x_from = 1, x_to = 0]; a negative
+  // b or c is moved to the terminals so both capacities are non-negative.
+  t.d_from = e11 - e00;
+  const std::int64_t b = e01 - e00, cc = e10 - e11;
+  if (b < 0) {
+    t.d_from -= b;
+    t.d_to += b;
+    t.rev = b + cc;
+  } else if (cc < 0) {
+    t.d_from += cc;
+    t.d_to -= cc;
+    t.cap = b + cc;
+  } else {
+    t.cap = b;
+    t.rev = cc;
+  }
+  return t;
+}
+
+/// The unary part of a node's slope: U(alpha) - U(label), 0 for nodes already labelled alpha.
+MRF_HD std::int64_t UnarySlope(int alpha, int label, std::int64_t u_label, std::int64_t u_alpha) {
+  return label == alpha ? 0 : u_alpha - u_label;
+}
+
+/// Builds node p's part of the move graph: the netted excess (its slope) and the residual
+/// capacities of its edges (forward: the edge's capacity; backward: its reverse capacity).
+/// Returns the number of truncated terms on the node's forward edges (each edge counted once).
+template <int D>
+MRF_HD int BuildNode(const MoveCosts& c, int alpha, int lp, std::int64_t u_label, std::int64_t u_alpha,
+                     const int (&nl)[D], const std::int32_t (&w)[D], std::int64_t* x, std::uint32_t (&r)[D]) {
+  constexpr int F = D / 2;
+  std::int64_t slope = UnarySlope(alpha, lp, u_label, u_alpha);
+  int truncated = 0;
+MRF_UNROLL
+  for (int d = 0; d < D; ++d) {
+    if (d < F) {
+      const EdgeTerm t = EdgeMoveTerm(c, alpha, lp, nl[d], w[d]);
+      slope += t.d_from;
+      r[d] = static_cast<std::uint32_t>(t.cap);
+      truncated += t.truncated;
+    } else {
+      const EdgeTerm t = EdgeMoveTerm(c, alpha, nl[d], lp, w[d]);
+      slope += t.d_to;
+      r[d] = static_cast<std::uint32_t>(t.rev);
+    }
+  }
+  *x = slope;
+  return truncated;
+}
+
+/// Clamps the flow of an edge into [-rev, cap].
+MRF_HD std::int64_t ClampFlow(std::int64_t flow, std::int64_t cap, std::int64_t rev) {
+  return flow < -rev ? -rev : flow > cap ? cap : flow;
+}
+
+/// Turns node p's part of a solved (or partly solved) move graph built from the old labels (`op`,
+/// `onl`) into a valid state of the graph of the new labels (`np`, `nnl`): the slope changes go
+/// into the excess, each changed edge keeps its flow where the new capacities allow it, and flow
+/// that no longer fits is handed back as excess (the netted excess stands for the reparametrised
+/// terminal edges). Both endpoints of an edge compute the same kept flow from their own residual,
+/// so each node writes only its own state. `u_*` are the node's unary costs of its old and new
+/// labels and of alpha. Returns true when the node's state changed; `truncated_change` receives the
+/// change in the number of truncated terms on its forward edges.
+template <int D>
+MRF_HD bool UpdateNode(const MoveCosts& c, int alpha, int op, int np, std::int64_t u_old, std::int64_t u_new,
+                       std::int64_t u_alpha, const int (&onl)[D], const int (&nnl)[D], const std::int32_t (&w)[D],
+                       std::int64_t* x, std::uint32_t (&r)[D], int* truncated_change) {
+  constexpr int F = D / 2;
+  bool changed = false;
+  int truncated = 0;
+  if (op != np) {
+    *x += UnarySlope(alpha, np, u_new, u_alpha) - UnarySlope(alpha, op, u_old, u_alpha);
+    changed = true;
+  }
+MRF_UNROLL
+  for (int d = 0; d < D; ++d) {
+    if (op == np && onl[d] == nnl[d]) continue;
+    changed = true;
+    if (d < F) {
+      const EdgeTerm o = EdgeMoveTerm(c, alpha, op, onl[d], w[d]);
+      const EdgeTerm n = EdgeMoveTerm(c, alpha, np, nnl[d], w[d]);
+      const std::int64_t flow = o.cap - static_cast<std::int64_t>(r[d]);  // along the edge, p -> q
+      const std::int64_t kept = ClampFlow(flow, n.cap, n.rev);
+      r[d] = static_cast<std::uint32_t>(n.cap - kept);
+      *x += n.d_from - o.d_from + flow - kept;
+      truncated += n.truncated - o.truncated;
+    } else {
+      const EdgeTerm o = EdgeMoveTerm(c, alpha, onl[d], op, w[d]);
+      const EdgeTerm n = EdgeMoveTerm(c, alpha, nnl[d], np, w[d]);
+      const std::int64_t flow = static_cast<std::int64_t>(r[d]) - o.rev;  // along the edge, q -> p
+      const std::int64_t kept = ClampFlow(flow, n.cap, n.rev);
+      r[d] = static_cast<std::uint32_t>(n.rev + kept);
+      *x += n.d_to - o.d_to + kept - flow;
+    }
+  }
+  *truncated_change = truncated;
+  return changed;
+}
+
+/// Node p's share of the exact energy change when the nodes with `moved` set take alpha: its unary
+/// change plus the change of its forward edges (so every edge is counted once).
+template <int D>
+MRF_HD std::int64_t DeltaNode(const MoveCosts& c, int alpha, int lp, bool moved, std::int64_t u_label,
+                              std::int64_t u_alpha, const int (&nl)[D], const bool (&nmoved)[D],
+                              const std::int32_t (&w)[D]) {
+  constexpr int F = D / 2;
+  std::int64_t delta = moved ? u_alpha - u_label : 0;
+  const int np = moved ? alpha : lp;
+MRF_UNROLL
+  for (int d = 0; d < F; ++d) {
+    if (w[d] == 0 || (!moved && !nmoved[d])) continue;
+    const int nq = nmoved[d] ? alpha : nl[d];
+    delta += static_cast<std::int64_t>(w[d]) * (c.V(np, nq) - c.V(lp, nl[d]));
+  }
+  return delta;
+}
+
+/// Node p's share of a labelling's energy: its unary cost plus its forward edges' costs.
+template <int D>
+MRF_HD std::int64_t NodeEnergy(const MoveCosts& c, int lp, std::int64_t u_label, const int (&nl)[D],
+                               const std::int32_t (&w)[D]) {
+  constexpr int F = D / 2;
+  std::int64_t e = u_label;
+MRF_UNROLL
+  for (int d = 0; d < F; ++d)
+    if (w[d] != 0) e += static_cast<std::int64_t>(w[d]) * c.V(lp, nl[d]);
+  return e;
+}
+
+// ---- The move loop's bookkeeping (one thread on the GPU) ----------------------------------------
+
+/// The state of the move loop, in device memory (plain data; every field 64-bit for alignment).
+struct MoveControl {
+  // Across moves and cycles.
+  std::int64_t changes = 0;        ///< Moves that changed the labelling so far.
+  std::int64_t nodes_changed = 0;  ///< Node label changes so far.
+  std::int64_t energy = 0;         ///< Energy of the current labelling.
+  std::int64_t move_index = 0;     ///< Next move of the cycle (index into the cycle's order).
+  std::int64_t num_moves = 0;      ///< Moves per cycle (labels).
+  std::int64_t num_slots = 0;      ///< Labels 0..num_slots-1 keep their residual graph between moves.
+  std::int64_t update_limit = 0;   ///< A kept graph is reused if at most this many node changes happened since.
+  std::int64_t max_rounds = 0;     ///< Bound on relabels and on BFS rounds per relabel (a bug must not hang the caller).
+  std::int64_t error = 0;          ///< 1: a solve did not converge within max_rounds; 2: its grid barrier timed out.
+  // The move in progress.
+  std::int64_t alpha = 0;      ///< Its label.
+  std::int64_t run = 0;        ///< 1 when it runs (0: skipped, nothing changed since it last ran).
+  std::int64_t resolve = 0;    ///< 1 when it starts from the label's kept residual graph.
+  std::int64_t delta = 0;      ///< Exact energy change of its cut.
+  std::int64_t moved = 0;      ///< Nodes its cut moves.
+  std::int64_t truncated = 0;  ///< Truncated terms in its graph.
+  std::int64_t relabels = 0;   ///< Global relabels of its solve.
+  std::int64_t push_rounds = 0;  ///< Push rounds of its solve.
+  std::int64_t bfs_rounds = 0; ///< BFS and kill rounds of its solve.
+  std::int64_t stamp_start = 0;  ///< Device clock (ns) when the move started...
+  std::int64_t stamp_built = 0;  ///< ...when its graph was built...
+  std::int64_t stamp_solved = 0; ///< ...when its cut was found.
+  std::uint32_t blocks_done[4] = {0, 0, 0, 0};  ///< Last-block counters of multi-block kernels.
+};
+
+/// What one move of a cycle did (one record per move index of the cycle).
+struct MoveRecord {
+  std::int64_t alpha = -1, run = 0, resolve = 0, accepted = 0;
+  std::int64_t moved = 0, delta = 0, truncated = 0, relabels = 0, push_rounds = 0, bfs_rounds = 0;
+  std::int64_t stamp_start = 0, stamp_built = 0, stamp_solved = 0, stamp_done = 0;
+};
+
+/// Per-label bookkeeping arrays (device memory on the GPU).
+struct LabelBook {
+  std::int64_t* settled_at = nullptr;  ///< [L] `changes` right after the label's last exact move (-1: none).
+  std::int64_t* truncated = nullptr;   ///< [L] truncated terms in the label's kept graph.
+  std::int64_t* snapshot = nullptr;    ///< [slots] `nodes_changed` when the kept graph was built.
+  std::int32_t* has_state = nullptr;   ///< [slots] 1 when the label keeps a solved graph.
+};
+
+/// Starts move `move_index` of the cycle: picks its label from `order`, decides whether it runs
+/// (a label whose last exact move saw the same labelling cannot find anything new) and whether it
+/// re-solves from its kept graph (when it has one and few nodes changed since), and resets the
+/// move's fields. Returns whether the move runs.
+MRF_HD bool BeginMove(MoveControl& c, const std::int32_t* order, const LabelBook& book, MoveRecord* records,
+                      bool reuse) {
+  const std::int64_t k = c.move_index;
+  c.move_index = k + 1;
+  const int alpha = order[k];
+  const bool run = book.settled_at[alpha] != c.changes;
+  const bool slot = alpha < c.num_slots;
+  const bool resolve = run && reuse && slot && book.has_state[alpha] &&
+                       c.nodes_changed - book.snapshot[alpha] <= c.update_limit;
+  c.alpha = alpha;
+  c.run = run;
+  c.resolve = resolve;
+  c.delta = 0;
+  c.moved = 0;
+  c.truncated = resolve ? book.truncated[alpha] : 0;
+  c.relabels = 0;
+  c.push_rounds = 0;
+  c.bfs_rounds = 0;
+  if (run && slot) book.snapshot[alpha] = c.nodes_changed;
+  MoveRecord& rec = records[k];
+  rec = MoveRecord{};
+  rec.alpha = alpha;
+  rec.run = run;
+  rec.resolve = resolve;
+  return run;
+}
+
+/// Ends the move in progress after its energy change was summed: accepts it when the energy
+/// drops, and records what it did. Returns whether it was accepted.
+MRF_HD bool EndMove(MoveControl& c, const LabelBook& book, MoveRecord* records) {
+  const bool accepted = c.delta < 0;
+  const int alpha = static_cast<int>(c.alpha);
+  if (accepted) {
+    ++c.changes;
+    c.energy += c.delta;
+    c.nodes_changed += c.moved;
+  }
+  const bool exact = c.truncated == 0;
+  book.settled_at[alpha] = exact || !accepted ? c.changes : -1;
+  book.truncated[alpha] = c.truncated;
+  if (alpha < c.num_slots) book.has_state[alpha] = 1;
+  MoveRecord& rec = records[c.move_index - 1];
+  rec.accepted = accepted;
+  rec.moved = accepted ? c.moved : 0;
+  rec.delta = c.delta;
+  rec.truncated = c.truncated;
+  rec.relabels = c.relabels;
+  rec.push_rounds = c.push_rounds;
+  rec.bfs_rounds = c.bfs_rounds;
+  rec.stamp_start = c.stamp_start;
+  rec.stamp_built = c.stamp_built;
+  rec.stamp_solved = c.stamp_solved;
+  return accepted;
+}
+
+}  // namespace mrf::xp

@@ -1,0 +1,613 @@
+// cuda-expansion kernels: a thread per node runs the steps of backends/common/expansion_steps.h; the
+// loop's bookkeeping runs in one thread (MoveStart) or in the last block of a node kernel
+// (Build, Commit), so the host never has to look at a move.
+#include <cuda_runtime.h>
+
+#include "backends/cuda/expansion_kernels.h"
+#include "backends/cuda/push_relabel_tiles.cuh"
+
+namespace mrf::cuda_xp {
+namespace {
+
+using cuda_pr::DeviceState;
+using pr::TileLayout;
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ std::int64_t Now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return static_cast<std::int64_t>(t);
+}
+
+// Sum over the block, valid in thread 0. Every thread of the block must call it.
+__device__ long long BlockSum(long long v) {
+  __shared__ long long warp_sums[kThreads / 32];
+  __syncthreads();  // a previous call's readers are done
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < static_cast<int>(blockDim.x / 32) ? warp_sums[lane] : 0;
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
+
+// True in every thread of the block that finishes last (the counter is reset by that block).
+__device__ bool LastBlock(unsigned int* counter) {
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    __threadfence();
+    *counter = 0;
+  }
+  return last;
+}
+
+__device__ __forceinline__ void AtomicAddSigned(std::int64_t* target, long long value) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(target), static_cast<unsigned long long>(value));
+}
+
+template <int KIND>
+struct Dirs {
+  static constexpr int D = pr::NumDirs(KIND);
+  static constexpr int F = D / 2;
+};
+
+// The neighbours of node v in direction order (-1 outside the grid).
+template <int KIND>
+__device__ __forceinline__ void Neighbours(const TileLayout& L, std::int64_t v, std::int64_t (&q)[Dirs<KIND>::D]) {
+  const int x = static_cast<int>(v % L.width);
+  const std::int64_t rest = v / L.width;
+  const int y = static_cast<int>(rest % L.height), z = static_cast<int>(rest / L.height);
+#pragma unroll
+  for (int d = 0; d < Dirs<KIND>::D; ++d) {
+    const int nx = x + pr::DirX(KIND, d), ny = y + pr::DirY(KIND, d), nz = z + pr::DirZ(KIND, d);
+    q[d] = L.InGrid(nx, ny, nz) ? L.Node(nx, ny, nz) : -1;
+  }
+}
+
+// Labels and edge weights around node v (weights 0 outside the grid).
+template <int KIND>
+__device__ __forceinline__ void Gather(const DeviceExpansion& e, std::int64_t N, std::int64_t v,
+                                       const std::int64_t (&q)[Dirs<KIND>::D], const std::int32_t* labels,
+                                       int (&nl)[Dirs<KIND>::D], std::int32_t (&w)[Dirs<KIND>::D]) {
+  constexpr int D = Dirs<KIND>::D, F = Dirs<KIND>::F;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    if (q[d] < 0) {
+      nl[d] = 0;
+      w[d] = 0;
+      continue;
+    }
+    nl[d] = labels[q[d]];
+    if (!e.weights) w[d] = 1;
+    else w[d] = d < F ? e.weights[d * N + v] : e.weights[(d - F) * N + q[d]];
+  }
+}
+
+__device__ __forceinline__ std::int64_t Unary(const DeviceExpansion& e, std::int64_t N, int label, std::int64_t v) {
+  return e.unary_t[static_cast<std::int64_t>(label) * N + v];
+}
+
+__device__ __forceinline__ std::int64_t FirstNode() {
+  return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ __forceinline__ std::int64_t NodeStride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+
+// ---- Kernels ----------------------------------------------------------------------------------
+
+// Node-major to label-major, 32 x 32 tiles through shared memory; tiles of nodes from `node_first`.
+__global__ void TransposeKernel(const std::int32_t* in, std::int32_t* out, std::int64_t n, std::int64_t node_first,
+                                int labels) {
+  __shared__ std::int32_t tile[32][33];
+  const std::int64_t node0 = node_first + static_cast<std::int64_t>(blockIdx.y) * 32;
+  const int label0 = blockIdx.x * 32;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const std::int64_t node = node0 + i;
+    const int label = label0 + threadIdx.x;
+    if (node < n && label < labels) tile[i][threadIdx.x] = in[node * labels + label];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int label = label0 + i;
+    const std::int64_t node = node0 + threadIdx.x;
+    if (node < n && label < labels) out[static_cast<std::int64_t>(label) * n + node] = tile[threadIdx.x][i];
+  }
+}
+
+template <int KIND>
+__global__ void __launch_bounds__(kThreads) EnergyKernel(DeviceExpansion e, DeviceState s) {
+  constexpr int D = Dirs<KIND>::D;
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  const xp::MoveCosts costs{e.table, e.num_labels};
+  long long sum = 0;
+  for (std::int64_t v = FirstNode(); v < N; v += NodeStride()) {
+    std::int64_t q[D];
+    int nl[D];
+    std::int32_t w[D];
+    Neighbours<KIND>(L, v, q);
+    Gather<KIND>(e, N, v, q, e.labels, nl, w);
+    const int lp = e.labels[v];
+    sum += xp::NodeEnergy<D>(costs, lp, Unary(e, N, lp, v), nl, w);
+  }
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) AtomicAddSigned(&e.ctl->energy, sum);
+}
+
+__global__ void CycleStartKernel(DeviceExpansion e) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) e.ctl->move_index = 0;
+}
+
+__global__ void MoveStartKernel(DeviceExpansion e, Steering steer) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  xp::MoveControl& c = *e.ctl;
+  xp::BeginMove(c, e.order, e.book, e.records, e.reuse != 0);
+  e.sync->arrive[0][0] = 0;  // the solve kernel's barrier starts from zero
+  e.sync->arrive[1][0] = 0;
+  const std::int64_t now = Now();
+  c.stamp_start = c.stamp_built = c.stamp_solved = now;
+  if (steer.graph) cudaGraphSetConditional(steer.moves, c.move_index < c.num_moves ? 1u : 0u);
+}
+
+template <int KIND>
+__global__ void __launch_bounds__(kThreads) BuildKernel(DeviceExpansion e, DeviceState s) {
+  constexpr int D = Dirs<KIND>::D;
+  xp::MoveControl* c = e.ctl;
+  if (!c->run) return;  // the same in every block
+  const int alpha = static_cast<int>(c->alpha);
+  const bool resolve = c->resolve != 0;
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  const xp::MoveCosts costs{e.table, e.num_labels};
+  long long truncated = 0;
+  for (std::int64_t v = FirstNode(); v < N; v += NodeStride()) {
+    std::int64_t q[D];
+    int nl[D];
+    std::int32_t w[D];
+    std::uint32_t r[D];
+    Neighbours<KIND>(L, v, q);
+    Gather<KIND>(e, N, v, q, e.labels, nl, w);
+    const int lp = e.labels[v];
+    const std::int64_t u_alpha = Unary(e, N, alpha, v);
+    std::int64_t x = 0;
+    if (!resolve) {
+      truncated += xp::BuildNode<D>(costs, alpha, lp, Unary(e, N, lp, v), u_alpha, nl, w, &x, r);
+    } else {
+      const std::int64_t base = static_cast<std::int64_t>(alpha) * N;
+      const std::int32_t* built = e.slot_built + base;
+      const int op = built[v];
+      int onl[D];
+#pragma unroll
+      for (int d = 0; d < D; ++d) onl[d] = q[d] >= 0 ? built[q[d]] : 0;
+      x = e.slot_x[base + v];
+#pragma unroll
+      for (int d = 0; d < D; ++d) r[d] = e.slot_r[(static_cast<std::int64_t>(alpha) * D + d) * N + v];
+      int truncated_change = 0;
+      const bool relabelled = op != lp;  // the unary costs matter only then
+      const bool changed = xp::UpdateNode<D>(costs, alpha, op, lp, relabelled ? Unary(e, N, op, v) : 0,
+                                             relabelled ? Unary(e, N, lp, v) : 0, u_alpha, onl, nl, w, &x, r,
+                                             &truncated_change);
+      truncated += truncated_change;
+      s.h[v] = e.slot_h[base + v];
+      s.mask[v] = e.slot_mask[base + v];
+      if (changed) {
+        const int tile = L.TileOfNode(v);
+        s.active[tile] = 1;
+        s.touched[tile] = 1;
+      }
+    }
+    s.x[v] = x;
+#pragma unroll
+    for (int d = 0; d < D; ++d) s.r[d * N + v] = r[d];
+  }
+  truncated = BlockSum(truncated);
+  if (threadIdx.x == 0 && truncated != 0) AtomicAddSigned(&c->truncated, truncated);
+  if (LastBlock(&c->blocks_done[kBuildBlocks]) && threadIdx.x == 0) c->stamp_built = Now();
+}
+
+// ---- The persistent solve kernel ----------------------------------------------------------------
+
+// The grid-wide barrier of one block (its state lives in registers; thread 0's is the one used).
+struct Grid {
+  GridSync* g;
+  unsigned long long seen[2] = {0, 0};  // each counter's value when its last barrier completed
+  int parity = 0;
+};
+
+// Every block of the grid waits here for all others (they must all be resident: the grid is sized
+// by occupancy), handing in *block_count (then zeroed); *total receives the sum over all blocks.
+// One atomic per block and polling of one counter: the round's counts ride on the arrival. Returns
+// false in every block when a barrier timed out (some block never came): the kernel then leaves and
+// the host reports it, rather than hanging.
+__device__ bool Sync(Grid& grid, unsigned int* block_count, unsigned long long* total) {
+  __shared__ unsigned long long sum;
+  __shared__ int good;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int p = grid.parity;
+    unsigned long long* counter = &grid.g->arrive[p][0];
+    const unsigned long long mine = *block_count;
+    *block_count = 0;
+    const unsigned long long need = static_cast<unsigned long long>(gridDim.x) << 32;
+    __threadfence();  // this block's writes before the barrier are seen by every block after it
+    atomicAdd(counter, (1ull << 32) + mine);
+    volatile unsigned long long* poll = counter;
+    unsigned long long v = *poll;
+    std::int64_t start = 0;  // the clock is read only when the wait is long
+    for (unsigned int spin = 1; v - grid.seen[p] < need; ++spin) {
+      if ((spin & 1023u) == 0 && start == 0) start = Now();
+      if ((spin & 1023u) == 0 && Now() - start > 5000000000ll) {  // 5 s: a block is not running
+        atomicExch(&grid.g->abort, 1u);
+        atomicAdd(&grid.g->arrive[0][0], 1ull << 56);  // releases every block, whichever counter it polls
+        atomicAdd(&grid.g->arrive[1][0], 1ull << 56);
+      }
+      v = *poll;
+    }
+    __threadfence();
+    const unsigned long long d = v - grid.seen[p];
+    good = d < need + (1ull << 32);  // exactly gridDim.x arrivals (a timeout adds 2^56)
+    sum = d - need;
+    grid.seen[p] = v;
+  }
+  __syncthreads();
+  grid.parity ^= 1;
+  *total = sum;
+  return good != 0;
+}
+
+// Tile t's coordinates.
+__device__ __forceinline__ void TileCoords(const TileLayout& L, int t, int* tx, int* ty, int* tz) {
+  *tx = t % L.tiles_x;
+  *ty = (t / L.tiles_x) % L.tiles_y;
+  *tz = t / (L.tiles_x * L.tiles_y);
+}
+
+template <int KIND, int TX, int TY, int TZ>
+__global__ void __launch_bounds__(TX* TY* TZ, TX* TY* TZ <= 512 ? 2 : 1)
+    SolveKernel(DeviceExpansion e, DeviceState s, SolveConfig cfg) {
+  xp::MoveControl* c = e.ctl;
+  if (!c->run) return;  // the same in every block
+  const TileLayout& L = s.layout;
+  const int T = L.num_tiles();
+  const bool resolve = c->resolve != 0;
+  const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
+  const std::int64_t max_rounds = c->max_rounds;
+  std::uint8_t* const a = s.dirty;
+  std::uint8_t* const b = s.dirty + T;
+  std::uint8_t* const kill_a = s.dirty + 2 * T;
+  std::uint8_t* const kill_b = s.dirty + 3 * T;
+  __shared__ unsigned int block_count;  // this block's count in the current round
+  if (threadIdx.x == 0) block_count = 0;
+  Grid grid{e.sync};
+  bool ok = true;
+  std::int64_t relabels = 0, push_rounds = 0, bfs_rounds = 0;
+
+  // One push round: the tiles of each colour in turn (flow leaving a tile goes to idle tiles).
+  auto push_round = [&](unsigned long long* work) {
+    *work = 0;
+    const int gx = L.ColourGridX(), gy = L.ColourGridY(), gz = L.ColourGridZ(), positions = gx * gy * gz;
+    for (int colour = 0; colour < L.num_colours(); ++colour) {
+      for (int i = blockIdx.x; i < positions; i += gridDim.x) {
+        int tx, ty, tz;
+        if (!L.ColourTile(colour, i % gx, (i / gx) % gy, i / (gx * gy), &tx, &ty, &tz)) continue;
+        __syncthreads();  // the previous visit's shared memory is free
+        cuda_pr::PushTile<KIND, TX, TY, TZ>(s, tx, ty, tz, cfg.local_iterations, &block_count);
+      }
+      unsigned long long tiles = 0;
+      if (!Sync(grid, &block_count, &tiles)) return false;
+      *work += tiles;
+    }
+    ++push_rounds;
+    return true;
+  };
+
+  // A global relabel: exact distances to the sink (from scratch, or incrementally from the kept
+  // heights around the tiles touched since the last one), then the census (cut, tile flags, active nodes).
+  auto relabel = [&](bool incremental, unsigned long long* active) {
+    unsigned long long changed = 0;
+    const std::uint8_t* start = e.all_tiles;  // a relabel from scratch visits every tile first
+    if (incremental) {
+      // Kill rounds from the tiles touched since the last relabel; the seed tiles (touched or
+      // changed here) are where the BFS starts.
+      const std::uint8_t* in = s.touched;
+      std::uint8_t* out = kill_a;
+      for (int k = 0;; ++k) {
+        for (int t = blockIdx.x; t < T; t += gridDim.x) {
+          int tx, ty, tz;
+          TileCoords(L, t, &tx, &ty, &tz);
+          __syncthreads();
+          if (k == 0 && threadIdx.x == 0) s.seed[t] = s.touched[t];
+          cuda_pr::KillTile<KIND, TX, TY, TZ>(s, tx, ty, tz, in, out, k == 0, &block_count);
+        }
+        if (!Sync(grid, &block_count, &changed)) return false;
+        ++bfs_rounds;
+        if (changed == 0) break;
+        if (k > max_rounds) return false;
+        in = out;
+        out = out == kill_a ? kill_b : kill_a;
+      }
+      start = s.seed;
+    }
+    const std::uint8_t* in = start;
+    std::uint8_t* out = b;
+    for (int k = 0;; ++k) {
+      for (int t = blockIdx.x; t < T; t += gridDim.x) {
+        int tx, ty, tz;
+        TileCoords(L, t, &tx, &ty, &tz);
+        __syncthreads();
+        if (k == 0 && threadIdx.x == 0) s.touched[t] = 0;  // (read only by kill rounds, all done)
+        cuda_pr::BfsTile<KIND, TX, TY, TZ>(s, tx, ty, tz, in, out, !incremental && k == 0, &block_count);
+      }
+      if (!Sync(grid, &block_count, &changed)) return false;
+      ++bfs_rounds;
+      if (changed == 0) break;
+      if (k > max_rounds) return false;
+      in = out;
+      out = out == b ? a : b;
+    }
+    for (int t = blockIdx.x; t < T; t += gridDim.x) {
+      int tx, ty, tz;
+      TileCoords(L, t, &tx, &ty, &tz);
+      __syncthreads();
+      const int n = cuda_pr::CensusTile<TX, TY, TZ>(s, tx, ty, tz);
+      if (threadIdx.x == 0) block_count += static_cast<unsigned int>(n);
+    }
+    ++relabels;
+    return Sync(grid, &block_count, active);
+  };
+
+  unsigned long long work = 0, active = 0;
+  if (ok && resolve)
+    for (int k = 0; k < cfg.resolve_push_rounds; ++k) {
+      ok = push_round(&work);
+      if (!ok || work == 0) break;
+    }
+  // A fresh graph's heights mean nothing: its first relabel starts from scratch.
+  bool incremental = resolve && cfg.incremental_relabel != 0;
+  while (ok) {
+    ok = relabel(incremental, &active);
+    if (!ok || active == 0) break;
+    for (int k = 0; k < cfg.push_rounds; ++k) {
+      ok = push_round(&work);
+      if (!ok || work == 0) break;
+    }
+    incremental = resolve ? cfg.incremental_relabel != 0 : cfg.incremental_relabel == 2;
+    if (relabels > max_rounds) ok = false;
+  }
+  if (lead) {
+    c->relabels = relabels;
+    c->push_rounds = push_rounds;
+    c->bfs_rounds = bfs_rounds;
+    c->stamp_solved = Now();
+    if (!ok) c->error = e.sync->abort ? 2 : 1;
+  }
+}
+
+template <int KIND>
+__global__ void __launch_bounds__(kThreads) DeltaKernel(DeviceExpansion e, DeviceState s) {
+  constexpr int D = Dirs<KIND>::D, F = Dirs<KIND>::F;
+  xp::MoveControl* c = e.ctl;
+  if (!c->run) return;
+  const int alpha = static_cast<int>(c->alpha);
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  const xp::MoveCosts costs{e.table, e.num_labels};
+  long long delta = 0, moved_count = 0;
+  for (std::int64_t v = FirstNode(); v < N; v += NodeStride()) {
+    const int lp = e.labels[v];
+    const bool moved = s.labels[v] != 0 && lp != alpha;
+    std::int64_t q[D];
+    int nl[D];
+    std::int32_t w[D];
+    bool nm[D];
+    Neighbours<KIND>(L, v, q);
+    bool any = moved;
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      nm[d] = false;
+      nl[d] = 0;
+      w[d] = 0;
+      if (d < F && q[d] >= 0) {
+        nl[d] = e.labels[q[d]];
+        nm[d] = s.labels[q[d]] != 0 && nl[d] != alpha;
+        w[d] = e.weights ? e.weights[d * N + v] : 1;
+        any |= nm[d];
+      }
+    }
+    if (!any) continue;
+    const std::int64_t u_label = moved ? Unary(e, N, lp, v) : 0, u_alpha = moved ? Unary(e, N, alpha, v) : 0;
+    delta += xp::DeltaNode<D>(costs, alpha, lp, moved, u_label, u_alpha, nl, nm, w);
+    moved_count += moved;
+  }
+  delta = BlockSum(delta);
+  moved_count = BlockSum(moved_count);
+  if (threadIdx.x == 0) {
+    if (delta) AtomicAddSigned(&c->delta, delta);
+    if (moved_count) AtomicAddSigned(&c->moved, moved_count);
+  }
+}
+
+template <int KIND>
+__global__ void __launch_bounds__(kThreads) CommitKernel(DeviceExpansion e, DeviceState s) {
+  constexpr int D = Dirs<KIND>::D;
+  xp::MoveControl* c = e.ctl;
+  if (!c->run) return;
+  const int alpha = static_cast<int>(c->alpha);
+  const bool accepted = c->delta < 0;
+  const bool keep = alpha < c->num_slots;
+  const std::int64_t N = s.layout.num_nodes;
+  const std::int64_t base = static_cast<std::int64_t>(alpha) * N;
+  for (std::int64_t v = FirstNode(); v < N; v += NodeStride()) {
+    const int lp = e.labels[v];
+    if (keep) {
+      e.slot_x[base + v] = s.x[v];
+      e.slot_h[base + v] = s.h[v];
+      e.slot_mask[base + v] = s.mask[v];
+#pragma unroll
+      for (int d = 0; d < D; ++d) e.slot_r[(static_cast<std::int64_t>(alpha) * D + d) * N + v] = s.r[d * N + v];
+      e.slot_built[base + v] = lp;
+    }
+    if (accepted && s.labels[v] != 0 && lp != alpha) e.labels[v] = alpha;
+  }
+  if (LastBlock(&c->blocks_done[kCommitBlocks]) && threadIdx.x == 0) {
+    xp::EndMove(*c, e.book, e.records);
+    e.records[c->move_index - 1].stamp_done = Now();
+  }
+}
+
+// ---- Launchers --------------------------------------------------------------------------------
+
+int NodeBlocks(std::int64_t n) {
+  const std::int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < 16384 ? (blocks > 0 ? blocks : 1) : 16384);
+}
+
+
+template <template <int> class K, class... Args>
+cudaError_t LaunchByKind(int kind, std::int64_t n, cudaStream_t stream, Args... args) {
+  cudaGetLastError();  // report this launch's error only
+  if (kind == pr::kKindGrid4) K<pr::kKindGrid4>::Launch(NodeBlocks(n), stream, args...);
+  else if (kind == pr::kKindGrid8) K<pr::kKindGrid8>::Launch(NodeBlocks(n), stream, args...);
+  else K<pr::kKindGrid3D6>::Launch(NodeBlocks(n), stream, args...);
+  return cudaGetLastError();
+}
+
+template <int KIND>
+struct EnergyLaunch {
+  static void Launch(int blocks, cudaStream_t stream, DeviceExpansion e, DeviceState s) {
+    EnergyKernel<KIND><<<blocks, kThreads, 0, stream>>>(e, s);
+  }
+};
+template <int KIND>
+struct BuildLaunch {
+  static void Launch(int blocks, cudaStream_t stream, DeviceExpansion e, DeviceState s) {
+    BuildKernel<KIND><<<blocks, kThreads, 0, stream>>>(e, s);
+  }
+};
+template <int KIND>
+struct DeltaLaunch {
+  static void Launch(int blocks, cudaStream_t stream, DeviceExpansion e, DeviceState s) {
+    DeltaKernel<KIND><<<blocks, kThreads, 0, stream>>>(e, s);
+  }
+};
+template <int KIND>
+struct CommitLaunch {
+  static void Launch(int blocks, cudaStream_t stream, DeviceExpansion e, DeviceState s) {
+    CommitKernel<KIND><<<blocks, kThreads, 0, stream>>>(e, s);
+  }
+};
+
+// Calls f.template operator()<KIND, TX, TY, TZ>() for the tile shape of the layout (the shapes
+// cuda-pr compiles).
+template <class F>
+cudaError_t Dispatch(const TileLayout& L, const F& f) {
+  if (L.kind == pr::kKindGrid4) {
+    if (L.tile_x == 32 && L.tile_y == 8) return f.template operator()<pr::kKindGrid4, 32, 8, 1>();
+    if (L.tile_x == 32 && L.tile_y == 16) return f.template operator()<pr::kKindGrid4, 32, 16, 1>();
+    if (L.tile_x == 32 && L.tile_y == 32) return f.template operator()<pr::kKindGrid4, 32, 32, 1>();
+  } else if (L.kind == pr::kKindGrid8) {
+    if (L.tile_x == 32 && L.tile_y == 8) return f.template operator()<pr::kKindGrid8, 32, 8, 1>();
+    if (L.tile_x == 32 && L.tile_y == 16) return f.template operator()<pr::kKindGrid8, 32, 16, 1>();
+  } else {
+    if (L.tile_x == 8 && L.tile_y == 8 && L.tile_z == 8) return f.template operator()<pr::kKindGrid3D6, 8, 8, 8>();
+    if (L.tile_x == 32 && L.tile_y == 4 && L.tile_z == 4) return f.template operator()<pr::kKindGrid3D6, 32, 4, 4>();
+  }
+  return cudaErrorInvalidValue;
+}
+
+struct SolveOccupancy {
+  int* per_sm;
+  template <int K, int X, int Y, int Z>
+  cudaError_t operator()() const {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, SolveKernel<K, X, Y, Z>, X * Y * Z, 0);
+  }
+};
+
+struct SolveLaunch {
+  const DeviceExpansion& e;
+  const DeviceState& s;
+  const SolveConfig& config;
+  int blocks;
+  cudaStream_t stream;
+  template <int K, int X, int Y, int Z>
+  cudaError_t operator()() const {
+    SolveKernel<K, X, Y, Z><<<blocks, X * Y * Z, 0, stream>>>(e, s, config);
+    return cudaGetLastError();
+  }
+};
+
+}  // namespace
+
+cudaError_t LaunchTransposeUnary(const std::int32_t* node_major, std::int32_t* label_major, std::int64_t n, int labels,
+                                 cudaStream_t stream) {
+  cudaGetLastError();
+  const std::int64_t node_tiles = (n + 31) / 32;
+  if (node_tiles > 2147483647) return cudaErrorInvalidValue;
+  // Node tiles go along y (at most 65535 per launch): launch in chunks.
+  for (std::int64_t first = 0; first < node_tiles; first += 65535) {
+    const std::int64_t count = node_tiles - first < 65535 ? node_tiles - first : 65535;
+    const dim3 grid((labels + 31) / 32, static_cast<unsigned>(count));
+    TransposeKernel<<<grid, dim3(32, 8), 0, stream>>>(node_major, label_major, n, first * 32, labels);
+    const cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LaunchEnergy(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {
+  return LaunchByKind<EnergyLaunch>(s.layout.kind, s.layout.num_nodes, stream, e, s);
+}
+
+cudaError_t LaunchCycleStart(const DeviceExpansion& e, cudaStream_t stream) {
+  cudaGetLastError();
+  CycleStartKernel<<<1, 32, 0, stream>>>(e);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMoveStart(const DeviceExpansion& e, const Steering& steer, cudaStream_t stream) {
+  cudaGetLastError();
+  MoveStartKernel<<<1, 32, 0, stream>>>(e, steer);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchBuild(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {
+  return LaunchByKind<BuildLaunch>(s.layout.kind, s.layout.num_nodes, stream, e, s);
+}
+
+int SolveBlocks(const DeviceState& s, cudaError_t* status) {
+  int device = 0, sms = 0, per_sm = 0;
+  *status = cudaGetDevice(&device);
+  if (*status == cudaSuccess) *status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (*status != cudaSuccess) return 0;
+  const TileLayout& L = s.layout;
+  const SolveOccupancy probe{&per_sm};
+  *status = Dispatch(L, probe);
+  if (*status != cudaSuccess || per_sm <= 0) return 0;
+  const int tiles = L.num_tiles();
+  return tiles < per_sm * sms ? tiles : per_sm * sms;
+}
+
+cudaError_t LaunchSolve(const DeviceExpansion& e, const DeviceState& s, const SolveConfig& config, int blocks,
+                        cudaStream_t stream) {
+  cudaGetLastError();
+  return Dispatch(s.layout, SolveLaunch{e, s, config, blocks, stream});
+}
+
+cudaError_t LaunchDelta(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {
+  return LaunchByKind<DeltaLaunch>(s.layout.kind, s.layout.num_nodes, stream, e, s);
+}
+
+cudaError_t LaunchCommit(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {
+  return LaunchByKind<CommitLaunch>(s.layout.kind, s.layout.num_nodes, stream, e, s);
+}
+
+}  // namespace mrf::cuda_xp

@@ -1,0 +1,89 @@
+#pragma once
+// Launchers of the cuda-expansion kernels (internal to backends/cuda; the host loop lives in
+// cuda_expansion.cpp). The per-node work is backends/common/expansion_steps.h; the max-flow of each
+// move runs on cuda-pr's kernels (push_relabel_kernels.h) over the same DeviceState.
+// Each launcher enqueues one kernel on `stream` and returns cudaGetLastError().
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backends/common/expansion_steps.h"
+#include "backends/cuda/push_relabel_kernels.h"
+
+namespace mrf::cuda_xp {
+
+/// The grid barrier of the persistent solve kernel (device memory). Each barrier adds 2^32 plus the
+/// block's count of the round (tiles with work, tiles changed, active nodes) to one of two counters,
+/// used in turn, so the barrier also sums the round's counts. MoveStart zeroes the counters.
+struct GridSync {
+  unsigned long long arrive[2][16] = {};  ///< The two counters, each on its own 128-byte line.
+  unsigned int abort = 0;  ///< 1: a barrier timed out (blocks not all resident): every block leaves.
+  unsigned int pad[31] = {};
+};
+
+/// The push-relabel schedule of a move's solve.
+struct SolveConfig {
+  int local_iterations = 8;     ///< Push/relabel iterations per tile visit.
+  int push_rounds = 2;          ///< Push rounds between global relabels (fewer when a round finds no work).
+  int resolve_push_rounds = 0;  ///< Push rounds before the first relabel of a re-solve.
+  int incremental_relabel = 1;  ///< As PushRelabelTuning::incremental_relabel.
+};
+
+/// Indices into MoveControl::blocks_done (last-block detection of multi-block kernels).
+enum LastBlockCounter : int { kBuildBlocks = 0, kCommitBlocks = 1 };
+
+/// The model, the labelling and the move loop's arrays on the device, passed by value to kernels.
+struct DeviceExpansion {
+  const std::int32_t* unary_t = nullptr;  ///< Label-major unary costs: unary_t[label * N + node].
+  const std::int32_t* table = nullptr;    ///< L x L: lambda * distance(a, b).
+  const std::int32_t* weights = nullptr;  ///< Per edge slot (direction-major); null: all 1.
+  std::int32_t* labels = nullptr;         ///< The current labelling.
+  const std::int32_t* order = nullptr;    ///< Labels in the order of this cycle's moves.
+  xp::MoveControl* ctl = nullptr;         ///< The move loop's state.
+  xp::MoveRecord* records = nullptr;      ///< One per move of the cycle.
+  xp::LabelBook book;                     ///< Per-label bookkeeping.
+  GridSync* sync = nullptr;               ///< The solve kernel's barrier.
+  const std::uint8_t* all_tiles = nullptr;  ///< One 1 per tile: where a relabel from scratch starts.
+  // Kept graphs of labels 0..num_slots-1 (MoveControl::num_slots).
+  std::int64_t* slot_x = nullptr;       ///< [label * N + node]
+  std::int32_t* slot_h = nullptr;       ///< [label * N + node]
+  std::uint32_t* slot_r = nullptr;      ///< [(label * D + direction) * N + node]
+  std::uint8_t* slot_mask = nullptr;    ///< [label * N + node]
+  std::int32_t* slot_built = nullptr;   ///< [label * N + node]: the labels the kept graph was built from.
+  int num_labels = 0;
+  int reuse = 0;                        ///< 1: moves may re-solve from kept graphs.
+};
+
+/// Inside the cycle's CUDA graph, MoveStart sets the condition of the loop over moves.
+struct Steering {
+  bool graph = false;
+  cudaGraphConditionalHandle moves = 0;
+};
+
+/// Node-major costs (unary[node * L + label]) to label-major (out[label * N + node]).
+cudaError_t LaunchTransposeUnary(const std::int32_t* node_major, std::int32_t* label_major, std::int64_t n, int labels,
+                                 cudaStream_t stream);
+/// Adds the energy of the current labelling to ctl->energy.
+cudaError_t LaunchEnergy(const DeviceExpansion& e, const cuda_pr::DeviceState& s, cudaStream_t stream);
+/// Start of a cycle: the first move is order[0].
+cudaError_t LaunchCycleStart(const DeviceExpansion& e, cudaStream_t stream);
+/// Start of a move (one thread): xp::BeginMove.
+cudaError_t LaunchMoveStart(const DeviceExpansion& e, const Steering& steer, cudaStream_t stream);
+/// The move's graph from the labels (fresh) or from the label's kept graph (re-solve), into the
+/// engine's state; flags the tiles a re-solve changes.
+cudaError_t LaunchBuild(const DeviceExpansion& e, const cuda_pr::DeviceState& s, cudaStream_t stream);
+/// Blocks of the persistent solve kernel for this layout: one per tile, at most as many as the GPU
+/// keeps resident at once (its grid barrier needs every block running). 0 when the layout has no kernel.
+int SolveBlocks(const cuda_pr::DeviceState& s, cudaError_t* status);
+/// The move's maximum flow from the state Build left, to the end, in one persistent kernel: global
+/// relabels (incremental ones in re-solves) and push rounds until no node is active; the cut is left
+/// in s.labels, the counts in MoveControl.
+cudaError_t LaunchSolve(const DeviceExpansion& e, const cuda_pr::DeviceState& s, const SolveConfig& config, int blocks,
+                        cudaStream_t stream);
+/// The exact energy change of the cut and the nodes it moves, summed into ctl->delta, ctl->moved.
+cudaError_t LaunchDelta(const DeviceExpansion& e, const cuda_pr::DeviceState& s, cudaStream_t stream);
+/// Applies the move when it lowers the energy, keeps the label's graph, and ends the move (xp::EndMove).
+cudaError_t LaunchCommit(const DeviceExpansion& e, const cuda_pr::DeviceState& s, cudaStream_t stream);
+
+}  // namespace mrf::cuda_xp

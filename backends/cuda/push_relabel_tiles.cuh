@@ -1,0 +1,339 @@
+#pragma once
+// The tile visits of cuda-pr's kernels as device functions (one block visits one tile), shared by its
+// kernels (push_relabel_kernels.cu, one launch per round) and by callers that run many rounds in one
+// persistent kernel (cuda-expansion). Internal to backends/cuda.
+#include <cuda_runtime.h>
+
+#include "backends/cuda/push_relabel_kernels.h"
+
+namespace mrf::cuda_pr {
+
+using pr::TileLayout;
+
+template <int KIND>
+struct KindTraits {
+  static constexpr int D = pr::NumDirs(KIND);
+  static constexpr int ZP = KIND == pr::kKindGrid3D6 ? 1 : 0;  // halo in z on 3-D grids
+};
+
+// Offset of direction d in the halo box and in the tile.
+template <int KIND, int HX, int HY>
+__device__ constexpr int HaloOffset(int d) {
+  return pr::DirX(KIND, d) + HX * (pr::DirY(KIND, d) + HY * pr::DirZ(KIND, d));
+}
+template <int KIND, int TX, int TY>
+__device__ constexpr int TileOffset(int d) {
+  return pr::DirX(KIND, d) + TX * (pr::DirY(KIND, d) + TY * pr::DirZ(KIND, d));
+}
+
+// Loads the heights of the tile's halo ring into sh_h (the tile's own cells are set by their threads).
+template <int KIND, int TX, int TY, int TZ>
+__device__ void LoadHaloRing(const DeviceState& s, int tx, int ty, int tz, int* sh_h) {
+  constexpr int ZP = KindTraits<KIND>::ZP;
+  constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP, NT = TX * TY * TZ;
+  const TileLayout& L = s.layout;
+  for (int i = threadIdx.x; i < HX * HY * HZ; i += NT) {
+    const int cx = i % HX, cy = (i / HX) % HY, cz = i / (HX * HY);
+    const bool ring = cx == 0 || cx == HX - 1 || cy == 0 || cy == HY - 1 || (ZP && (cz == 0 || cz == HZ - 1));
+    if (!ring) continue;
+    const int gx = tx * TX + cx - 1, gy = ty * TY + cy - 1, gz = tz * TZ + cz - ZP;
+    sh_h[i] = L.InGrid(gx, gy, gz) ? s.h[L.Node(gx, gy, gz)] : L.inf;
+  }
+}
+
+// Whether a tile or one of the tiles whose nodes its halo holds is flagged.
+template <int KIND>
+__device__ bool FlaggedNear(const TileLayout& L, const std::uint8_t* flags, int tx, int ty, int tz) {
+  constexpr int D = KindTraits<KIND>::D;
+  bool flagged = flags[L.TileIndex(tx, ty, tz)] != 0;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    const int nx = tx + pr::DirX(KIND, d), ny = ty + pr::DirY(KIND, d), nz = tz + pr::DirZ(KIND, d);
+    if (nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y && nz < L.tiles_z)
+      flagged |= flags[L.TileIndex(nx, ny, nz)] != 0;
+  }
+  return flagged;
+}
+
+// One block visits tile (tx, ty, tz); a visit that found work counts itself in *work.
+template <int KIND, int TX, int TY, int TZ>
+__device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, int tz, int iterations,
+                                         std::uint32_t* work) {
+  constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
+  constexpr int NT = TX * TY * TZ, HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
+  __shared__ int sh_h[HX * HY * HZ];
+  __shared__ std::uint32_t sh_out[D][NT];
+  const TileLayout& L = s.layout;
+  const int tile = L.TileIndex(tx, ty, tz);
+  if (!s.active[tile]) return;  // only this block and other-colour tiles (idle now) write it
+
+  const int tid = threadIdx.x;
+  const int lx = tid % TX, ly = (tid / TX) % TY, lz = tid / (TX * TY);
+  const int gx = tx * TX + lx, gy = ty * TY + ly, gz = tz * TZ + lz;
+  const bool in_grid = L.InGrid(gx, gy, gz);
+  const std::int64_t N = L.num_nodes, v = in_grid ? L.Node(gx, gy, gz) : 0;
+  const int inf = L.inf;
+  std::int64_t x = 0;
+  int h = inf;
+  std::uint32_t r[D], acc[D];
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    r[d] = in_grid ? s.r[d * N + v] : 0u;
+    acc[d] = 0;
+  }
+  if (in_grid) {
+    x = s.x[v];
+    h = s.h[v];
+  }
+  const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
+  LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
+  sh_h[hc] = h;
+  bool any = __syncthreads_or(pr::IsActive(x, h, inf));
+  if (!any) {
+    if (tid == 0) s.active[tile] = 0;
+    return;
+  }
+  int it = 0;
+  while (it < iterations) {
+    int nh[D];
+    std::uint32_t o[D];
+    const bool act = pr::IsActive(x, h, inf);
+#pragma unroll
+    for (int d = 0; d < D; ++d) nh[d] = act ? sh_h[hc + HaloOffset<KIND, HX, HY>(d)] : inf;
+    pr::PushStep<D>(x, h, inf, r, nh, o);
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      const bool inside = lx + pr::DirX(KIND, d) >= 0 && lx + pr::DirX(KIND, d) < TX && ly + pr::DirY(KIND, d) >= 0 &&
+                          ly + pr::DirY(KIND, d) < TY && lz + pr::DirZ(KIND, d) >= 0 && lz + pr::DirZ(KIND, d) < TZ;
+      if (inside) sh_out[d][tid] = o[d];
+      else acc[d] += o[d];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      const bool inside = lx + pr::DirX(KIND, d) >= 0 && lx + pr::DirX(KIND, d) < TX && ly + pr::DirY(KIND, d) >= 0 &&
+                          ly + pr::DirY(KIND, d) < TY && lz + pr::DirZ(KIND, d) >= 0 && lz + pr::DirZ(KIND, d) < TZ;
+      if (inside) pr::PullStep(x, r[d], sh_out[pr::Opposite(KIND, d)][tid + TileOffset<KIND, TX, TY>(d)]);
+    }
+    int new_h = h;
+    if (pr::IsActive(x, h, inf)) {
+#pragma unroll
+      for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
+      new_h = pr::RelabelStep<D>(x, h, inf, r, nh);
+    }
+    __syncthreads();  // every thread has read sh_h and sh_out
+    if (new_h != h) {
+      h = new_h;
+      sh_h[hc] = h;
+    }
+    ++it;
+    any = __syncthreads_or(pr::IsActive(x, h, inf));
+    if (!any) break;
+  }
+  if (in_grid) {
+    s.x[v] = x;
+    s.h[v] = h;
+#pragma unroll
+    for (int d = 0; d < D; ++d) s.r[d * N + v] = r[d];
+  }
+  // Flow pushed out of the tile: the receiving tiles are idle (other colours); several tiles may
+  // feed one node, so its excess is added atomically; the residual slot has this node as its only writer.
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    if (acc[d] == 0) continue;
+    const int nx = gx + pr::DirX(KIND, d), ny = gy + pr::DirY(KIND, d), nz = gz + pr::DirZ(KIND, d);
+    const std::int64_t w = L.Node(nx, ny, nz);
+    atomicAdd(reinterpret_cast<unsigned long long*>(s.x + w), static_cast<unsigned long long>(acc[d]));
+    s.r[pr::Opposite(KIND, d) * N + w] += acc[d];
+    s.active[L.TileIndex(nx / TX, ny / TY, nz / TZ)] = 1;
+    s.touched[L.TileIndex(nx / TX, ny / TY, nz / TZ)] = 1;
+  }
+  if (tid == 0) {
+    s.active[tile] = any ? 1 : 0;
+    s.touched[tile] = 1;
+    atomicAdd(work, 1u);
+    atomicAdd(&s.totals[kTileVisits], 1ull);
+    atomicAdd(&s.totals[kTileIterations], static_cast<unsigned long long>(it));
+  }
+}
+
+// One BFS visit of every tile with work: relax to the local fixpoint with the halo as read. Halo
+// heights of tiles changing in the same launch may be read old or new: distances only fall and
+// any order reaches the same fixpoint; a tile that changed marks itself, so its neighbours look
+// again next round, and a round where nothing changed is the fixpoint.
+// With `start` (the first round of a global relabel, fused_bfs_start): the round computes the
+// starting distances itself (1 with residual capacity to the sink, else inf) from the excess, for
+// its nodes and its halo, writes them and the residual bitmasks, and relaxes from there; no other
+// tile's heights are read in that round.
+template <int KIND, int TX, int TY, int TZ>
+__device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, int tz, const std::uint8_t* dirty_in,
+                                        std::uint8_t* dirty_out, bool start, std::uint32_t* changed) {
+  constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
+  constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
+  __shared__ int sh_h[HX * HY * HZ];
+  const TileLayout& L = s.layout;
+  const int tile = L.TileIndex(tx, ty, tz);
+  if (!FlaggedNear<KIND>(L, dirty_in, tx, ty, tz)) {
+    if (threadIdx.x == 0) dirty_out[tile] = 0;
+    return;
+  }
+  const int tid = threadIdx.x;
+  if (tid == 0) atomicAdd(&s.totals[kBfsTileVisits], 1ull);
+  const int lx = tid % TX, ly = (tid / TX) % TY, lz = tid / (TX * TY);
+  const int gx = tx * TX + lx, gy = ty * TY + ly, gz = tz * TZ + lz;
+  const bool in_grid = L.InGrid(gx, gy, gz);
+  const std::int64_t v = in_grid ? L.Node(gx, gy, gz) : 0;
+  const int inf = L.inf;
+  int h = inf;
+  std::uint8_t mask = 0;
+  const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
+  if (!start) {
+    if (in_grid) {
+      h = s.h[v];
+      mask = s.mask[v];
+    }
+    LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
+  } else {
+    if (in_grid) {
+      const std::int64_t N = L.num_nodes;
+      std::uint32_t r[D];
+#pragma unroll
+      for (int d = 0; d < D; ++d) r[d] = s.r[d * N + v];
+      mask = pr::ResidualMask<D>(r);
+      s.mask[v] = mask;
+      h = pr::BfsInitStep(s.x[v], inf);
+    }
+    constexpr int NT = TX * TY * TZ, HZ = TZ + 2 * ZP;
+    for (int i = tid; i < HX * HY * HZ; i += NT) {
+      const int cx = i % HX, cy = (i / HX) % HY, cz = i / (HX * HY);
+      const bool ring = cx == 0 || cx == HX - 1 || cy == 0 || cy == HY - 1 || (ZP && (cz == 0 || cz == HZ - 1));
+      if (!ring) continue;
+      const int hx = tx * TX + cx - 1, hy = ty * TY + cy - 1, hz = tz * TZ + cz - ZP;
+      sh_h[i] = L.InGrid(hx, hy, hz) ? pr::BfsInitStep(s.x[L.Node(hx, hy, hz)], inf) : inf;
+    }
+  }
+  sh_h[hc] = h;
+  __syncthreads();
+  bool changed_any = false;
+  for (;;) {
+    int nh[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
+    const int new_h = pr::BfsStep<D>(h, inf, mask, nh);
+    const bool changed = new_h != h;
+    __syncthreads();
+    if (changed) {
+      h = new_h;
+      sh_h[hc] = h;
+    }
+    changed_any |= changed;
+    if (!__syncthreads_or(changed)) break;
+  }
+  if ((changed_any || start) && in_grid) s.h[v] = h;
+  const bool block_changed = __syncthreads_or(changed_any);
+  if (tid == 0) {
+    dirty_out[tile] = block_changed ? 1 : 0;
+    if (block_changed) atomicAdd(changed, 1u);
+  }
+}
+
+// Incremental relabel, first phase: drop heights no longer backed by a residual path (KillStep),
+// to the local fixpoint with the halo as read. Heights only rise here (but for nodes that gained
+// residual capacity to the sink, which drop to 1 once, by their own excess): a halo height read
+// old can only keep a node alive too long, and then the tile that changed marks itself, so its
+// neighbours look again; the nodes that survive in the end do not depend on the order.
+template <int KIND, int TX, int TY, int TZ>
+__device__ __forceinline__ void KillTile(const DeviceState& s, int tx, int ty, int tz, const std::uint8_t* dirty_in,
+                                         std::uint8_t* dirty_out, bool refresh_masks, std::uint32_t* changed) {
+  constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
+  constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
+  __shared__ int sh_h[HX * HY * HZ];
+  const TileLayout& L = s.layout;
+  const int tile = L.TileIndex(tx, ty, tz);
+  if (!FlaggedNear<KIND>(L, dirty_in, tx, ty, tz)) {
+    if (threadIdx.x == 0) dirty_out[tile] = 0;
+    return;
+  }
+  const int tid = threadIdx.x;
+  const int lx = tid % TX, ly = (tid / TX) % TY, lz = tid / (TX * TY);
+  const int gx = tx * TX + lx, gy = ty * TY + ly, gz = tz * TZ + lz;
+  const bool in_grid = L.InGrid(gx, gy, gz);
+  const std::int64_t v = in_grid ? L.Node(gx, gy, gz) : 0;
+  const int inf = L.inf;
+  int h = inf;
+  std::int64_t x = 0;
+  std::uint8_t mask = 0;
+  if (in_grid) {
+    h = s.h[v];
+    x = s.x[v];
+    if (refresh_masks) {
+      const std::int64_t N = L.num_nodes;
+      std::uint32_t r[D];
+#pragma unroll
+      for (int d = 0; d < D; ++d) r[d] = s.r[d * N + v];
+      mask = pr::ResidualMask<D>(r);
+      s.mask[v] = mask;
+    } else {
+      mask = s.mask[v];
+    }
+  }
+  const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
+  LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
+  sh_h[hc] = h;
+  __syncthreads();
+  bool changed_any = false;
+  for (;;) {
+    int nh[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
+    const int new_h = in_grid ? pr::KillStep<D>(x, h, inf, mask, nh) : inf;
+    const bool changed = new_h != h;
+    __syncthreads();
+    if (changed) {
+      h = new_h;
+      sh_h[hc] = h;
+    }
+    changed_any |= changed;
+    if (!__syncthreads_or(changed)) break;
+  }
+  if (changed_any && in_grid) s.h[v] = h;
+  const bool block_changed = __syncthreads_or(changed_any);
+  if (tid == 0) {
+    dirty_out[tile] = block_changed ? 1 : 0;
+    if (block_changed) {
+      s.seed[tile] = 1;
+      atomicAdd(changed, 1u);
+    }
+  }
+}
+
+// Tile flags, active-node count, the cut, and the residual capacity left on the sink edges.
+// Returns the tile's active nodes (in every thread).
+template <int TX, int TY, int TZ>
+__device__ __forceinline__ int CensusTile(const DeviceState& s, int tx, int ty, int tz) {
+  const TileLayout& L = s.layout;
+  const int tid = threadIdx.x;
+  const int gx = tx * TX + tid % TX, gy = ty * TY + (tid / TX) % TY, gz = tz * TZ + tid / (TX * TY);
+  const bool in_grid = L.InGrid(gx, gy, gz);
+  bool act = false;
+  unsigned long long residual = 0;
+  if (in_grid) {
+    const std::int64_t v = L.Node(gx, gy, gz);
+    const std::int64_t x = s.x[v];
+    const int h = s.h[v];
+    act = pr::IsActive(x, h, L.inf);
+    s.labels[v] = h < L.inf ? 1 : 0;
+    residual = x < 0 ? static_cast<unsigned long long>(-x) : 0ull;
+  }
+  const int count = __syncthreads_count(act);
+  for (int offset = 16; offset > 0; offset /= 2) residual += __shfl_down_sync(0xffffffffu, residual, offset);
+  if ((tid & 31) == 0 && residual) atomicAdd(&s.totals[kSinkResidual], residual);
+  if (tid == 0) {
+    s.active[L.TileIndex(tx, ty, tz)] = count > 0 ? 1 : 0;
+    if (count) atomicAdd(&s.totals[kActiveNodes], static_cast<unsigned long long>(count));
+  }
+  return count;
+}
+
+
+}  // namespace mrf::cuda_pr

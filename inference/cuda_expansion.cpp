@@ -1,0 +1,198 @@
+// cuda-expansion: the host-only parts (tuning, input checks, memory estimate); the GPU runner is
+// backends/cuda/cuda_expansion.cpp, and builds without CUDA get a runner that says so.
+#include "inference/cuda_expansion.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "inference/move_graph.h"
+#include "mrf/config.h"
+
+namespace mrf {
+
+bool CudaExpansionTuning::IsValid(std::string* error) const {
+  auto fail = [error](const std::string& message) {
+    if (error) *error = "cuda-expansion tuning: " + message;
+    return false;
+  };
+  if (!(update_fraction >= 0.0 && update_fraction <= 1.0))
+    return fail("update_fraction must be in 0..1 (got " + std::to_string(update_fraction) + ")");
+  if (memory_limit < 0) return fail("memory_limit must not be negative (got " + std::to_string(memory_limit) + ")");
+  if (solve_blocks < 0) return fail("solve_blocks must not be negative (got " + std::to_string(solve_blocks) + ")");
+  if (resolve_push_rounds < 0 || resolve_push_rounds > 512)
+    return fail("resolve_push_rounds must be in 0..512 (got " + std::to_string(resolve_push_rounds) + ")");
+  std::string why;
+  if (!push_relabel.IsValid(&why)) {
+    if (error) *error = why;
+    return false;
+  }
+  return true;
+}
+
+std::string CudaExpansionTuning::Describe() const {
+  std::ostringstream s;
+  s << (reuse_flow ? "kept residual graphs re-solved while under " + std::to_string(static_cast<int>(update_fraction * 100 + 0.5)) +
+                         "% of the nodes changed"
+                   : std::string("every move solved afresh"))
+    << ", " << (device_loop ? "cycle loop on the device (conditional CUDA graph)" : "cycle loop on the host")
+    << (resolve_push_rounds ? ", " + std::to_string(resolve_push_rounds) + " push rounds before a re-solve's first relabel"
+                            : std::string())
+    << (solve_blocks ? ", " + std::to_string(solve_blocks) + " solve blocks" : std::string())
+    << ", memory limit " << (memory_limit ? std::to_string(memory_limit) + " bytes" : std::string("free memory"))
+    << (check_energy ? ", energy checked every cycle" : "") << "; push-relabel: " << push_relabel.Describe();
+  return s.str();
+}
+
+namespace {
+
+bool ParseBool(const std::string& name, const std::string& text) {
+  if (text == "1" || text == "true" || text == "on") return true;
+  if (text == "0" || text == "false" || text == "off") return false;
+  throw Error("cuda-expansion tuning: " + name + "='" + text + "' is not 0 or 1");
+}
+
+std::int64_t ParseBytes(const std::string& name, const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  double scale = 1;
+  const std::string unit = end ? std::string(end) : std::string();
+  if (unit == "K" || unit == "k") scale = 1024.0;
+  else if (unit == "M") scale = 1024.0 * 1024.0;
+  else if (unit == "G") scale = 1024.0 * 1024.0 * 1024.0;
+  else if (!unit.empty()) throw Error("cuda-expansion tuning: " + name + "='" + text + "' is not a byte count (n, nK, nM or nG)");
+  if (text.empty() || end == text.c_str() || !(value >= 0) || value * scale > 9.0e18)
+    throw Error("cuda-expansion tuning: " + name + "='" + text + "' is not a byte count (n, nK, nM or nG)");
+  return static_cast<std::int64_t>(value * scale);
+}
+
+}  // namespace
+
+void CudaExpansionTuning::Parse(const std::string& overrides) {
+  std::stringstream list(overrides);
+  std::string item, engine;
+  while (std::getline(list, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw Error("cuda-expansion tuning: '" + item + "' is not name=value");
+    const std::string name = item.substr(0, eq), text = item.substr(eq + 1);
+    if (name == "reuse_flow") {
+      reuse_flow = ParseBool(name, text);
+    } else if (name == "device_loop") {
+      device_loop = ParseBool(name, text);
+    } else if (name == "check_energy") {
+      check_energy = ParseBool(name, text);
+    } else if (name == "resolve_push_rounds" || name == "solve_blocks") {
+      char* end = nullptr;
+      const long value = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || value < 0 || value > 1000000)
+        throw Error("cuda-expansion tuning: " + name + "='" + text + "' is not a non-negative integer");
+      (name == "solve_blocks" ? solve_blocks : resolve_push_rounds) = static_cast<int>(value);
+    } else if (name == "memory_limit") {
+      memory_limit = ParseBytes(name, text);
+    } else if (name == "update_fraction") {
+      char* end = nullptr;
+      update_fraction = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0')
+        throw Error("cuda-expansion tuning: update_fraction='" + text + "' is not a number");
+    } else {
+      engine += (engine.empty() ? "" : ",") + item;  // a push-relabel name (its parser names unknown ones)
+    }
+  }
+  if (!engine.empty()) {
+    try {
+      push_relabel.Parse(engine);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) +
+                  "; cuda-expansion's own names: reuse_flow, update_fraction, device_loop, resolve_push_rounds, "
+                  "solve_blocks, memory_limit, check_energy");
+    }
+  }
+  std::string error;
+  if (!IsValid(&error)) throw Error(error);
+}
+
+CudaExpansionTuning CudaExpansionTuning::FromEnvironment() {
+  CudaExpansionTuning t;
+  if (const char* env = std::getenv("MRF_PR_TUNING")) t.push_relabel.Parse(env);
+  if (const char* env = std::getenv("MRF_CUDA_EXPANSION_TUNING")) t.Parse(env);
+  return t;
+}
+
+CudaExpansionMemory EstimateCudaExpansionMemory(const Model& model, const CudaExpansionTuning& tuning) {
+  CudaExpansionMemory m;
+  const Topology& t = model.topology;
+  if (!t.is_grid()) return m;
+  const std::int64_t n = t.num_nodes(), labels = model.num_labels;
+  const std::int64_t dirs = 2 * t.num_directions();
+  const PushRelabelTuning& pr = tuning.push_relabel;
+  const bool three_d = t.kind() == TopologyKind::kGrid3D6;
+  const std::int64_t tx = three_d ? pr.tile3d_x : pr.tile_x, ty = three_d ? pr.tile3d_y : pr.tile_y,
+                     tz = three_d ? pr.tile3d_z : 1;
+  const std::int64_t tiles = ((t.width() + tx - 1) / tx) * ((t.height() + ty - 1) / ty) * ((t.depth() + tz - 1) / tz);
+  constexpr std::int64_t kAlign = 256;
+  std::int64_t buffers = 0, bytes = 0;
+  auto add = [&](std::int64_t b) {
+    bytes += b;
+    ++buffers;
+  };
+  add(n * labels * 4);  // label-major unary costs
+  add(n * labels * 4);  // the node-major upload
+  add(labels * labels * 4);
+  if (!model.edge_weights.empty()) add(static_cast<std::int64_t>(model.edge_weights.size()) * 4);
+  add(n * 4);                       // labels
+  add(labels * 4);                  // order
+  add(512);                         // MoveControl
+  add(labels * 128);                // records
+  add(labels * (8 + 8 + 8 + 4));    // settled_at, truncated, snapshot, has_state
+  add(512);                         // grid barrier
+  add(n * 8), add(n * 4), add(n * dirs * 4), add(n), add(n);  // excess, heights, residuals, masks, cut
+  add(tiles), add(tiles), add(tiles), add(4 * tiles), add(tiles);  // tile flags, every tile marked
+  add(64);                                                    // totals
+  m.base_bytes = bytes + buffers * kAlign + 5 * kAlign;       // + the kept graphs' five arrays' alignment
+  m.per_kept_graph_bytes = n * (8 + 4 + 4 * dirs + 1 + 4);
+  return m;
+}
+
+void CheckCudaExpansionInput(const Model& model, const SolveOptions& options) {
+  std::string error;
+  if (!options.IsValid(&error)) throw Error(error);
+  model.ValidateOrThrow();
+  const Topology& t = model.topology;
+  if (!t.is_grid())
+    throw Error("cuda-expansion needs a grid-shaped model (2-D 4- or 8-connected, or 3-D 6-connected); this model is " +
+                t.Describe() + " (use cpu-expansion)");
+  if (t.num_nodes() > (NodeId{1} << 30))
+    throw Error("cuda-expansion: grid of " + std::to_string(t.num_nodes()) + " nodes is above the 2^30 supported");
+  const std::string broken = FindNonSubmodularMoveTerm(model, /*expansion=*/true);
+  if (!broken.empty() && !options.truncate_nonsubmodular)
+    throw Error(std::string("expansion needs a metric smoothness term, but this ") + ToString(model.pairwise.kind) +
+                " term breaks the triangle inequality: " + broken +
+                "; set truncate_nonsubmodular to truncate such move terms, or use swap or bp");
+  // The device keeps lambda * distance in a 32-bit table, and a move's capacities are differences
+  // of two pairwise costs: they fit the engine's 32-bit capacities when twice the largest cost does.
+  const Label L = model.num_labels;
+  const __int128 distance = model.pairwise.MaxDistance(L);
+  const __int128 table = static_cast<__int128>(model.pairwise.lambda) * distance;
+  if (table > kMaxCost)
+    throw Error("cuda-expansion: lambda " + std::to_string(model.pairwise.lambda) + " x distance " +
+                std::to_string(static_cast<long long>(distance)) + " does not fit 32 bits");
+  Cost max_weight = 1;
+  if (!model.edge_weights.empty()) {
+    max_weight = 0;
+    for (Cost w : model.edge_weights) max_weight = w > max_weight ? w : max_weight;
+  }
+  const __int128 term = static_cast<__int128>(max_weight) * table;
+  if (2 * term > kMaxCost)
+    throw Error("cuda-expansion: a move's edge capacity could reach 2 x " + std::to_string(static_cast<long long>(term)) +
+                " (edge weight " + std::to_string(max_weight) + " x lambda " + std::to_string(model.pairwise.lambda) +
+                " x distance " + std::to_string(static_cast<long long>(distance)) +
+                "), above the 2^31 - 1 of the GPU engine's capacities; scale the costs down or use cpu-expansion");
+}
+
+#if !MRF_HAVE_CUDA
+void RunCudaExpansion(const Model&, const SolveOptions&, Result*, const CudaExpansionTuning&, CudaExpansionStats*) {
+  throw Error("cuda-expansion is not compiled in (this build has no CUDA)");
+}
+#endif
+
+}  // namespace mrf

@@ -1,0 +1,128 @@
+#pragma once
+/// @file cuda_expansion.h
+/// @brief `cuda-expansion`: alpha-expansion with the whole move loop on an NVIDIA GPU (no CUDA headers here).
+///
+/// The model (unary costs, the smoothness table, edge weights) is uploaded once. Each move's graph is
+/// built on the device from the device-resident labelling, cut by cuda-pr's push-relabel kernels, its
+/// exact energy change summed on the device, and the labelling updated there when the energy drops.
+/// Each move's max-flow runs to the end inside one persistent kernel (cuda-pr's tile visits, global
+/// relabels and push rounds separated by grid-wide barriers), and a cycle over all labels runs as one
+/// CUDA graph whose conditional node loops over the moves, so the host waits once per cycle (it reads
+/// the cycle's records, logs, and decides whether to go on).
+///
+/// Reuse across moves (Vineet and Narayanan's incremental alpha-expansion, with Kohli and Torr's
+/// reparametrisation): each label keeps the residual graph of its last move while device memory
+/// allows; its next move updates that graph where labels changed since, keeping the flow the new
+/// capacities allow, and re-solves from there. A move is skipped when nothing changed since the
+/// label's last exact move; the run stops when a full cycle changes nothing.
+///
+/// Grids only (2-D 4- and 8-connected, 3-D 6-connected). Same moves as cpu-expansion (the
+/// Kolmogorov-Zabih construction, truncation of non-submodular terms by raising the disagreement
+/// costs when options.truncate_nonsubmodular is set), and a move is kept only if it lowers the exact
+/// energy. The cut of a move is the sink-minimal minimum cut (the nodes that can reach the sink in the
+/// residual graph), which does not depend on the flow the solver found.
+
+#include <cstdint>
+#include <string>
+
+#include "backends/cpu/push_relabel_engine.h"
+#include "mrf/model.h"
+#include "mrf/options.h"
+#include "mrf/result.h"
+
+namespace mrf {
+
+/// Switches of cuda-expansion, in one printable place.
+struct CudaExpansionTuning {
+  bool reuse_flow = true;  ///< Keep each label's residual graph between its moves (as memory allows).
+  /// A kept graph is re-solved if at most this fraction of the nodes changed label since it was
+  /// built; otherwise the move builds its graph afresh.
+  double update_fraction = 0.5;
+  /// Run each cycle as one CUDA graph with a conditional node looping over the moves; false: the
+  /// host launches every move's kernels (the fallback, and a check). Either way the host waits once
+  /// per cycle.
+  bool device_loop = true;
+  /// Push rounds a re-solve runs from the kept heights before its first global relabel.
+  int resolve_push_rounds = 0;
+  /// Blocks of the persistent solve kernel; 0: one per tile, at most as many as the GPU keeps
+  /// resident. 1 runs every tile in one block (for tools that serialise blocks, e.g. racecheck).
+  int solve_blocks = 0;
+  /// Bytes of GPU memory the solver may use; 0: the free memory of the device.
+  std::int64_t memory_limit = 0;
+  /// After every cycle, download the labels and check the tracked energy against EvaluateEnergy
+  /// (tests; costs a transfer and an evaluation per cycle).
+  bool check_energy = false;
+  /// The push-relabel engine's tuning: tiles, local iterations, push rounds per global relabel,
+  /// incremental relabels (1: in re-solves, 2: also in fresh solves after the first). Its
+  /// bfs_check_every, fused_bfs_start, cuda_graphs and max_push_rounds fields are not used (the
+  /// solve kernel runs BFS rounds to their fixpoint and starts a fresh BFS fused). The defaults
+  /// differ from cuda-pr's: 32 local iterations and 4 push rounds per global relabel, 1.2-1.3x
+  /// faster than cuda-pr's 8 and 2 on Tsukuba and Venus (docs/benchmarks.md has the sweep).
+  PushRelabelTuning push_relabel = [] {
+    PushRelabelTuning t;
+    t.local_iterations = 32;
+    t.rounds_per_global_relabel = 4;
+    return t;
+  }();
+
+  /// True when every value is usable; otherwise `error` names the field and the constraint.
+  bool IsValid(std::string* error) const;
+  /// One line for logs and benchmark tables.
+  std::string Describe() const;
+  /// Applies overrides "name=value,..." (reuse_flow, update_fraction, device_loop, resolve_push_rounds,
+  /// solve_blocks, memory_limit, check_energy, and any PushRelabelTuning name); throws mrf::Error on bad input.
+  void Parse(const std::string& overrides);
+  /// The defaults with MRF_PR_TUNING (push-relabel names only) and then MRF_CUDA_EXPANSION_TUNING
+  /// applied, if set.
+  static CudaExpansionTuning FromEnvironment();
+};
+
+/// What a run did, for benchmarks: counts, and device time split by phase (from the device clock).
+struct CudaExpansionStats {
+  std::int64_t cycles = 0;
+  std::int64_t moves = 0;          ///< Moves run (built, cut, scored).
+  std::int64_t skipped = 0;        ///< Moves skipped (nothing changed since the label's last exact move).
+  std::int64_t resolved = 0;       ///< Moves re-solved from the label's kept graph.
+  std::int64_t accepted = 0;       ///< Moves that lowered the energy.
+  std::int64_t relabels = 0;       ///< Global relabels of all moves.
+  std::int64_t push_rounds = 0;    ///< Push rounds of all moves.
+  std::int64_t bfs_rounds = 0;     ///< BFS and kill rounds of all relabels.
+  std::int64_t kept_graphs = 0;    ///< Labels whose residual graph is kept (slots).
+  int solve_blocks = 0;            ///< Blocks of the persistent solve kernel.
+  double build_ms = 0;    ///< Device time building or updating move graphs.
+  double solve_ms = 0;    ///< Device time in the moves' max-flows.
+  double update_ms = 0;   ///< Device time scoring cuts and updating labels and kept graphs.
+  double cycles_ms = 0;   ///< Host time of the cycles (launch to results), everything on the device included.
+  double upload_ms = 0;   ///< Host time uploading the model and initialising the device state.
+  double graph_ms = 0;    ///< Host time capturing and instantiating the cycle's CUDA graph.
+  double download_ms = 0; ///< Host time downloading the labels.
+  std::int64_t device_bytes = 0;   ///< GPU memory used.
+  std::string loop;       ///< "device" (conditional CUDA graph) or "host" (and why, when it fell back).
+};
+
+/// GPU memory a model needs: a fixed part (model, labelling, push-relabel workspace) and the part
+/// of one kept residual graph.
+struct CudaExpansionMemory {
+  std::int64_t base_bytes = 0;
+  std::int64_t per_kept_graph_bytes = 0;
+};
+
+/// Estimates the GPU memory of a run (grids only; 0 for other shapes).
+CudaExpansionMemory EstimateCudaExpansionMemory(const Model& model, const CudaExpansionTuning& tuning);
+
+/// Checks that cuda-expansion can take the model and options, independently of any GPU; throws
+/// mrf::Error with a one-line message otherwise (not a grid, a non-metric term without
+/// truncate_nonsubmodular, costs too large for the engine's 32-bit capacities, invalid options).
+void CheckCudaExpansionInput(const Model& model, const SolveOptions& options);
+
+/// Runs alpha-expansion on the GPU and fills `out` like RunAlphaExpansion does (labels, iterations,
+/// one log record per cycle with its energy, message, timings). Options used: max_iterations,
+/// label_order and seed, initial_labels, time_limit_s and callback (both after every cycle),
+/// truncate_nonsubmodular. Throws mrf::Error on bad input, CUDA failures, or when the model does not
+/// fit the GPU's memory (the message gives the bytes needed and available). `stats`, when given,
+/// receives the run's counts and time split.
+void RunCudaExpansion(const Model& model, const SolveOptions& options, Result* out,
+                      const CudaExpansionTuning& tuning = CudaExpansionTuning::FromEnvironment(),
+                      CudaExpansionStats* stats = nullptr);
+
+}  // namespace mrf

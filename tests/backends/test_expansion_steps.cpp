@@ -1,0 +1,242 @@
+// The per-node steps of cuda-expansion (backends/common/expansion_steps.h) on the CPU: the graph a
+// node builds prices every move exactly as the reference energy does (up to truncation, which may only
+// overprice), the energy change and energy sums match EvaluateEnergy, graph updates leave valid
+// preflows (checked by the CPU twin after every update and solve), re-solving from kept graphs reaches
+// the same labels as solving afresh, and the twin ends at labellings no expansion move improves.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "mrf/solve.h"
+#include "support/expansion_twin.h"
+#include "support/test_support.h"
+
+namespace mrf {
+namespace {
+
+using test::Gather;
+using test::TwinGrid;
+
+struct Case {
+  Model model;
+  std::string name;
+};
+
+Pairwise RandomPairwise(std::mt19937_64& rng, int which) {
+  Pairwise p;
+  p.lambda = 1 + static_cast<Cost>(rng() % 40);
+  switch (which % 4) {
+    case 0: p.kind = PairwiseKind::kPotts; break;
+    case 1:
+      p.kind = PairwiseKind::kTruncatedLinear;
+      p.truncation = 1 + static_cast<Cost>(rng() % 4);
+      break;
+    case 2:  // not a metric for truncation > 2: moves get truncated terms
+      p.kind = PairwiseKind::kTruncatedQuadratic;
+      p.truncation = 3 + static_cast<Cost>(rng() % 8);
+      break;
+    default:
+      p.kind = PairwiseKind::kTruncatedLinear;
+      p.truncation = kMaxCost;
+      break;
+  }
+  return p;
+}
+
+std::vector<Case> RandomCases(std::uint64_t seed, int count, bool tiny) {
+  std::mt19937_64 rng(seed);
+  std::vector<Case> cases;
+  for (int i = 0; i < count; ++i) {
+    const int shape = i % 3;
+    Topology t = shape == 0   ? Topology::Grid2D(tiny ? 4 : 5 + static_cast<int>(rng() % 9), tiny ? 3 : 3 + static_cast<int>(rng() % 8), 4)
+                 : shape == 1 ? Topology::Grid2D(tiny ? 3 : 4 + static_cast<int>(rng() % 7), tiny ? 3 : 3 + static_cast<int>(rng() % 6), 8)
+                              : Topology::Grid3D(tiny ? 2 : 3 + static_cast<int>(rng() % 3), tiny ? 2 : 2 + static_cast<int>(rng() % 3), tiny ? 3 : 2 + static_cast<int>(rng() % 3));
+    const Label labels = 2 + static_cast<Label>(rng() % 5);
+    const Cost max_weight = i % 2 ? 3 : 1;
+    Case c{test::RandomModel(rng, t, labels, 1000, RandomPairwise(rng, i / 3), max_weight),
+           t.Describe() + ", " + std::to_string(labels) + " labels, case " + std::to_string(i)};
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+Labeling RandomLabels(std::mt19937_64& rng, const Model& m) {
+  Labeling l(static_cast<std::size_t>(m.num_nodes()));
+  for (Label& x : l) x = static_cast<Label>(rng() % static_cast<std::uint64_t>(m.num_labels));
+  return l;
+}
+
+std::vector<std::int32_t> Table(const Model& m) {
+  std::vector<std::int32_t> t(static_cast<std::size_t>(m.num_labels) * m.num_labels);
+  for (Label a = 0; a < m.num_labels; ++a)
+    for (Label b = 0; b < m.num_labels; ++b)
+      t[static_cast<std::size_t>(a) * m.num_labels + b] = m.pairwise.lambda * m.pairwise.distance(a, b, m.num_labels);
+  return t;
+}
+
+// The move graph of `alpha` from BuildNode as an StGraph; returns the truncated terms.
+template <int D>
+std::int64_t BuildGraph(const Model& m, const xp::MoveCosts& c, const Labeling& labels, int alpha, StGraph* graph) {
+  const TwinGrid g(m.topology);
+  const std::int64_t n = g.n();
+  std::vector<std::uint32_t> r(static_cast<std::size_t>(n) * D);
+  std::int64_t truncated = 0;
+  int nl[D];
+  std::int32_t w[D];
+  std::uint32_t rv[D];
+  for (std::int64_t v = 0; v < n; ++v) {
+    Gather<D>(g, m, labels, v, nl, w);
+    std::int64_t x = 0;
+    truncated += xp::BuildNode<D>(c, alpha, labels[v], m.unary_cost(v, labels[v]), m.unary_cost(v, alpha), nl, w, &x, rv);
+    graph->add_tweights(v, x > 0 ? x : 0, x < 0 ? -x : 0);
+    for (int d = 0; d < D; ++d) r[d * n + v] = rv[d];
+  }
+  const int kind = static_cast<int>(m.topology.kind());
+  for (int d = 0; d < D / 2; ++d)
+    for (std::int64_t v = 0; v < n; ++v) {
+      const std::int64_t q = g.Neighbour(v, d);
+      if (q < 0) {
+        EXPECT_EQ(r[d * n + v], 0u);
+        continue;
+      }
+      graph->add_to_edge_slot(d * n + v, static_cast<Cost>(r[d * n + v]),
+                              static_cast<Cost>(r[pr::Opposite(kind, d) * n + q]));
+    }
+  return truncated;
+}
+
+template <int D>
+void CheckMovePrices(const Case& c, std::mt19937_64& rng) {
+  const Model& m = c.model;
+  const std::vector<std::int32_t> table = Table(m);
+  const xp::MoveCosts costs{table.data(), m.num_labels};
+  const TwinGrid g(m.topology);
+  const std::int64_t n = g.n();
+  ASSERT_LE(n, 16);
+  for (int trial = 0; trial < 3; ++trial) {
+    const Labeling labels = RandomLabels(rng, m);
+    const Energy e0 = EvaluateEnergy(m, labels).total;
+    // The energy as NodeEnergy sums it.
+    Energy sum = 0;
+    int nl[D];
+    std::int32_t w[D];
+    for (std::int64_t v = 0; v < n; ++v) {
+      Gather<D>(g, m, labels, v, nl, w);
+      sum += xp::NodeEnergy<D>(costs, labels[v], m.unary_cost(v, labels[v]), nl, w);
+    }
+    ASSERT_EQ(sum, e0) << c.name;
+    for (Label alpha = 0; alpha < m.num_labels; ++alpha) {
+      StGraph graph(m.topology);
+      const std::int64_t truncated = BuildGraph<D>(m, costs, labels, alpha, &graph);
+      const Energy base = graph.CutCapacity(Labeling(static_cast<std::size_t>(n), 0));
+      for (std::int64_t y = 0; y < (std::int64_t{1} << n); ++y) {
+        Labeling cut(static_cast<std::size_t>(n)), moved = labels;
+        for (std::int64_t v = 0; v < n; ++v) {
+          cut[v] = (y >> v) & 1;
+          if (cut[v]) moved[v] = alpha;
+        }
+        const Energy truth = EvaluateEnergy(m, moved).total - e0;
+        const Energy priced = graph.CutCapacity(cut) - base;
+        if (truncated == 0) ASSERT_EQ(priced, truth) << c.name << ", alpha " << alpha << ", cut " << y;
+        else ASSERT_GE(priced, truth) << c.name << ", alpha " << alpha << ", cut " << y;
+        // DeltaNode sums to the exact change.
+        Energy delta = 0;
+        bool nm[D];
+        for (std::int64_t v = 0; v < n; ++v) {
+          Gather<D>(g, m, labels, v, nl, w);
+          for (int d = 0; d < D; ++d) {
+            const std::int64_t q = g.Neighbour(v, d);
+            nm[d] = q >= 0 && cut[q] && labels[q] != alpha;
+          }
+          delta += xp::DeltaNode<D>(costs, alpha, labels[v], cut[v] && labels[v] != alpha, m.unary_cost(v, labels[v]),
+                                    m.unary_cost(v, alpha), nl, nm, w);
+        }
+        ASSERT_EQ(delta, truth) << c.name << ", alpha " << alpha << ", cut " << y;
+      }
+    }
+  }
+}
+
+TEST(ExpansionSteps, MoveGraphsPriceEveryCutAsTheReferenceEnergy) {
+  std::mt19937_64 rng(3);
+  int truncating = 0;
+  for (const Case& c : RandomCases(11, 24, true)) {
+    SCOPED_TRACE(c.name);
+    if (FindNonSubmodularMoveTerm(c.model, true) != "") ++truncating;
+    switch (c.model.topology.kind()) {
+      case TopologyKind::kGrid4: CheckMovePrices<4>(c, rng); break;
+      case TopologyKind::kGrid8: CheckMovePrices<8>(c, rng); break;
+      default: CheckMovePrices<6>(c, rng); break;
+    }
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(truncating, 0) << "no case exercised truncation";
+}
+
+TEST(ExpansionSteps, TwinUpdatesKeepValidPreflowsAndReachTheFreshLabels) {
+  int resolves = 0;
+  for (const Case& c : RandomCases(5, 36, false)) {
+    SCOPED_TRACE(c.name);
+    for (LabelOrder order : {LabelOrder::kSequential, LabelOrder::kRandom}) {
+      test::TwinOptions fresh;
+      fresh.reuse = false;
+      fresh.order = order;
+      fresh.seed = 9;
+      test::TwinOptions kept = fresh;
+      kept.reuse = true;
+      kept.update_fraction = 1.0;  // always re-solve from the kept graph
+      const test::TwinResult a = test::RunExpansionTwin(c.model, fresh);
+      const test::TwinResult b = test::RunExpansionTwin(c.model, kept);
+      ASSERT_EQ(a.failure, "");
+      ASSERT_EQ(b.failure, "");
+      resolves += static_cast<int>(b.resolves);
+      EXPECT_EQ(a.labels, b.labels) << "re-solving from kept graphs must give the same cuts";
+      EXPECT_EQ(a.cycle_energies, b.cycle_energies);
+      for (std::size_t i = 1; i < a.cycle_energies.size(); ++i) EXPECT_LE(a.cycle_energies[i], a.cycle_energies[i - 1]);
+    }
+  }
+  EXPECT_GT(resolves, 100);
+}
+
+// Whether any expansion move lowers the energy of `labels` (all 2^n moves of every label).
+bool SomeMoveImproves(const Model& m, const Labeling& labels) {
+  const std::int64_t n = m.num_nodes();
+  const Energy e0 = EvaluateEnergy(m, labels).total;
+  for (Label alpha = 0; alpha < m.num_labels; ++alpha)
+    for (std::int64_t y = 1; y < (std::int64_t{1} << n); ++y) {
+      Labeling moved = labels;
+      for (std::int64_t v = 0; v < n; ++v)
+        if ((y >> v) & 1) moved[v] = alpha;
+      if (EvaluateEnergy(m, moved).total < e0) return true;
+    }
+  return false;
+}
+
+TEST(ExpansionSteps, TwinEndsAtAnExpansionLocalOptimumNearCpuExpansion) {
+  std::mt19937_64 rng(17);
+  int equal = 0, total = 0;
+  for (const Case& c : RandomCases(23, 30, true)) {
+    SCOPED_TRACE(c.name);
+    const bool metric = FindNonSubmodularMoveTerm(c.model, true).empty();
+    test::TwinOptions o;
+    o.initial = RandomLabels(rng, c.model);
+    const test::TwinResult twin = test::RunExpansionTwin(c.model, o);
+    ASSERT_EQ(twin.failure, "");
+    if (metric) EXPECT_FALSE(SomeMoveImproves(c.model, twin.labels)) << "an expansion move still lowers the energy";
+    SolveOptions so;
+    so.solver = "cpu-expansion";
+    so.initial_labels = o.initial;
+    so.truncate_nonsubmodular = true;
+    const Result cpu = Solve(c.model, so);
+    ASSERT_TRUE(cpu.ok) << cpu.message;
+    const Energy e = EvaluateEnergy(c.model, twin.labels).total;
+    EXPECT_EQ(e, twin.cycle_energies.back());
+    ++total;
+    equal += e == cpu.energy;
+    if (metric) EXPECT_LE(std::abs(static_cast<double>(e - cpu.energy)), 0.005 * static_cast<double>(cpu.energy) + 1e-9);
+  }
+  std::printf("twin and cpu-expansion reached the same energy on %d of %d models\n", equal, total);
+}
+
+}  // namespace
+}  // namespace mrf
