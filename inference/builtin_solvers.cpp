@@ -5,6 +5,7 @@
 #include "inference/alpha_expansion.h"
 #include "inference/bp_solvers.h"
 #include "inference/cuda_expansion.h"
+#include "inference/cuda_swap.h"
 #include "inference/icm.h"
 #include "backends/cpu/tbb_push_relabel.h"
 #include "mrf/config.h"
@@ -53,6 +54,13 @@ void RegisterBuiltinSolvers(Registry& registry) {
   registry.Add({"cpu-swap", Algorithm::kSwap, Device::kCpu,
                 "Alpha-beta swap on the CPU; each move is one cut by a max-flow engine", 0, true, {}, {},
                 [](const Model& m, const SolveOptions& o, Result* r) { RunAlphaBetaSwap(m, o, r); }});
+  // The whole swap loop on the GPU (grids), on cuda-expansion's machinery; `auto` prefers it when a
+  // GPU is present and falls back to cpu-swap when it fails.
+  registry.Add({"cuda-swap", Algorithm::kSwap, Device::kCuda,
+                "Alpha-beta swap on the GPU, move loop on the device: graphs built, cut by push-relabel and applied "
+                "there (grids)",
+                0, CudaCompiledIn(), [] { return CudaUnavailableReason(); }, {},
+                [](const Model& m, const SolveOptions& o, Result* r) { RunCudaSwap(m, o, r); }});
   registry.Add({"cpu-icm", Algorithm::kIcm, Device::kCpu,
                 "Iterated conditional modes on the CPU (fast, weak local minima)", 0, true, {}, {},
                 [](const Model& m, const SolveOptions& o, Result* r) { RunIcm(m, o, r); }});

@@ -1,6 +1,7 @@
-// cuda-expansion: the host-only parts (tuning, input checks, memory estimate); the GPU runner is
-// backends/cuda/cuda_expansion.cpp, and builds without CUDA get a runner that says so.
+// cuda-expansion and cuda-swap: the host-only parts (tuning, input checks, memory estimates); the GPU
+// runner is backends/cuda/cuda_expansion.cpp, and builds without CUDA get runners that say so.
 #include "inference/cuda_expansion.h"
+#include "inference/cuda_swap.h"
 
 #include <cstdlib>
 #include <sstream>
@@ -118,7 +119,11 @@ CudaExpansionTuning CudaExpansionTuning::FromEnvironment() {
   return t;
 }
 
-CudaExpansionMemory EstimateCudaExpansionMemory(const Model& model, const CudaExpansionTuning& tuning) {
+namespace {
+
+// The estimate of either solver: `swap` sizes the per-move arrays by label pairs and adds the pairs
+// and label counts.
+CudaExpansionMemory EstimateMemory(const Model& model, const CudaExpansionTuning& tuning, bool swap) {
   CudaExpansionMemory m;
   const Topology& t = model.topology;
   if (!t.is_grid()) return m;
@@ -139,11 +144,13 @@ CudaExpansionMemory EstimateCudaExpansionMemory(const Model& model, const CudaEx
   add(n * labels * 4);  // the node-major upload
   add(labels * labels * 4);
   if (!model.edge_weights.empty()) add(static_cast<std::int64_t>(model.edge_weights.size()) * 4);
+  const std::int64_t moves = swap ? labels * (labels - 1) / 2 : labels;
   add(n * 4);                       // labels
-  add(labels * 4);                  // order
+  add(moves * 4);                   // order
   add(512);                         // MoveControl
-  add(labels * 128);                // records
-  add(labels * (8 + 8 + 8 + 4));    // settled_at, truncated, snapshot, has_state
+  add(moves * 128);                 // records
+  add(moves * 8), add(moves * 8), add(moves * 8), add(moves * 4);  // settled_at, truncated, snapshot, has_state
+  if (swap) add(moves * 8), add(labels * 8);                       // pairs, label counts
   add(512);                         // grid barrier
   add(n * 8), add(n * 4), add(n * dirs * 4), add(n), add(n);  // excess, heights, residuals, masks, cut
   add(tiles), add(tiles), add(tiles), add(4 * tiles), add(tiles);  // tile flags, every tile marked
@@ -153,28 +160,34 @@ CudaExpansionMemory EstimateCudaExpansionMemory(const Model& model, const CudaEx
   return m;
 }
 
-void CheckCudaExpansionInput(const Model& model, const SolveOptions& options) {
+// What cuda-expansion and cuda-swap check before touching a GPU.
+void CheckMoveInput(const Model& model, const SolveOptions& options, bool swap) {
+  const std::string name = swap ? "cuda-swap" : "cuda-expansion";
   std::string error;
   if (!options.IsValid(&error)) throw Error(error);
   model.ValidateOrThrow();
   const Topology& t = model.topology;
   if (!t.is_grid())
-    throw Error("cuda-expansion needs a grid-shaped model (2-D 4- or 8-connected, or 3-D 6-connected); this model is " +
-                t.Describe() + " (use cpu-expansion)");
+    throw Error(name + " needs a grid-shaped model (2-D 4- or 8-connected, or 3-D 6-connected); this model is " +
+                t.Describe() + (swap ? " (use cpu-swap)" : " (use cpu-expansion)"));
   if (t.num_nodes() > (NodeId{1} << 30))
-    throw Error("cuda-expansion: grid of " + std::to_string(t.num_nodes()) + " nodes is above the 2^30 supported");
-  const std::string broken = FindNonSubmodularMoveTerm(model, /*expansion=*/true);
-  if (!broken.empty() && !options.truncate_nonsubmodular)
+    throw Error(name + ": grid of " + std::to_string(t.num_nodes()) + " nodes is above the 2^30 supported");
+  const std::string broken = FindNonSubmodularMoveTerm(model, /*expansion=*/!swap);
+  if (!broken.empty() && !options.truncate_nonsubmodular) {
+    if (swap)  // cpu-swap's message
+      throw Error(std::string("swap needs a semimetric smoothness term, but this ") + ToString(model.pairwise.kind) +
+                  " term has " + broken + "; set truncate_nonsubmodular to truncate such move terms, or use bp");
     throw Error(std::string("expansion needs a metric smoothness term, but this ") + ToString(model.pairwise.kind) +
                 " term breaks the triangle inequality: " + broken +
                 "; set truncate_nonsubmodular to truncate such move terms, or use swap or bp");
+  }
   // The device keeps lambda * distance in a 32-bit table, and a move's capacities are differences
   // of two pairwise costs: they fit the engine's 32-bit capacities when twice the largest cost does.
   const Label L = model.num_labels;
   const __int128 distance = model.pairwise.MaxDistance(L);
   const __int128 table = static_cast<__int128>(model.pairwise.lambda) * distance;
   if (table > kMaxCost)
-    throw Error("cuda-expansion: lambda " + std::to_string(model.pairwise.lambda) + " x distance " +
+    throw Error(name + ": lambda " + std::to_string(model.pairwise.lambda) + " x distance " +
                 std::to_string(static_cast<long long>(distance)) + " does not fit 32 bits");
   Cost max_weight = 1;
   if (!model.edge_weights.empty()) {
@@ -183,15 +196,33 @@ void CheckCudaExpansionInput(const Model& model, const SolveOptions& options) {
   }
   const __int128 term = static_cast<__int128>(max_weight) * table;
   if (2 * term > kMaxCost)
-    throw Error("cuda-expansion: a move's edge capacity could reach 2 x " + std::to_string(static_cast<long long>(term)) +
+    throw Error(name + ": a move's edge capacity could reach 2 x " + std::to_string(static_cast<long long>(term)) +
                 " (edge weight " + std::to_string(max_weight) + " x lambda " + std::to_string(model.pairwise.lambda) +
                 " x distance " + std::to_string(static_cast<long long>(distance)) +
-                "), above the 2^31 - 1 of the GPU engine's capacities; scale the costs down or use cpu-expansion");
+                "), above the 2^31 - 1 of the GPU engine's capacities; scale the costs down or use " +
+                (swap ? "cpu-swap" : "cpu-expansion"));
 }
+
+}  // namespace
+
+CudaExpansionMemory EstimateCudaExpansionMemory(const Model& model, const CudaExpansionTuning& tuning) {
+  return EstimateMemory(model, tuning, false);
+}
+
+CudaExpansionMemory EstimateCudaSwapMemory(const Model& model, const CudaExpansionTuning& tuning) {
+  return EstimateMemory(model, tuning, true);
+}
+
+void CheckCudaExpansionInput(const Model& model, const SolveOptions& options) { CheckMoveInput(model, options, false); }
+
+void CheckCudaSwapInput(const Model& model, const SolveOptions& options) { CheckMoveInput(model, options, true); }
 
 #if !MRF_HAVE_CUDA
 void RunCudaExpansion(const Model&, const SolveOptions&, Result*, const CudaExpansionTuning&, CudaExpansionStats*) {
   throw Error("cuda-expansion is not compiled in (this build has no CUDA)");
+}
+void RunCudaSwap(const Model&, const SolveOptions&, Result*, const CudaExpansionTuning&, CudaExpansionStats*) {
+  throw Error("cuda-swap is not compiled in (this build has no CUDA)");
 }
 #endif
 

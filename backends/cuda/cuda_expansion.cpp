@@ -1,5 +1,7 @@
-// cuda-expansion: the host side (checks, device memory, uploads, the cycle's CUDA graph, the loop
-// over cycles, logs). The kernels are expansion_kernels.cu and cuda-pr's push_relabel_kernels.cu.
+// cuda-expansion and cuda-swap: the host side (checks, device memory, uploads, the cycle's CUDA graph,
+// the loop over cycles, logs). The kernels are expansion_kernels.cu and cuda-pr's
+// push_relabel_kernels.cu. One runner makes either move: the kind only sets what a cycle visits
+// (labels, or cpu-swap's label pairs), the per-move bookkeeping's size, and the words of the logs.
 //
 // One cycle is one launch of a CUDA graph:
 //   CycleStart
@@ -22,6 +24,7 @@
 #include "backends/cuda/expansion_kernels.h"
 #include "backends/cuda/push_relabel_kernels.h"
 #include "inference/cuda_expansion.h"
+#include "inference/cuda_swap.h"
 #include "inference/iteration_control.h"
 #include "inference/move_graph.h"
 #include "mrf/device.h"
@@ -114,8 +117,10 @@ class Arena {
 
 class Runner {
  public:
-  Runner(const Model& model, const SolveOptions& options, const CudaExpansionTuning& tuning, CudaExpansionStats* stats)
-      : m_(model), o_(options), t_(tuning), stats_(stats) {}
+  Runner(const Model& model, const SolveOptions& options, const CudaExpansionTuning& tuning, CudaExpansionStats* stats,
+         xp::MoveKind kind)
+      : m_(model), o_(options), t_(tuning), stats_(stats), kind_(kind),
+        name_(kind == xp::kSwapMove ? "cuda-swap" : "cuda-expansion") {}
 
   ~Runner() {
     AbortCapture();
@@ -129,11 +134,12 @@ class Runner {
 
   void Run(Result* out) {
     const auto start = Clock::now();
-    CheckCudaExpansionInput(m_, o_);
+    if (kind_ == xp::kSwapMove) CheckCudaSwapInput(m_, o_);
+    else CheckCudaExpansionInput(m_, o_);
     std::string error;
     if (!t_.IsValid(&error)) throw Error(error);
     const std::string why = CudaUnavailableReason();
-    if (!why.empty()) throw Error("cuda-expansion: " + why);
+    if (!why.empty()) throw Error(name_ + ": " + why);
     cudaGetLastError();  // an error left by other code must not be reported as ours
     Labeling initial = InitialLabels(m_, o_);
     MakeLayout();
@@ -179,12 +185,12 @@ class Runner {
   void Check(cudaError_t status, const std::string& what) const {
     if (status == cudaSuccess) return;
     cudaGetLastError();
-    throw Error("cuda-expansion: " + what + " failed: " + cudaGetErrorString(status) + " (" + describe_ + ")");
+    throw Error(name_ + ": " + what + " failed: " + cudaGetErrorString(status) + " (" + describe_ + ")");
   }
   void Launched(cudaError_t status, const char* kernel) {
     if (status != cudaSuccess) {
       cudaGetLastError();
-      throw Error(std::string("cuda-expansion: kernel launch failed (") + kernel + "): " + cudaGetErrorString(status) +
+      throw Error(name_ + ": kernel launch failed (" + kernel + "): " + cudaGetErrorString(status) +
                   " (" + describe_ + ")");
     }
   }
@@ -209,6 +215,7 @@ class Runner {
     L.inf = static_cast<int>(L.num_nodes + 1);
     n_ = L.num_nodes;
     labels_ = m_.num_labels;
+    moves_ = kind_ == xp::kSwapMove ? std::int64_t{labels_} * (labels_ - 1) / 2 : labels_;
     dirs_ = pr::NumDirs(L.kind);
     solve_config_.local_iterations = pr.local_iterations;
     solve_config_.push_rounds = pr.rounds_per_global_relabel;
@@ -216,14 +223,14 @@ class Runner {
     solve_config_.incremental_relabel = pr.incremental_relabel;
     describe_ = topo.Describe() + ", " + std::to_string(labels_) + " labels";
     if (!cuda_pr::HasKernels(L))
-      throw Error("cuda-expansion: no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +
+      throw Error(name_ + ": no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +
                   std::to_string(L.tile_y) + "x" + std::to_string(L.tile_z) + " on this grid kind");
   }
 
   // Cuts every buffer from `arena` (null: only counts) with `slots` kept graphs; returns the bytes.
   std::int64_t Carve(char* base, std::int64_t slots) {
     Arena a(base);
-    const std::int64_t n = n_, L = labels_, T = layout_.num_tiles();
+    const std::int64_t n = n_, L = labels_, M = moves_, T = layout_.num_tiles();
     e_ = DeviceExpansion{};
     dev_ = DeviceState{};
     staging_ = a.Take<std::int32_t>(n * L);
@@ -231,13 +238,17 @@ class Runner {
     e_.table = a.Take<std::int32_t>(L * L);
     e_.weights = m_.edge_weights.empty() ? nullptr : a.Take<std::int32_t>(static_cast<std::int64_t>(m_.edge_weights.size()));
     e_.labels = a.Take<std::int32_t>(n);
-    e_.order = a.Take<std::int32_t>(L);
+    e_.order = a.Take<std::int32_t>(M);
     e_.ctl = a.Take<xp::MoveControl>(1);
-    e_.records = a.Take<xp::MoveRecord>(L);
-    e_.book.settled_at = a.Take<std::int64_t>(L);
-    e_.book.truncated = a.Take<std::int64_t>(L);
-    e_.book.snapshot = a.Take<std::int64_t>(L);
-    e_.book.has_state = a.Take<std::int32_t>(L);
+    e_.records = a.Take<xp::MoveRecord>(M);
+    e_.book.settled_at = a.Take<std::int64_t>(M);
+    e_.book.truncated = a.Take<std::int64_t>(M);
+    e_.book.snapshot = a.Take<std::int64_t>(M);
+    e_.book.has_state = a.Take<std::int32_t>(M);
+    if (kind_ == xp::kSwapMove) {
+      e_.book.pairs = a.Take<std::int32_t>(2 * M);
+      e_.book.label_count = a.Take<std::int64_t>(L);
+    }
     e_.sync = a.Take<cuda_xp::GridSync>(1);
     e_.all_tiles = a.Take<std::uint8_t>(T);
     dev_.x = a.Take<std::int64_t>(n);
@@ -271,11 +282,14 @@ class Runner {
     available -= std::min<std::int64_t>(available / 16, std::int64_t{512} << 20);  // head-room for the runtime and graphs
     if (t_.memory_limit > 0) available = std::min<std::int64_t>(available, t_.memory_limit);
     if (base > available)
-      throw Error("cuda-expansion: not enough GPU memory: the model and the move workspace need " + MiB(base) + ", " +
+      throw Error(name_ + ": not enough GPU memory: the model and the move workspace need " + MiB(base) + ", " +
                   MiB(available) + " available" + (t_.memory_limit > 0 ? " (memory_limit)" : "") + " of " +
                   MiB(static_cast<std::int64_t>(total_bytes)) + " (" + describe_ + ")");
     std::int64_t slots = 0;
-    if (t_.reuse_flow && per_slot > 0) slots = std::min<std::int64_t>(labels_, (available - base) / per_slot);
+    // Swap keeps no graphs: a pair's graph holds only the nodes labelled with one of its two labels,
+    // and there are L(L-1)/2 pairs.
+    if (t_.reuse_flow && per_slot > 0 && kind_ == xp::kExpansionMove)
+      slots = std::min<std::int64_t>(moves_, (available - base) / per_slot);
     const std::int64_t bytes = Carve(nullptr, slots);
     if (static_cast<std::size_t>(bytes) > ctx_->arena_bytes) {
       if (ctx_->arena) cudaFree(ctx_->arena);
@@ -285,7 +299,7 @@ class Runner {
       const cudaError_t status = cudaMalloc(&p, static_cast<std::size_t>(bytes));
       if (status != cudaSuccess) {
         cudaGetLastError();
-        throw Error("cuda-expansion: out of GPU memory: " + MiB(bytes) + " needed, " + MiB(available) + " seemed available (" +
+        throw Error(name_ + ": out of GPU memory: " + MiB(bytes) + " needed, " + MiB(available) + " seemed available (" +
                     describe_ + "; " + cudaGetErrorString(status) + ")");
       }
       ctx_->arena = static_cast<char*>(p);
@@ -296,12 +310,12 @@ class Runner {
     cudaError_t status = cudaSuccess;
     solve_blocks_ = cuda_xp::SolveBlocks(dev_, &status);
     Check(status, "sizing the solve kernel");
-    if (solve_blocks_ <= 0) throw Error("cuda-expansion: the solve kernel cannot run on this GPU (" + describe_ + ")");
+    if (solve_blocks_ <= 0) throw Error(name_ + ": the solve kernel cannot run on this GPU (" + describe_ + ")");
     if (t_.solve_blocks > 0) solve_blocks_ = std::min(solve_blocks_, t_.solve_blocks);
     stats_->solve_blocks = solve_blocks_;
     stats_->kept_graphs = slots;
     stats_->device_bytes = bytes;
-    const std::size_t pinned = sizeof(xp::MoveControl) + 256 + static_cast<std::size_t>(labels_) * (sizeof(xp::MoveRecord) + 4);
+    const std::size_t pinned = sizeof(xp::MoveControl) + 256 + static_cast<std::size_t>(moves_) * (sizeof(xp::MoveRecord) + 4);
     if (pinned > ctx_->pinned_bytes) {
       if (ctx_->pinned) cudaFreeHost(ctx_->pinned);
       ctx_->pinned = nullptr;
@@ -313,11 +327,11 @@ class Runner {
     }
     host_ctl_ = reinterpret_cast<xp::MoveControl*>(ctx_->pinned);
     host_records_ = reinterpret_cast<xp::MoveRecord*>(ctx_->pinned + (sizeof(xp::MoveControl) + 255) / 256 * 256);
-    host_order_ = reinterpret_cast<std::int32_t*>(host_records_ + labels_);
+    host_order_ = reinterpret_cast<std::int32_t*>(host_records_ + moves_);
   }
 
   void Upload(const Labeling& initial) {
-    const std::int64_t n = n_, L = labels_;
+    const std::int64_t n = n_, L = labels_, M = moves_;
     std::vector<std::int32_t> table(static_cast<std::size_t>(L * L));
     for (Label a = 0; a < L; ++a)
       for (Label b = 0; b < L; ++b)
@@ -334,11 +348,29 @@ class Runner {
             "uploading the edge weights");
     Check(cudaMemcpyAsync(e_.labels, initial.data(), static_cast<std::size_t>(n) * 4, cudaMemcpyHostToDevice, st_),
           "uploading the initial labels");
-    // Bookkeeping: no label has run (settled_at = -1), no kept graph, clean tile flags and counters.
-    Check(cudaMemsetAsync(e_.book.settled_at, 0xff, static_cast<std::size_t>(L) * 8, st_), "clearing the bookkeeping");
-    Check(cudaMemsetAsync(e_.book.truncated, 0, static_cast<std::size_t>(L) * 8, st_), "clearing the bookkeeping");
-    Check(cudaMemsetAsync(e_.book.snapshot, 0, static_cast<std::size_t>(L) * 8, st_), "clearing the bookkeeping");
-    Check(cudaMemsetAsync(e_.book.has_state, 0, static_cast<std::size_t>(L) * 4, st_), "clearing the bookkeeping");
+    // Swap: its pairs in cpu-swap's order (a = 0, 1, ..., and for each a, b = L-1 down to a+1), and
+    // the label counts of the initial labelling.
+    std::vector<std::int32_t> pairs;
+    std::vector<std::int64_t> counts;
+    if (kind_ == xp::kSwapMove) {
+      for (Label a = 0; a < L; ++a)
+        for (Label b = static_cast<Label>(L - 1); b > a; --b) {
+          pairs.push_back(a);
+          pairs.push_back(b);
+        }
+      counts.assign(static_cast<std::size_t>(L), 0);
+      for (Label l : initial) ++counts[static_cast<std::size_t>(l)];
+      Check(cudaMemcpyAsync(const_cast<std::int32_t*>(e_.book.pairs), pairs.data(), pairs.size() * 4,
+                            cudaMemcpyHostToDevice, st_),
+            "uploading the label pairs");
+      Check(cudaMemcpyAsync(e_.book.label_count, counts.data(), counts.size() * 8, cudaMemcpyHostToDevice, st_),
+            "uploading the label counts");
+    }
+    // Bookkeeping: no move has run (settled_at = -1), no kept graph, clean tile flags and counters.
+    Check(cudaMemsetAsync(e_.book.settled_at, 0xff, static_cast<std::size_t>(M) * 8, st_), "clearing the bookkeeping");
+    Check(cudaMemsetAsync(e_.book.truncated, 0, static_cast<std::size_t>(M) * 8, st_), "clearing the bookkeeping");
+    Check(cudaMemsetAsync(e_.book.snapshot, 0, static_cast<std::size_t>(M) * 8, st_), "clearing the bookkeeping");
+    Check(cudaMemsetAsync(e_.book.has_state, 0, static_cast<std::size_t>(M) * 4, st_), "clearing the bookkeeping");
     Check(cudaMemsetAsync(e_.sync, 0, sizeof(cuda_xp::GridSync), st_), "clearing the grid barrier");
     Check(cudaMemsetAsync(const_cast<std::uint8_t*>(e_.all_tiles), 1, static_cast<std::size_t>(layout_.num_tiles()), st_),
           "marking every tile");
@@ -349,7 +381,8 @@ class Runner {
     Check(cudaMemsetAsync(dev_.dirty, 0, 4 * T, st_), "clearing the tile flags");
     Check(cudaMemsetAsync(dev_.totals, 0, cuda_pr::kNumTotals * 8, st_), "clearing the totals");
     xp::MoveControl c;
-    c.num_moves = L;
+    c.kind = kind_;
+    c.num_moves = M;
     c.num_slots = slots_;
     c.update_limit = static_cast<std::int64_t>(t_.update_fraction * static_cast<double>(n));
     c.max_rounds = 4 * n + 1000;
@@ -362,7 +395,7 @@ class Runner {
     if (t_.check_energy) {
       const Energy reference = EvaluateEnergy(m_, initial).total;
       if (reference != initial_energy_)
-        throw Error("cuda-expansion: internal error: the device's energy of the initial labels is " +
+        throw Error(name_ + ": internal error: the device's energy of the initial labels is " +
                     std::to_string(initial_energy_) + ", the reference evaluator's " + std::to_string(reference));
     }
   }
@@ -456,7 +489,7 @@ class Runner {
   void ReadControl(bool records) {
     Check(cudaMemcpyAsync(host_ctl_, e_.ctl, sizeof(xp::MoveControl), cudaMemcpyDeviceToHost, st_), "reading the loop state");
     if (records)
-      Check(cudaMemcpyAsync(host_records_, e_.records, static_cast<std::size_t>(labels_) * sizeof(xp::MoveRecord),
+      Check(cudaMemcpyAsync(host_records_, e_.records, static_cast<std::size_t>(moves_) * sizeof(xp::MoveRecord),
                             cudaMemcpyDeviceToHost, st_),
             "reading the move records");
     Check(cudaStreamSynchronize(st_), "running a cycle");
@@ -464,7 +497,7 @@ class Runner {
 
   void RunCycleOnHost() {
     Launched(cuda_xp::LaunchCycleStart(e_, st_), "CycleStart");
-    for (Label k = 0; k < labels_; ++k) EnqueueMove(st_, Steering{});
+    for (std::int64_t k = 0; k < moves_; ++k) EnqueueMove(st_, Steering{});
     ReadControl(true);
   }
 
@@ -476,11 +509,12 @@ class Runner {
     Energy energy = initial_energy_;
     std::string stop;
     for (int cycle = 1;; ++cycle) {
-      CycleOrder(o_.label_order, &rng, labels_, &order);
-      for (Label k = 0; k < labels_; ++k) host_order_[k] = static_cast<std::int32_t>(order[static_cast<std::size_t>(k)]);
-      Check(cudaMemcpyAsync(const_cast<std::int32_t*>(e_.order), host_order_, static_cast<std::size_t>(labels_) * 4,
+      CycleOrder(o_.label_order, &rng, moves_, &order);
+      for (std::int64_t k = 0; k < moves_; ++k)
+        host_order_[k] = static_cast<std::int32_t>(order[static_cast<std::size_t>(k)]);
+      Check(cudaMemcpyAsync(const_cast<std::int32_t*>(e_.order), host_order_, static_cast<std::size_t>(moves_) * 4,
                             cudaMemcpyHostToDevice, st_),
-            "uploading the label order");
+            "uploading the move order");
       const std::int64_t changes_before = host_ctl_->changes;
       const auto cycle_start = Clock::now();
       if (exec_) {
@@ -491,15 +525,15 @@ class Runner {
       }
       stats_->cycles_ms += MsSince(cycle_start);
       if (host_ctl_->error == 2)
-        throw Error("cuda-expansion: the solve kernel's grid barrier timed out: not all of its " +
+        throw Error(name_ + ": the solve kernel's grid barrier timed out: not all of its " +
                     std::to_string(solve_blocks_) + " blocks ran at once (another program on the GPU?) (" + describe_ + ")");
       if (host_ctl_->error)
-        throw Error("cuda-expansion: internal error: a move's max-flow did not converge within " +
+        throw Error(name_ + ": internal error: a move's max-flow did not converge within " +
                     std::to_string(host_ctl_->max_rounds) + " rounds (" + describe_ + ")");
       // The cycle's records.
       std::int64_t run = 0, skipped = 0, resolved = 0, nodes = 0, cycle_truncations = 0, relabels = 0, pushes = 0;
       double build_ms = 0, solve_ms = 0, update_ms = 0;
-      for (Label k = 0; k < labels_; ++k) {
+      for (std::int64_t k = 0; k < moves_; ++k) {
         const xp::MoveRecord& r = host_records_[k];
         if (!r.run) {
           ++skipped;
@@ -531,21 +565,23 @@ class Runner {
       if (t_.check_energy) {
         const Energy reference = EvaluateEnergy(m_, DownloadLabels()).total;
         if (reference != energy)
-          throw Error("cuda-expansion: internal error: after cycle " + std::to_string(cycle) + " the tracked energy is " +
+          throw Error(name_ + ": internal error: after cycle " + std::to_string(cycle) + " the tracked energy is " +
                       std::to_string(energy) + ", the reference evaluator's " + std::to_string(reference));
       }
       char times[200];
       std::snprintf(times, sizeof times,
                     "; device: build %.3f ms, max-flow %.3f ms (%lld global relabels, %lld push rounds), update %.3f ms",
                     build_ms, solve_ms, static_cast<long long>(relabels), static_cast<long long>(pushes), update_ms);
-      std::string note = std::to_string(run) + " moves (" + std::to_string(resolved) + " re-solved from kept graphs), " +
-                         std::to_string(skipped) + " skipped, " + std::to_string(nodes) + " nodes changed";
+      std::string note = std::to_string(run) + " moves" +
+                         (kind_ == xp::kExpansionMove ? " (" + std::to_string(resolved) + " re-solved from kept graphs)"
+                                                      : std::string()) +
+                         ", " + std::to_string(skipped) + " skipped, " + std::to_string(nodes) + " nodes changed";
       if (o_.truncate_nonsubmodular) note += ", " + std::to_string(cycle_truncations) + " terms truncated";
       note += times;
       const bool go_on = control.Record(cycle, energy, note);
       if (host_ctl_->changes == changes_before) {
         stop = "converged after " + std::to_string(cycle) + (cycle == 1 ? " cycle" : " cycles") +
-               ": no expansion move lowers the energy";
+               ": no " + (kind_ == xp::kSwapMove ? "swap" : "expansion") + " move lowers the energy";
         break;
       }
       if (!go_on) {
@@ -561,9 +597,13 @@ class Runner {
         break;
       }
     }
-    stop += "; cuda-expansion on " + CudaDeviceDescription() + ", " + std::to_string(stats_->moves) + " moves (" +
-            std::to_string(stats_->resolved) + " re-solved), " + std::to_string(slots_) + " of " +
-            std::to_string(labels_) + " labels keep their residual graph, loop on the " + stats_->loop;
+    stop += "; " + name_ + " on " + CudaDeviceDescription() + ", " + std::to_string(stats_->moves) + " moves";
+    if (kind_ == xp::kExpansionMove)
+      stop += " (" + std::to_string(stats_->resolved) + " re-solved), " + std::to_string(slots_) + " of " +
+              std::to_string(labels_) + " labels keep their residual graph";
+    else
+      stop += " over " + std::to_string(moves_) + " label pairs, every move solved afresh";
+    stop += ", loop on the " + stats_->loop;
     if (o_.truncate_nonsubmodular) stop += "; " + std::to_string(truncations) + " non-submodular move terms truncated";
     return stop;
   }
@@ -572,6 +612,9 @@ class Runner {
   const SolveOptions& o_;
   const CudaExpansionTuning& t_;
   CudaExpansionStats* stats_;
+  xp::MoveKind kind_;
+  std::string name_;       // the solver's registry name, first word of every message
+  std::int64_t moves_ = 0;  // moves per cycle: labels (expansion) or label pairs (swap)
   Context* ctx_ = nullptr;
   bool healthy_ = true;
   cudaStream_t st_ = nullptr;
@@ -603,7 +646,16 @@ void RunCudaExpansion(const Model& model, const SolveOptions& options, Result* o
   CudaExpansionStats local;
   CudaExpansionStats* s = stats ? stats : &local;
   *s = CudaExpansionStats{};
-  Runner runner(model, options, tuning, s);
+  Runner runner(model, options, tuning, s, xp::kExpansionMove);
+  runner.Run(out);
+}
+
+void RunCudaSwap(const Model& model, const SolveOptions& options, Result* out, const CudaExpansionTuning& tuning,
+                 CudaExpansionStats* stats) {
+  CudaExpansionStats local;
+  CudaExpansionStats* s = stats ? stats : &local;
+  *s = CudaExpansionStats{};
+  Runner runner(model, options, tuning, s, xp::kSwapMove);
   runner.Run(out);
 }
 

@@ -1,6 +1,7 @@
-// cuda-expansion kernels: a thread per node runs the steps of backends/common/expansion_steps.h; the
-// loop's bookkeeping runs in one thread (MoveStart) or in the last block of a node kernel
-// (Build, Commit), so the host never has to look at a move.
+// cuda-expansion and cuda-swap kernels: a thread per node runs the steps of
+// backends/common/expansion_steps.h for the move in progress (its kind, labels and key are in
+// MoveControl); the loop's bookkeeping runs in one thread (MoveStart) or in the last block of a node
+// kernel (Build, Commit), so the host never has to look at a move.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/expansion_kernels.h"
@@ -97,6 +98,11 @@ __device__ __forceinline__ std::int64_t Unary(const DeviceExpansion& e, std::int
   return e.unary_t[static_cast<std::int64_t>(label) * N + v];
 }
 
+// The move in progress.
+__device__ __forceinline__ xp::Move MoveOf(const xp::MoveControl& c) {
+  return xp::Move{static_cast<int>(c.kind), static_cast<int>(c.alpha), static_cast<int>(c.beta)};
+}
+
 __device__ __forceinline__ std::int64_t FirstNode() {
   return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
 }
@@ -163,7 +169,8 @@ __global__ void __launch_bounds__(kThreads) BuildKernel(DeviceExpansion e, Devic
   constexpr int D = Dirs<KIND>::D;
   xp::MoveControl* c = e.ctl;
   if (!c->run) return;  // the same in every block
-  const int alpha = static_cast<int>(c->alpha);
+  const xp::Move move = MoveOf(*c);
+  const std::int64_t key = c->key;
   const bool resolve = c->resolve != 0;
   const TileLayout& L = s.layout;
   const std::int64_t N = L.num_nodes;
@@ -177,12 +184,16 @@ __global__ void __launch_bounds__(kThreads) BuildKernel(DeviceExpansion e, Devic
     Neighbours<KIND>(L, v, q);
     Gather<KIND>(e, N, v, q, e.labels, nl, w);
     const int lp = e.labels[v];
-    const std::int64_t u_alpha = Unary(e, N, alpha, v);
+    // A node's unary slope: U(sink label) - U(source label), 0 (and no loads) when it takes no part.
+    auto slope = [&](int l) {
+      return move.Free(l) ? Unary(e, N, move.Sink(l), v) - Unary(e, N, move.Source(l), v) : std::int64_t{0};
+    };
     std::int64_t x = 0;
     if (!resolve) {
-      truncated += xp::BuildNode<D>(costs, alpha, lp, Unary(e, N, lp, v), u_alpha, nl, w, &x, r);
+      const std::int64_t u = slope(lp);  // as u_sink - u_source with u_source = 0
+      truncated += xp::BuildNode<D>(costs, move, lp, 0, u, nl, w, &x, r);
     } else {
-      const std::int64_t base = static_cast<std::int64_t>(alpha) * N;
+      const std::int64_t base = key * N;
       const std::int32_t* built = e.slot_built + base;
       const int op = built[v];
       int onl[D];
@@ -190,12 +201,11 @@ __global__ void __launch_bounds__(kThreads) BuildKernel(DeviceExpansion e, Devic
       for (int d = 0; d < D; ++d) onl[d] = q[d] >= 0 ? built[q[d]] : 0;
       x = e.slot_x[base + v];
 #pragma unroll
-      for (int d = 0; d < D; ++d) r[d] = e.slot_r[(static_cast<std::int64_t>(alpha) * D + d) * N + v];
+      for (int d = 0; d < D; ++d) r[d] = e.slot_r[(key * D + d) * N + v];
       int truncated_change = 0;
       const bool relabelled = op != lp;  // the unary costs matter only then
-      const bool changed = xp::UpdateNode<D>(costs, alpha, op, lp, relabelled ? Unary(e, N, op, v) : 0,
-                                             relabelled ? Unary(e, N, lp, v) : 0, u_alpha, onl, nl, w, &x, r,
-                                             &truncated_change);
+      const bool changed = xp::UpdateNode<D>(costs, move, op, lp, relabelled ? slope(op) : 0,
+                                             relabelled ? slope(lp) : 0, onl, nl, w, &x, r, &truncated_change);
       truncated += truncated_change;
       s.h[v] = e.slot_h[base + v];
       s.mask[v] = e.slot_mask[base + v];
@@ -397,42 +407,44 @@ __global__ void __launch_bounds__(kThreads) DeltaKernel(DeviceExpansion e, Devic
   constexpr int D = Dirs<KIND>::D, F = Dirs<KIND>::F;
   xp::MoveControl* c = e.ctl;
   if (!c->run) return;
-  const int alpha = static_cast<int>(c->alpha);
+  const xp::Move move = MoveOf(*c);
   const TileLayout& L = s.layout;
   const std::int64_t N = L.num_nodes;
   const xp::MoveCosts costs{e.table, e.num_labels};
-  long long delta = 0, moved_count = 0;
+  long long delta = 0, moved_count = 0, to_alpha = 0;
   for (std::int64_t v = FirstNode(); v < N; v += NodeStride()) {
     const int lp = e.labels[v];
-    const bool moved = s.labels[v] != 0 && lp != alpha;
+    const int np = move.NewLabel(lp, s.labels[v] != 0);
+    const bool moved = np != lp;
     std::int64_t q[D];
-    int nl[D];
+    int nl[D], nnl[D];
     std::int32_t w[D];
-    bool nm[D];
     Neighbours<KIND>(L, v, q);
     bool any = moved;
 #pragma unroll
     for (int d = 0; d < D; ++d) {
-      nm[d] = false;
-      nl[d] = 0;
+      nl[d] = nnl[d] = 0;
       w[d] = 0;
       if (d < F && q[d] >= 0) {
         nl[d] = e.labels[q[d]];
-        nm[d] = s.labels[q[d]] != 0 && nl[d] != alpha;
+        nnl[d] = move.NewLabel(nl[d], s.labels[q[d]] != 0);
         w[d] = e.weights ? e.weights[d * N + v] : 1;
-        any |= nm[d];
+        any |= nnl[d] != nl[d];
       }
     }
     if (!any) continue;
-    const std::int64_t u_label = moved ? Unary(e, N, lp, v) : 0, u_alpha = moved ? Unary(e, N, alpha, v) : 0;
-    delta += xp::DeltaNode<D>(costs, alpha, lp, moved, u_label, u_alpha, nl, nm, w);
+    const std::int64_t u_label = moved ? Unary(e, N, lp, v) : 0, u_new = moved ? Unary(e, N, np, v) : 0;
+    delta += xp::DeltaNode<D>(costs, lp, np, u_label, u_new, nl, nnl, w);
     moved_count += moved;
+    to_alpha += moved && np == move.alpha;
   }
   delta = BlockSum(delta);
   moved_count = BlockSum(moved_count);
+  to_alpha = BlockSum(to_alpha);
   if (threadIdx.x == 0) {
     if (delta) AtomicAddSigned(&c->delta, delta);
     if (moved_count) AtomicAddSigned(&c->moved, moved_count);
+    if (to_alpha) AtomicAddSigned(&c->to_alpha, to_alpha);
   }
 }
 
@@ -441,11 +453,12 @@ __global__ void __launch_bounds__(kThreads) CommitKernel(DeviceExpansion e, Devi
   constexpr int D = Dirs<KIND>::D;
   xp::MoveControl* c = e.ctl;
   if (!c->run) return;
-  const int alpha = static_cast<int>(c->alpha);
+  const xp::Move move = MoveOf(*c);
+  const std::int64_t key = c->key;
   const bool accepted = c->delta < 0;
-  const bool keep = alpha < c->num_slots;
+  const bool keep = key < c->num_slots;
   const std::int64_t N = s.layout.num_nodes;
-  const std::int64_t base = static_cast<std::int64_t>(alpha) * N;
+  const std::int64_t base = key * N;
   for (std::int64_t v = FirstNode(); v < N; v += NodeStride()) {
     const int lp = e.labels[v];
     if (keep) {
@@ -453,10 +466,13 @@ __global__ void __launch_bounds__(kThreads) CommitKernel(DeviceExpansion e, Devi
       e.slot_h[base + v] = s.h[v];
       e.slot_mask[base + v] = s.mask[v];
 #pragma unroll
-      for (int d = 0; d < D; ++d) e.slot_r[(static_cast<std::int64_t>(alpha) * D + d) * N + v] = s.r[d * N + v];
+      for (int d = 0; d < D; ++d) e.slot_r[(key * D + d) * N + v] = s.r[d * N + v];
       e.slot_built[base + v] = lp;
     }
-    if (accepted && s.labels[v] != 0 && lp != alpha) e.labels[v] = alpha;
+    if (accepted) {
+      const int np = move.NewLabel(lp, s.labels[v] != 0);
+      if (np != lp) e.labels[v] = np;
+    }
   }
   if (LastBlock(&c->blocks_done[kCommitBlocks]) && threadIdx.x == 0) {
     xp::EndMove(*c, e.book, e.records);

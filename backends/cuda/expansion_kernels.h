@@ -1,6 +1,6 @@
 #pragma once
-// Launchers of the cuda-expansion kernels (internal to backends/cuda; the host loop lives in
-// cuda_expansion.cpp). The per-node work is backends/common/expansion_steps.h; the max-flow of each
+// Launchers of the cuda-expansion and cuda-swap kernels (internal to backends/cuda; the host loop
+// lives in cuda_expansion.cpp). The move kind is in MoveControl: the same kernels make both moves. The per-node work is backends/common/expansion_steps.h; the max-flow of each
 // move runs on cuda-pr's kernels (push_relabel_kernels.h) over the same DeviceState.
 // Each launcher enqueues one kernel on `stream` and returns cudaGetLastError().
 
@@ -39,18 +39,18 @@ struct DeviceExpansion {
   const std::int32_t* table = nullptr;    ///< L x L: lambda * distance(a, b).
   const std::int32_t* weights = nullptr;  ///< Per edge slot (direction-major); null: all 1.
   std::int32_t* labels = nullptr;         ///< The current labelling.
-  const std::int32_t* order = nullptr;    ///< Labels in the order of this cycle's moves.
+  const std::int32_t* order = nullptr;    ///< Move keys (expansion: labels; swap: pairs) in this cycle's order.
   xp::MoveControl* ctl = nullptr;         ///< The move loop's state.
   xp::MoveRecord* records = nullptr;      ///< One per move of the cycle.
-  xp::LabelBook book;                     ///< Per-label bookkeeping.
+  xp::LabelBook book;                     ///< Per-move bookkeeping (and swap's pairs and label counts).
   GridSync* sync = nullptr;               ///< The solve kernel's barrier.
   const std::uint8_t* all_tiles = nullptr;  ///< One 1 per tile: where a relabel from scratch starts.
-  // Kept graphs of labels 0..num_slots-1 (MoveControl::num_slots).
-  std::int64_t* slot_x = nullptr;       ///< [label * N + node]
-  std::int32_t* slot_h = nullptr;       ///< [label * N + node]
-  std::uint32_t* slot_r = nullptr;      ///< [(label * D + direction) * N + node]
-  std::uint8_t* slot_mask = nullptr;    ///< [label * N + node]
-  std::int32_t* slot_built = nullptr;   ///< [label * N + node]: the labels the kept graph was built from.
+  // Kept graphs of move keys 0..num_slots-1 (MoveControl::num_slots).
+  std::int64_t* slot_x = nullptr;       ///< [key * N + node]
+  std::int32_t* slot_h = nullptr;       ///< [key * N + node]
+  std::uint32_t* slot_r = nullptr;      ///< [(key * D + direction) * N + node]
+  std::uint8_t* slot_mask = nullptr;    ///< [key * N + node]
+  std::int32_t* slot_built = nullptr;   ///< [key * N + node]: the labels the kept graph was built from.
   int num_labels = 0;
   int reuse = 0;                        ///< 1: moves may re-solve from kept graphs.
 };

@@ -148,8 +148,8 @@ std::vector<Case> Cases() {
        "--algorithm maxflow solves two-label problems only (use expansion, swap, icm, bp or auto)"},
       // ---- Options: unknown names ----
       {"unknown solver", "mrf-solve", "$D/three.mrf --solver fast", 1,
-       "unknown backend 'fast' (known: cpu-bk, boost-bk, tbb-pr, cuda-pr, cpu-expansion, cpu-swap, cpu-icm, tbb-bp, "
-       "cuda-bp)"},
+       "unknown backend 'fast' (known: cpu-bk, boost-bk, tbb-pr, cuda-pr, cpu-expansion, cuda-expansion, cpu-swap, "
+       "cuda-swap, cpu-icm, tbb-bp, cuda-bp)"},
       {"unknown algorithm", "mrf-solve", "$D/three.mrf --algorithm fast", 1,
        "unknown algorithm 'fast' (expected one of: auto, maxflow, expansion, swap, icm, bp)"},
       {"unknown device", "mrf-stereo", "--device gpu", 1, "unknown device 'gpu' (expected one of: auto, cpu, cuda)"},
@@ -160,7 +160,7 @@ std::vector<Case> Cases() {
       {"unknown max-flow engine for moves", "mrf-solve", "$D/three.mrf --solver cpu-expansion --maxflow-backend nope",
        1,
        "max-flow engine for the moves: unknown backend 'nope' (known: cpu-bk, boost-bk, tbb-pr, cuda-pr, "
-       "cpu-expansion, cpu-swap, cpu-icm, tbb-bp, cuda-bp)"},
+       "cpu-expansion, cuda-expansion, cpu-swap, cuda-swap, cpu-icm, tbb-bp, cuda-bp)"},
       {"wrong kind of max-flow engine", "mrf-segment", "--backend cpu-icm --size 16", 1,
        "backend 'cpu-icm' runs icm, not maxflow (maxflow backends: cpu-bk, boost-bk, tbb-pr, cuda-pr)"},
       {"unknown preset", "mrf-stereo", "--preset middlebury", 1,
@@ -170,7 +170,7 @@ std::vector<Case> Cases() {
        "unknown smoothness kind 'cubic' (expected potts, linear, quadratic or table)"},
       {"unknown colour model", "mrf-segment", "--model neural", 1, "unknown colour model 'neural' (expected histogram or gmm)"},
       {"unknown suite", "mrf-bench", "--suite fastest", 1,
-       "unknown suite 'fastest' (expected binary|bp|expansion|models|multilabel|pushrelabel or all)"},
+       "unknown suite 'fastest' (expected binary|bp|expansion|gpuexpansion|models|multilabel|pushrelabel or all)"},
       {"solver of another suite", "mrf-bench", "--suite binary --solvers cpu-icm", 1,
        "--solvers: 'cpu-icm' is not a max-flow solver (max-flow solvers: cpu-bk, boost-bk, tbb-pr, cuda-pr, "
        "kolmogorov-bk)"},

@@ -87,7 +87,8 @@ std::int64_t BuildGraph(const Model& m, const xp::MoveCosts& c, const Labeling& 
   for (std::int64_t v = 0; v < n; ++v) {
     Gather<D>(g, m, labels, v, nl, w);
     std::int64_t x = 0;
-    truncated += xp::BuildNode<D>(c, alpha, labels[v], m.unary_cost(v, labels[v]), m.unary_cost(v, alpha), nl, w, &x, rv);
+    truncated += xp::BuildNode<D>(c, xp::Move::Expansion(alpha), labels[v], m.unary_cost(v, labels[v]),
+                                  m.unary_cost(v, alpha), nl, w, &x, rv);
     graph->add_tweights(v, x > 0 ? x : 0, x < 0 ? -x : 0);
     for (int d = 0; d < D; ++d) r[d * n + v] = rv[d];
   }
@@ -141,15 +142,12 @@ void CheckMovePrices(const Case& c, std::mt19937_64& rng) {
         else ASSERT_GE(priced, truth) << c.name << ", alpha " << alpha << ", cut " << y;
         // DeltaNode sums to the exact change.
         Energy delta = 0;
-        bool nm[D];
+        int nnl[D];
         for (std::int64_t v = 0; v < n; ++v) {
           Gather<D>(g, m, labels, v, nl, w);
-          for (int d = 0; d < D; ++d) {
-            const std::int64_t q = g.Neighbour(v, d);
-            nm[d] = q >= 0 && cut[q] && labels[q] != alpha;
-          }
-          delta += xp::DeltaNode<D>(costs, alpha, labels[v], cut[v] && labels[v] != alpha, m.unary_cost(v, labels[v]),
-                                    m.unary_cost(v, alpha), nl, nm, w);
+          Gather<D>(g, m, moved, v, nnl, w);
+          delta += xp::DeltaNode<D>(costs, labels[v], moved[v], m.unary_cost(v, labels[v]), m.unary_cost(v, moved[v]),
+                                    nl, nnl, w);
         }
         ASSERT_EQ(delta, truth) << c.name << ", alpha " << alpha << ", cut " << y;
       }

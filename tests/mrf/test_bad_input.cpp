@@ -231,7 +231,7 @@ TEST(BadOptions, SolveOptionsAndNames) {
   EXPECT_EQ(SolveError(m, o), "unknown backend 'nope' (known: " + Registry::Global().NameList() + ")");
   o.solver = "cpu-icm";
   o.algorithm = Algorithm::kSwap;  // conflicting: a named solver and another algorithm
-  EXPECT_EQ(SolveError(m, o), "backend 'cpu-icm' runs icm, not swap (swap backends: cpu-swap)");
+  EXPECT_EQ(SolveError(m, o), "backend 'cpu-icm' runs icm, not swap (swap backends: cpu-swap, cuda-swap)");
   o = {};
   o.solver = "cpu-expansion";
   o.maxflow_backend = "tbb-bp";

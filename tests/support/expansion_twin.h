@@ -1,11 +1,11 @@
 #pragma once
-// The CPU twin of cuda-expansion (test-only): the same per-node steps (backends/common/expansion_steps.h),
-// the same move bookkeeping and the same graph state (netted excess, residuals per direction), with
-// the GPU's push-relabel replaced by a plain FIFO push-relabel. The cut of a move is the set of nodes
-// that can reach the sink in the residual graph of a maximum flow, which is the same for every maximum
-// flow, so cuda-expansion must reach exactly the labels this twin reaches, whatever flow either keeps
-// between moves. The twin also checks, after every graph update and every solve, that its state is a
-// valid preflow of the current move graph.
+// The CPU twin of cuda-expansion and cuda-swap (test-only): the same per-node steps
+// (backends/common/expansion_steps.h), the same move bookkeeping and the same graph state (netted
+// excess, residuals per direction), with the GPU's push-relabel replaced by a plain FIFO push-relabel.
+// The cut of a move is the set of nodes that can reach the sink in the residual graph of a maximum
+// flow, which is the same for every maximum flow, so the GPU solvers must reach exactly the labels
+// this twin reaches, whatever flow either keeps between moves. The twin also checks, after every graph
+// update and every solve, that its state is a valid preflow of the current move graph.
 
 #include <gtest/gtest.h>
 
@@ -23,6 +23,7 @@
 namespace mrf::test {
 
 struct TwinOptions {
+  bool swap = false;            // alpha-beta swap moves over the pairs of cpu-swap's order (else expansion)
   bool reuse = true;            // keep each label's residual graph and update it (else solve afresh)
   double update_fraction = 0.25;  // reuse when at most this fraction of the nodes changed since
   int max_cycles = 100;
@@ -91,9 +92,9 @@ struct TwinState {
 };
 
 template <int D>
-class ExpansionTwin {
+class MoveTwin {
  public:
-  ExpansionTwin(const Model& model, const TwinOptions& options)
+  MoveTwin(const Model& model, const TwinOptions& options)
       : m_(model), o_(options), g_(model.topology), kind_(static_cast<int>(model.topology.kind())) {
     const Label L = m_.num_labels;
     table_.resize(static_cast<std::size_t>(L) * L);
@@ -103,35 +104,49 @@ class ExpansionTwin {
             static_cast<std::int32_t>(Energy{m_.pairwise.lambda} * m_.pairwise.distance(a, b, L));
     costs_.table = table_.data();
     costs_.num_labels = L;
+    if (o_.swap)  // cpu-swap's order: a = 0, 1, ..., and for each a, b = L-1 down to a+1
+      for (Label a = 0; a < L; ++a)
+        for (Label b = L - 1; b > a; --b) {
+          pairs_.push_back(a);
+          pairs_.push_back(b);
+        }
   }
 
   TwinResult Run() {
     TwinResult out;
     const std::int64_t n = g_.n();
     const Label L = m_.num_labels;
+    const std::int64_t M = o_.swap ? static_cast<std::int64_t>(pairs_.size() / 2) : L;  // moves per cycle
     labels_ = o_.initial.empty() ? Labeling(static_cast<std::size_t>(n), 0) : o_.initial;
-    settled_.assign(L, -1);
-    truncated_.assign(L, 0);
-    snapshot_.assign(L, 0);
-    has_state_.assign(L, 0);
-    states_.assign(L, TwinState{});
-    built_.assign(L, Labeling{});
+    settled_.assign(M, -1);
+    truncated_.assign(M, 0);
+    snapshot_.assign(M, 0);
+    has_state_.assign(M, 0);
+    states_.assign(M, TwinState{});
+    built_.assign(M, Labeling{});
+    label_count_.assign(L, 0);
+    for (Label l : labels_) ++label_count_[l];
     xp::LabelBook book{settled_.data(), truncated_.data(), snapshot_.data(), has_state_.data()};
     xp::MoveControl c;
-    c.num_moves = L;
-    c.num_slots = o_.reuse ? L : 0;
+    if (o_.swap) {
+      book.pairs = pairs_.data();
+      book.label_count = label_count_.data();
+      c.kind = xp::kSwapMove;
+    }
+    c.num_moves = M;
+    c.num_slots = o_.reuse ? M : 0;
     c.update_limit = static_cast<std::int64_t>(o_.update_fraction * static_cast<double>(n));
     c.energy = LabellingEnergy(labels_);
-    std::vector<xp::MoveRecord> records(L);
+    std::vector<xp::MoveRecord> records(M);
     std::uint64_t rng = o_.seed;
     std::vector<std::int64_t> order64;
-    std::vector<std::int32_t> order(L);
+    std::vector<std::int32_t> order(M);
     for (int cycle = 1; cycle <= o_.max_cycles; ++cycle) {
-      CycleOrder(o_.order, &rng, L, &order64);
-      for (Label k = 0; k < L; ++k) order[k] = static_cast<std::int32_t>(order64[k]);
+      CycleOrder(o_.order, &rng, M, &order64);
+      for (std::int64_t k = 0; k < M; ++k) order[k] = static_cast<std::int32_t>(order64[k]);
       const std::int64_t before = c.changes;
       c.move_index = 0;
-      for (Label k = 0; k < L; ++k) {
+      for (std::int64_t k = 0; k < M; ++k) {
         if (!xp::BeginMove(c, order.data(), book, records.data(), o_.reuse)) {
           ++out.moves_skipped;
           continue;
@@ -147,6 +162,11 @@ class ExpansionTwin {
                       std::to_string(LabellingEnergy(labels_));
         return out;
       }
+      for (Label l = 0; l < L; ++l)
+        if (label_count_[l] != std::count(labels_.begin(), labels_.end(), l)) {
+          out.failure = "the count of label " + std::to_string(l) + " is off";
+          return out;
+        }
       if (c.changes == before) break;
     }
     out.labels = labels_;
@@ -165,8 +185,8 @@ class ExpansionTwin {
     return e;
   }
 
-  // A fresh graph of the move on alpha for `labels`; returns the truncated terms.
-  std::int64_t Build(int alpha, const Labeling& labels, TwinState* s) const {
+  // A fresh graph of `move` for `labels`; returns the truncated terms.
+  std::int64_t Build(const xp::Move& move, const Labeling& labels, TwinState* s) const {
     const std::int64_t n = g_.n();
     s->x.assign(n, 0);
     s->r.assign(n * D, 0);
@@ -176,18 +196,19 @@ class ExpansionTwin {
     std::uint32_t r[D];
     for (std::int64_t v = 0; v < n; ++v) {
       Gather<D>(g_, m_, labels, v, nl, w);
-      truncated += xp::BuildNode<D>(costs_, alpha, labels[v], m_.unary_cost(v, labels[v]), m_.unary_cost(v, alpha),
+      const Label l = labels[v];
+      truncated += xp::BuildNode<D>(costs_, move, l, m_.unary_cost(v, move.Source(l)), m_.unary_cost(v, move.Sink(l)),
                                     nl, w, &s->x[v], r);
       for (int d = 0; d < D; ++d) s->r[d * n + v] = r[d];
     }
     return truncated;
   }
 
-  // Whether `s` is a valid preflow of the graph of the move on alpha for `labels`: residuals of
-  // each edge sum to its capacities and each node's excess is its slope plus its net inflow.
-  std::string CheckPreflow(int alpha, const Labeling& labels, const TwinState& s) const {
+  // Whether `s` is a valid preflow of the graph of `move` for `labels`: residuals of each edge sum
+  // to its capacities and each node's excess is its slope plus its net inflow.
+  std::string CheckPreflow(const xp::Move& move, const Labeling& labels, const TwinState& s) const {
     TwinState fresh;
-    Build(alpha, labels, &fresh);
+    Build(move, labels, &fresh);
     const std::int64_t n = g_.n();
     for (std::int64_t v = 0; v < n; ++v) {
       std::int64_t x = fresh.x[v];
@@ -291,12 +312,16 @@ class ExpansionTwin {
 
   void RunMove(xp::MoveControl& c, const xp::LabelBook& book, xp::MoveRecord* records, TwinResult* out) {
     const std::int64_t n = g_.n();
-    const int alpha = static_cast<int>(c.alpha);
-    const bool slot = alpha < c.num_slots;
+    const xp::Move move{static_cast<int>(c.kind), static_cast<int>(c.alpha), static_cast<int>(c.beta)};
+    const std::int64_t key = c.key;
+    const bool slot = key < c.num_slots;
     TwinState scratch;
-    TwinState& s = slot ? states_[alpha] : scratch;
+    TwinState& s = slot ? states_[key] : scratch;
+    auto slope = [&](std::int64_t v, Label l) {
+      return xp::UnarySlope(move, l, m_.unary_cost(v, move.Source(l)), m_.unary_cost(v, move.Sink(l)));
+    };
     if (c.resolve) {
-      const Labeling& old = built_[alpha];
+      const Labeling& old = built_[key];
       std::vector<std::int64_t> x = s.x;
       std::vector<std::uint32_t> r = s.r;
       int onl[D], nnl[D];
@@ -307,47 +332,43 @@ class ExpansionTwin {
         Gather<D>(g_, m_, labels_, v, nnl, w);
         for (int d = 0; d < D; ++d) rv[d] = s.r[d * n + v];
         int dt = 0;
-        xp::UpdateNode<D>(costs_, alpha, old[v], labels_[v], m_.unary_cost(v, old[v]), m_.unary_cost(v, labels_[v]),
-                          m_.unary_cost(v, alpha), onl, nnl, w, &x[v], rv, &dt);
+        xp::UpdateNode<D>(costs_, move, old[v], labels_[v], slope(v, old[v]), slope(v, labels_[v]), onl, nnl, w, &x[v],
+                          rv, &dt);
         for (int d = 0; d < D; ++d) r[d * n + v] = rv[d];
         c.truncated += dt;
       }
       s.x = std::move(x);
       s.r = std::move(r);
-      const std::string bad = CheckPreflow(alpha, labels_, s);
+      const std::string bad = CheckPreflow(move, labels_, s);
       if (!bad.empty()) {
-        out->failure = "after updating the graph of label " + std::to_string(alpha) + ": " + bad;
+        out->failure = "after updating the graph of move " + std::to_string(key) + ": " + bad;
         return;
       }
     } else {
-      c.truncated = Build(alpha, labels_, &s);
+      c.truncated = Build(move, labels_, &s);
     }
     const std::vector<std::uint8_t> cut = Solve(&s);
-    const std::string bad = CheckPreflow(alpha, labels_, s);
+    const std::string bad = CheckPreflow(move, labels_, s);
     if (!bad.empty()) {
-      out->failure = "after solving the move on label " + std::to_string(alpha) + ": " + bad;
+      out->failure = "after solving move " + std::to_string(key) + ": " + bad;
       return;
     }
     out->truncations += c.truncated;
     // Energy change of the cut, node by node, as the GPU sums it.
-    int nl[D];
+    Labeling proposal(static_cast<std::size_t>(n));
+    for (std::int64_t v = 0; v < n; ++v) proposal[v] = move.NewLabel(labels_[v], cut[v] != 0);
+    int nl[D], nnl[D];
     std::int32_t w[D];
-    bool nm[D];
     for (std::int64_t v = 0; v < n; ++v) {
       Gather<D>(g_, m_, labels_, v, nl, w);
-      for (int d = 0; d < D; ++d) {
-        const std::int64_t q = g_.Neighbour(v, d);
-        nm[d] = q >= 0 && cut[q] && labels_[q] != alpha;
-      }
-      const bool moved = cut[v] && labels_[v] != alpha;
-      c.delta += xp::DeltaNode<D>(costs_, alpha, labels_[v], moved, m_.unary_cost(v, labels_[v]),
-                                  m_.unary_cost(v, alpha), nl, nm, w);
-      c.moved += moved;
+      Gather<D>(g_, m_, proposal, v, nnl, w);
+      const Label lp = labels_[v], np = proposal[v];
+      c.delta += xp::DeltaNode<D>(costs_, lp, np, m_.unary_cost(v, lp), m_.unary_cost(v, np), nl, nnl, w);
+      c.moved += np != lp;
+      c.to_alpha += np != lp && np == move.alpha;
     }
-    if (slot) built_[alpha] = labels_;
-    if (c.delta < 0)
-      for (std::int64_t v = 0; v < n; ++v)
-        if (cut[v]) labels_[v] = alpha;
+    if (slot) built_[key] = labels_;
+    if (c.delta < 0) labels_ = proposal;
     xp::EndMove(c, book, records);
   }
 
@@ -360,21 +381,35 @@ class ExpansionTwin {
   Labeling labels_;
   std::vector<std::int64_t> settled_, truncated_, snapshot_;
   std::vector<std::int32_t> has_state_;
+  std::vector<std::int32_t> pairs_;
+  std::vector<std::int64_t> label_count_;
   std::vector<TwinState> states_;
   std::vector<Labeling> built_;
 };
 
-// Runs the twin on a grid model (4-, 8- or 6-connected).
-inline TwinResult RunExpansionTwin(const Model& model, const TwinOptions& options) {
+// Runs the twin on a grid model (4-, 8- or 6-connected): expansion, or swap with options.swap.
+inline TwinResult RunMoveTwin(const Model& model, const TwinOptions& options) {
   switch (model.topology.kind()) {
-    case TopologyKind::kGrid4: return ExpansionTwin<4>(model, options).Run();
-    case TopologyKind::kGrid8: return ExpansionTwin<8>(model, options).Run();
-    case TopologyKind::kGrid3D6: return ExpansionTwin<6>(model, options).Run();
+    case TopologyKind::kGrid4: return MoveTwin<4>(model, options).Run();
+    case TopologyKind::kGrid8: return MoveTwin<8>(model, options).Run();
+    case TopologyKind::kGrid3D6: return MoveTwin<6>(model, options).Run();
     default: break;
   }
   TwinResult r;
   r.failure = "the twin needs a grid";
   return r;
+}
+
+// The expansion twin.
+inline TwinResult RunExpansionTwin(const Model& model, TwinOptions options) {
+  options.swap = false;
+  return RunMoveTwin(model, options);
+}
+
+// The swap twin (cuda-swap's reference).
+inline TwinResult RunSwapTwin(const Model& model, TwinOptions options) {
+  options.swap = true;
+  return RunMoveTwin(model, options);
 }
 
 }  // namespace mrf::test
