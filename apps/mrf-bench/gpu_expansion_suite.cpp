@@ -2,7 +2,8 @@
 // back, energy evaluated) on Tsukuba and Venus (BENCHMARKS.md section 1) and the full Aloe pair
 // (section 4, all its labels), against cpu-expansion measured in the same run on the same model:
 // energy, cycles, moves, time per move, and where the device time goes (graph build or update,
-// max-flow, scoring and label update), plus the host's upload, graph capture and download.
+// max-flow, scoring and label update), plus the host's upload, graph capture and download. On
+// Tsukuba and Venus also cuda-swap against cpu-swap (its baseline, measured in the same run).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "common/app.h"
 #include "energies/stereo.h"
 #include "inference/cuda_expansion.h"
+#include "inference/cuda_swap.h"
 #include "mrf-bench/suite.h"
 #include "mrf/device.h"
 #include "mrf/io/image.h"
@@ -44,6 +46,7 @@ struct Problem {
   Model model;
   bool truncate = false;
   Energy reference = -1;          // the reference implementation's expansion energy (-1: none)
+  Energy swap_reference = -1;     // ... and swap energy (-1: none)
   double target_ms = -1;          // the end-to-end target (-1: none)
   const char* reference_time = "";
 };
@@ -60,6 +63,7 @@ bool LoadMiddlebury(const std::string& dir, const std::string& name, Problem* p)
   p->model = BuildStereoModel(left, right, StereoParams::Preset(name));
   p->truncate = name == "venus";  // quadratic smoothness: truncated as the reference does
   p->reference = name == "tsukuba" ? 370825 : 3125962;
+  p->swap_reference = name == "tsukuba" ? 372233 : 3141772;
   p->target_ms = name == "tsukuba" ? 10 : 30;
   p->reference_time = name == "tsukuba" ? "1.3-1.7 s" : "6.1 s";
   p->what = std::to_string(left.width) + "x" + std::to_string(left.height) + ", " +
@@ -124,6 +128,97 @@ void PrintRow(const Row& r) {
               static_cast<long long>(r.cycles), static_cast<long long>(r.moves), static_cast<long long>(r.resolved),
               r.ms, per_move, device, host, static_cast<long long>(r.relabels), static_cast<long long>(r.pushes), ratio);
   std::fflush(stdout);
+}
+
+// cuda-swap against cpu-swap on one problem: the baseline first, then cuda-swap end to end (as the
+// cuda-expansion rows: a warm-up, then the median of `repeat` runs, with the split of the median run).
+template <class Selected>
+void SwapRows(const Problem& problem, SolveOptions base, int repeat, bool gpu, const Selected& selected,
+              std::vector<Row>* rows) {
+  const std::string& name = problem.name;
+  base.truncate_nonsubmodular = false;  // every smoothness term here is a semimetric
+  std::printf("\n### %s, alpha-beta swap (reference swap energy %lld)\n", name.c_str(),
+              static_cast<long long>(problem.swap_reference));
+  std::printf("| problem  | method                           |      energy |    vs ref | cyc. | moves | re-s. |    e2e ms |  ms/move | device build/flow/update | host up/graph/down | relab. | pushes | cpu/gpu |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  Row cpu;
+  cpu.problem = name;
+  cpu.method = "cpu-swap";
+  cpu.reference = problem.swap_reference;
+  if (selected("cpu-swap")) {
+    SolveOptions o = base;
+    o.solver = "cpu-swap";
+    std::vector<double> times;
+    Result r;
+    for (int i = 0; i < repeat; ++i) {
+      app::Progress("mrf-bench", "gpuexpansion: " + name + ": cpu-swap run " + std::to_string(i + 1));
+      const auto t0 = Clock::now();
+      r = Solve(problem.model, o);
+      times.push_back(MsSince(t0));
+      if (!r.ok) throw Error("cpu-swap failed on " + name + ": " + r.message);
+    }
+    cpu.energy = r.energy;
+    cpu.cycles = r.iterations;
+    cpu.ms = Median(times);
+    cpu.runs = static_cast<int>(times.size());
+    cpu.base_ms = cpu.ms;
+    cpu.note = r.message;
+    PrintRow(cpu);
+    rows->push_back(cpu);
+  }
+  if (!gpu || !selected("cuda-swap")) return;
+  SolveOptions o = base;
+  o.solver = "cuda-swap";
+  const CudaExpansionTuning tuning = CudaExpansionTuning::FromEnvironment();
+  Row row;
+  row.problem = name;
+  row.method = "cuda-swap";
+  row.reference = problem.swap_reference;
+  row.base_ms = cpu.ms;
+  std::vector<double> times;
+  std::vector<CudaExpansionStats> stats;
+  for (int i = 0; i <= repeat; ++i) {  // run 0 warms up
+    app::Progress("mrf-bench", "gpuexpansion: " + name + ": cuda-swap run " + std::to_string(i));
+    Result r;
+    CudaExpansionStats s;
+    const auto t0 = Clock::now();
+    RunCudaSwap(problem.model, o, &r, tuning, &s);
+    const Energy e = EvaluateEnergy(problem.model, r.labels).total;
+    const double ms = MsSince(t0);
+    if (r.log.empty() || r.log.back().energy != e)
+      throw Error("cuda-swap on " + name + ": the last cycle's energy differs from the reference evaluator's");
+    if (i == 0) continue;
+    times.push_back(ms);
+    stats.push_back(s);
+    row.energy = e;
+    row.note = r.message;
+  }
+  const double median = Median(times);
+  std::size_t pick = 0;
+  for (std::size_t i = 0; i < times.size(); ++i)
+    if (std::abs(times[i] - median) < std::abs(times[pick] - median)) pick = i;
+  const CudaExpansionStats& s = stats[pick];
+  row.ms = median;
+  row.runs = static_cast<int>(times.size());
+  row.cycles = s.cycles;
+  row.moves = s.moves;
+  row.skipped = s.skipped;
+  row.relabels = s.relabels;
+  row.pushes = s.push_rounds;
+  row.build = s.build_ms;
+  row.solve = s.solve_ms;
+  row.update = s.update_ms;
+  row.upload = s.upload_ms;
+  row.graph = s.graph_ms;
+  row.download = s.download_ms;
+  row.cycles_ms = s.cycles_ms;
+  PrintRow(row);
+  rows->push_back(row);
+  std::printf("#   cuda-swap: %lld moves skipped (nothing changed since, or no node has either label), %lld BFS/kill rounds, "
+              "%d solve blocks, cycles %.2f ms on the host clock, %.1f MiB on the GPU, loop on the %s\n",
+              static_cast<long long>(s.skipped), static_cast<long long>(s.bfs_rounds), s.solve_blocks, s.cycles_ms,
+              static_cast<double>(s.device_bytes) / (1 << 20), s.loop.c_str());
+  std::printf("# %s\n", row.note.c_str());
 }
 
 int RunGpuExpansion(const BenchOptions& options) {
@@ -206,7 +301,10 @@ int RunGpuExpansion(const BenchOptions& options) {
       if (r.message.find("time limit") != std::string::npos)
         std::printf("# cpu-expansion on %s: %s\n", name.c_str(), r.message.c_str());
     }
-    if (!gpu) continue;
+    if (!gpu) {
+      if (problem.swap_reference > 0) SwapRows(problem, base, repeat, gpu, selected, &rows);
+      continue;
+    }
     for (const auto& [label, tuning] : tunings) {
       if (!selected("cuda-expansion")) break;
       SolveOptions o = base;
@@ -300,6 +398,7 @@ int RunGpuExpansion(const BenchOptions& options) {
                     static_cast<long long>(r.energy), row.ms);
       std::printf("# %s\n", r.message.c_str());
     }
+    if (problem.swap_reference > 0) SwapRows(problem, base, repeat, gpu, selected, &rows);
   }
   if (!options.json_path.empty()) {
     std::ofstream out(options.json_path);
@@ -325,7 +424,8 @@ int RunGpuExpansion(const BenchOptions& options) {
 const SuiteRegistration registration{
     {"gpuexpansion",
      "cuda-expansion end to end on Tsukuba, Venus and the full Aloe pair against cpu-expansion in the same run "
-     "(energy, cycles, moves, ms per move, device time split); --tuning adds cuda-expansion rows "
+     "(energy, cycles, moves, ms per move, device time split), and cuda-swap against cpu-swap on Tsukuba and Venus; "
+     "--tuning adds cuda-expansion rows "
      "(names: see MRF_CUDA_EXPANSION_TUNING), --problems picks problems, --time-limit stops the Aloe baseline",
      &RunGpuExpansion}};
 
