@@ -162,7 +162,7 @@ class MoveTwin {
                       std::to_string(LabellingEnergy(labels_));
         return out;
       }
-      for (Label l = 0; l < L; ++l)
+      for (Label l = 0; l < L && o_.swap; ++l)  // (only swap keeps label counts)
         if (label_count_[l] != std::count(labels_.begin(), labels_.end(), l)) {
           out.failure = "the count of label " + std::to_string(l) + " is off";
           return out;
