@@ -156,7 +156,7 @@ std::vector<Case> Cases() {
       {"unknown label order", "mrf-restore", "--label-order shuffled", 1,
        "unknown label order 'shuffled' (expected one of: sequential, random)"},
       {"unknown BP schedule", "mrf-stereo", "--bp-schedule zigzag", 1,
-       "options.bp.schedule must be bpm, sync or tiled (got 'zigzag')"},
+       "options.bp.schedule must be auto, bpm, sync or tiled (got 'zigzag')"},
       {"unknown max-flow engine for moves", "mrf-solve", "$D/three.mrf --solver cpu-expansion --maxflow-backend nope",
        1,
        "max-flow engine for the moves: unknown backend 'nope' (known: cpu-bk, boost-bk, tbb-pr, cuda-pr, "

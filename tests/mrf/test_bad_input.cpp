@@ -225,7 +225,7 @@ TEST(BadOptions, SolveOptionsAndNames) {
   EXPECT_EQ(SolveError(m, o), "options.num_threads must be >= 0 (got -2)");
   o = {};
   o.bp.schedule = "zigzag";
-  EXPECT_EQ(SolveError(m, o), "options.bp.schedule must be bpm, sync or tiled (got 'zigzag')");
+  EXPECT_EQ(SolveError(m, o), "options.bp.schedule must be auto, bpm, sync or tiled (got 'zigzag')");
   o = {};
   o.solver = "nope";
   EXPECT_EQ(SolveError(m, o), "unknown backend 'nope' (known: " + Registry::Global().NameList() + ")");
