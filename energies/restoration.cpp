@@ -5,6 +5,7 @@
 #include <random>
 #include <sstream>
 
+#include "energies/smoothness_check.h"
 #include "energies/synthetic_random.h"
 
 namespace mrf {
@@ -15,15 +16,7 @@ void RestorationParams::Validate() const {
   if (data_truncation < 0)
     throw Error("restoration: data truncation must be 0 (none) or positive (got " + std::to_string(data_truncation) +
                 ")");
-  if (smoothness.lambda < 0)
-    throw Error("restoration: lambda must be non-negative (got " + std::to_string(smoothness.lambda) + ")");
-  if (smoothness.truncation < 0)
-    throw Error("restoration: smoothness truncation (Vmax) must be non-negative (got " +
-                std::to_string(smoothness.truncation) + ")");
-  if (smoothness.kind == PairwiseKind::kTable &&
-      static_cast<std::int64_t>(smoothness.table.size()) != std::int64_t{num_labels} * num_labels)
-    throw Error("restoration: smoothness table has " + std::to_string(smoothness.table.size()) + " values, expected " +
-                std::to_string(num_labels) + " x " + std::to_string(num_labels));
+  ValidateSmoothness(smoothness, num_labels, "restoration");
 }
 
 std::string RestorationParams::Describe() const {

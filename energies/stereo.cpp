@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include "energies/smoothness_check.h"
 #include "energies/synthetic_random.h"
 
 namespace mrf {
@@ -69,15 +70,7 @@ void StereoParams::Validate() const {
     throw Error("stereo: gradient threshold " + std::to_string(gradient_threshold) + " is too large (at most 26000)");
   if (gradient_penalty < 0)
     throw Error("stereo: gradient penalty must be non-negative (got " + std::to_string(gradient_penalty) + ")");
-  if (smoothness.lambda < 0)
-    throw Error("stereo: lambda must be non-negative (got " + std::to_string(smoothness.lambda) + ")");
-  if (smoothness.truncation < 0)
-    throw Error("stereo: smoothness truncation (Vmax) must be non-negative (got " +
-                std::to_string(smoothness.truncation) + ")");
-  if (smoothness.kind == PairwiseKind::kTable &&
-      static_cast<std::int64_t>(smoothness.table.size()) != std::int64_t{num_labels} * num_labels)
-    throw Error("stereo: smoothness table has " + std::to_string(smoothness.table.size()) + " values, expected " +
-                std::to_string(num_labels) + " x " + std::to_string(num_labels));
+  ValidateSmoothness(smoothness, num_labels, "stereo");
 }
 
 std::string StereoParams::Describe() const {

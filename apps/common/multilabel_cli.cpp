@@ -2,9 +2,12 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include "common/app.h"
+#include "mrf/io/model_file.h"
 #include "mrf/registry.h"
+#include "mrf/solve.h"
 
 namespace mrf::app {
 
@@ -111,10 +114,61 @@ std::vector<Cost> ReadCostTable(const std::string& path, Label labels) {
   return table;
 }
 
-int ReportFailure(const std::string& program, const Result& result) {
+void LoadSmoothnessTable(const std::string& table_path, Label labels, Pairwise* smoothness) {
+  if (smoothness->kind == PairwiseKind::kTable) {
+    if (table_path.empty()) throw Error("--smoothness table needs --table FILE");
+    smoothness->table = ReadCostTable(table_path, labels);
+  } else if (!table_path.empty()) {
+    throw Error("--table is only used with --smoothness table");
+  }
+}
+
+Result SaveCheckAndSolve(const std::string& program, const Model& model, const std::string& model_path,
+                         const SolveOptions& options, const SolveCli& solve) {
+  if (!model_path.empty()) {
+    SaveModel(model, model_path);
+    Progress(program, "saved the model to " + model_path);
+  }
+  CheckExpansionNeedsMetric(model, options);
+  Progress(program, "solving (" + solve.algorithm + ", device " + solve.device + ")");
+  return Solve(model, options);
+}
+
+int ReportFailure(const std::string& program, const Result& result, bool print_json) {
   if (result.ok) return 0;
+  if (print_json) std::printf("%s\n", result.ToJson().c_str());
   std::fprintf(stderr, "%s: error: %s\n", program.c_str(), result.message.c_str());
   return 1;
+}
+
+nlohmann::json JsonReport(const std::string& program, const std::string& problem, const Result& result,
+                          const std::string& energy_definition, int width, int height, Label labels,
+                          const EnergyBreakdown& split) {
+  nlohmann::json j = nlohmann::json::parse(result.ToJson());
+  j["program"] = program;
+  j["problem"] = problem;
+  j["energy_definition"] = energy_definition;
+  j["width"] = width;
+  j["height"] = height;
+  j["labels"] = labels;
+  j["data_energy"] = split.data;
+  j["smoothness_energy"] = split.smoothness;
+  return j;
+}
+
+void PrintReport(const std::string& energy_definition, const Result& result, const EnergyBreakdown& split,
+                 bool verbose) {
+  std::printf("energy of: %s\n", energy_definition.c_str());
+  std::printf("%s", verbose ? result.FullReport().c_str() : result.BriefReport().c_str());
+  std::printf("split:     data %lld + smoothness %lld\n", static_cast<long long>(split.data),
+              static_cast<long long>(split.smoothness));
+  if (!verbose) std::printf("iterations: %lld\n", static_cast<long long>(result.iterations));
+}
+
+std::string FormatNumber(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
 }
 
 }  // namespace mrf::app

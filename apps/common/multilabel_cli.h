@@ -3,6 +3,7 @@
 // checks that turn bad combinations into one-line errors, and the JSON report.
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,31 @@ void CheckExpansionNeedsMetric(const Model& model, const SolveOptions& options);
 /// for --smoothness table. Throws mrf::Error naming the file and the bad entry or count.
 std::vector<Cost> ReadCostTable(const std::string& path, Label labels);
 
-/// On a failed solve prints "program: error: message" to stderr and returns 1; returns 0 otherwise.
-int ReportFailure(const std::string& program, const Result& result);
+/// For --smoothness table: fills smoothness->table from `table_path` (labels x labels entries).
+/// Throws mrf::Error when the kind is table without a file, or a file is given for another kind.
+void LoadSmoothnessTable(const std::string& table_path, Label labels, Pairwise* smoothness);
+
+/// Saves the model to `model_path` when it is set, checks CheckExpansionNeedsMetric, and solves
+/// with progress lines under `program`'s name.
+Result SaveCheckAndSolve(const std::string& program, const Model& model, const std::string& model_path,
+                         const SolveOptions& options, const SolveCli& solve);
+
+/// On a failed solve prints "program: error: message" to stderr (after the result's JSON on stdout
+/// when `print_json` is set) and returns 1; returns 0 otherwise.
+int ReportFailure(const std::string& program, const Result& result, bool print_json = false);
+
+/// The --json report both programs start from: the result's JSON with the program, the problem,
+/// the energy's definition, the size and the data / smoothness split.
+nlohmann::json JsonReport(const std::string& program, const std::string& problem, const Result& result,
+                          const std::string& energy_definition, int width, int height, Label labels,
+                          const EnergyBreakdown& split);
+
+/// The text report after the problem line: the energy's definition, the solver's report (full when
+/// `verbose`), the data / smoothness split and, when not verbose, the iterations.
+void PrintReport(const std::string& energy_definition, const Result& result, const EnergyBreakdown& split,
+                 bool verbose);
+
+/// A number as a stream prints it ("20", "4.5"), for progress lines.
+std::string FormatNumber(double value);
 
 }  // namespace mrf::app

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -15,7 +14,7 @@
 
 #include "common/app.h"
 #include "energies/synthetic_scene.h"
-#include "mrf-bench/suite.h"
+#include "mrf-bench/bench_common.h"
 #include "mrf/model.h"
 #include "mrf/registry.h"
 #include "mrf/st_graph.h"
@@ -34,13 +33,6 @@ constexpr const char* kBaseline = "cpu-bk";
 std::int64_t HeapInUse() {
   const struct mallinfo2 info = mallinfo2();
   return static_cast<std::int64_t>(info.uordblks + info.hblkhd);
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return -1;
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
 // One cell of the table: a solver on one instance.
@@ -138,21 +130,6 @@ Run RunKolmogorov(const StGraph& graph) {
 }
 #endif
 
-// The scene's s-t graph as users of BK libraries build a Potts segmentation: t-links carry the two
-// data costs (background, label 0, on the source side), n-links the contrast weight in both
-// directions. The cut capacity of a mask is its energy, so the flow is the minimum energy.
-StGraph SceneGraph(const Model& model) {
-  if (model.num_labels != 2 || model.pairwise.kind != PairwiseKind::kPotts || !model.topology.is_grid())
-    throw Error("binary suite: the synthetic scene should be a two-label Potts model on a grid");
-  StGraph graph(model.topology);
-  for (NodeId p = 0; p < model.num_nodes(); ++p) graph.add_tweights(p, model.unary_cost(p, 1), model.unary_cost(p, 0));
-  model.topology.ForEachEdge([&](EdgeId slot, NodeId, NodeId) {
-    const Cost w = model.pairwise_cost(slot, 0, 1);
-    if (w) graph.add_to_edge_slot(slot, w, w);
-  });
-  return graph;
-}
-
 // Re-solving after an edit (dynamic graph cuts): one engine keeps its residual graph while brush
 // strokes (discs of side/32 pixels radius forced to one label) are painted one after another;
 // each re-solve is timed against a fresh solve of the same edited graph.
@@ -168,34 +145,21 @@ DynamicRow RunDynamic(const SolverEntry& entry, const Model& model, int side, in
   StGraph graph = SceneGraph(model);
   const Result first = graph.maxflow(entry.name);
   if (!first.ok) throw Error(entry.name + ": " + first.message);
-  constexpr Energy kForce = 100000;  // more than the four n-links of a pixel together
-  std::uint64_t state = 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(side);
-  auto next = [&state](int bound) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<int>((state >> 33) % static_cast<std::uint64_t>(bound));
-  };
+  EditStream stream(0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(side));
   std::vector<double> resolve, fresh, changed;
   DynamicRow row;
   row.size = side;
   row.solver = entry.name;
   const int radius = std::max(1, side / 32);
   for (int k = 0; k < repeat; ++k) {
-    const int cx = next(side), cy = next(side);
+    const int cx = static_cast<int>(stream.Next(side)), cy = static_cast<int>(stream.Next(side));
     const bool foreground = k % 2 == 0;  // label 1 = foreground = sink side
-    std::int64_t count = 0;
-    for (int y = std::max(0, cy - radius); y <= std::min(side - 1, cy + radius); ++y)
-      for (int x = std::max(0, cx - radius); x <= std::min(side - 1, cx + radius); ++x)
-        if ((x - cx) * (x - cx) + (y - cy) * (y - cy) <= radius * radius) {
-          graph.set_tweights(y * side + x, foreground ? 0 : kForce, foreground ? kForce : 0);
-          ++count;
-        }
+    const std::int64_t count = PaintStroke(&graph, cx, cy, radius, foreground);
     const Result again = graph.maxflow(entry.name);
     if (!again.ok) throw Error(entry.name + " re-solve: " + again.message);
     Result scratch;
     entry.make_engine()->Solve(graph, &scratch);
-    if (scratch.flow + graph.constant() != again.flow)
-      throw Error("FLOW MISMATCH: " + entry.name + " re-solved " + std::to_string(again.flow) +
-                  " but a fresh solve found " + std::to_string(scratch.flow + graph.constant()));
+    CheckResolvedFlow(entry.name, again.flow, scratch, graph);
     resolve.push_back(std::max(0.0, again.timings.setup_ms) + again.timings.solve_ms);
     fresh.push_back(std::max(0.0, scratch.timings.setup_ms) + scratch.timings.solve_ms);
     changed.push_back(static_cast<double>(count));
@@ -207,69 +171,38 @@ DynamicRow RunDynamic(const SolverEntry& entry, const Model& model, int side, in
   return row;
 }
 
-std::vector<std::string> SplitNames(const std::string& list) {
-  std::vector<std::string> names;
-  std::stringstream in(list);
-  for (std::string name; std::getline(in, name, ',');)
-    if (!name.empty()) names.push_back(name);
-  return names;
-}
-
-std::string Cell(double value, const char* format) {
-  if (value < 0) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, format, value);
-  return buffer;
-}
-
 void WriteJson(const std::string& path, const std::vector<Row>& rows, const std::vector<DynamicRow>& dynamic) {
-  std::ofstream out(path);
-  if (!out) throw Error("cannot write --json file '" + path + "'");
-  out << "[\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    out << "  {\"suite\": \"binary\", \"size\": " << r.size << ", \"solver\": \"" << r.solver
+  std::vector<std::string> objects;
+  for (const Row& r : rows) {
+    std::ostringstream out;
+    out << "{\"suite\": \"binary\", \"size\": " << r.size << ", \"solver\": \"" << r.solver
         << "\", \"setup_ms\": " << r.setup_ms << ", \"transfer_ms\": " << r.transfer_ms
         << ", \"solve_ms\": " << r.solve_ms << ", \"memory_mb\": " << r.memory_mb << ", \"engine_mb\": " << r.engine_mb
-        << ", \"flow\": " << r.flow << "}" << (i + 1 < rows.size() || !dynamic.empty() ? "," : "") << "\n";
+        << ", \"flow\": " << r.flow << "}";
+    objects.push_back(out.str());
   }
-  for (std::size_t i = 0; i < dynamic.size(); ++i) {
-    const DynamicRow& d = dynamic[i];
-    out << "  {\"suite\": \"binary-resolve\", \"size\": " << d.size << ", \"solver\": \"" << d.solver
+  for (const DynamicRow& d : dynamic) {
+    std::ostringstream out;
+    out << "{\"suite\": \"binary-resolve\", \"size\": " << d.size << ", \"solver\": \"" << d.solver
         << "\", \"pixels_changed\": " << d.pixels_changed << ", \"resolve_ms\": " << d.resolve_ms
-        << ", \"fresh_ms\": " << d.fresh_ms << ", \"flow\": " << d.flow << "}" << (i + 1 < dynamic.size() ? "," : "")
-        << "\n";
+        << ", \"fresh_ms\": " << d.fresh_ms << ", \"flow\": " << d.flow << "}";
+    objects.push_back(out.str());
   }
-  out << "]\n";
-  if (!out) throw Error("failed writing --json file '" + path + "'");
+  WriteJsonRows(path, objects);
 }
 
 int RunBinary(const BenchOptions& options) {
-  std::vector<int> sizes = options.sizes;
-  if (sizes.empty()) sizes = options.quick ? std::vector<int>{128, 256} : std::vector<int>{256, 512, 1024, 2048};
-  for (int s : sizes)
-    if (s < 4 || s > 16384) throw Error("--sizes: side " + std::to_string(s) + " is outside 4..16384");
-  const int repeat = options.quick ? std::min(options.repeat, 2) : options.repeat;
+  const std::vector<int> sizes = SceneSides(options, {128, 256}, {256, 512, 1024, 2048});
+  const int repeat = Repeats(options);
 
   // Which solvers: every available max-flow engine, plus Kolmogorov's library when built in.
   const Registry& registry = Registry::Global();
   const std::vector<std::string> wanted = SplitNames(options.solvers);
-  auto is_wanted = [&](const std::string& name) {
-    return wanted.empty() || std::find(wanted.begin(), wanted.end(), name) != wanted.end();
-  };
-  std::vector<const SolverEntry*> engines;
-  for (const SolverEntry& e : registry.entries()) {
-    if (e.algorithm != Algorithm::kMaxFlow || !e.make_engine || !is_wanted(e.name)) continue;
-    std::string why;
-    if (!registry.IsAvailable(e.name, &why)) {
-      std::printf("# %s skipped: %s\n", e.name.c_str(), why.c_str());
-      continue;
-    }
-    engines.push_back(&e);
-  }
+  const std::vector<const SolverEntry*> engines = AvailableSolvers(
+      wanted, [](const SolverEntry& e) { return e.algorithm == Algorithm::kMaxFlow && e.make_engine != nullptr; });
   bool kolmogorov = false;
 #ifdef MRF_HAVE_KOLMOGOROV_MAXFLOW
-  kolmogorov = is_wanted(kKolmogorov);
+  kolmogorov = IsWanted(wanted, kKolmogorov);
 #else
   std::printf("# %s skipped: Kolmogorov's maxflow library was not found at configure time\n", kKolmogorov);
 #endif

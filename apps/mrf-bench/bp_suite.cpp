@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "apps/common/bp_stereo_fixture.h"
 #include "backends/common/bp_engine.h"
 #include "backends/common/bp_fast_tile.h"
+#include "energies/stereo.h"
 #include "mrf-bench/suite.h"
 #include "mrf/device.h"
 
@@ -69,8 +69,8 @@ bool LoadTsukuba(const BenchOptions& o, Dataset* d) {
   const std::string dir = o.data_dir + "/middlebury/";
   if (!std::filesystem::exists(dir + "tsukuba-imL.png")) return false;
   d->name = "Tsukuba";
-  d->model = fixture::BuildStereoModel(LoadImage(dir + "tsukuba-imL.png", 3), LoadImage(dir + "tsukuba-imR.png", 3),
-                                       fixture::TsukubaSpec());
+  d->model = BuildStereoModel(LoadImage(dir + "tsukuba-imL.png", 3), LoadImage(dir + "tsukuba-imR.png", 3),
+                              StereoParams::Preset("tsukuba"));
   d->truth = LoadImage(dir + "tsukuba-truedispL.png", 1);
   d->truth_scale = 16;
   return true;
@@ -83,10 +83,10 @@ bool LoadAloe(const BenchOptions& o, Dataset* d) {
   if (left.empty()) return false;
   const std::string dir = std::filesystem::path(left).parent_path().string() + "/";
   d->name = "Aloe";
-  fixture::StereoSpec spec = fixture::TsukubaSpec();
-  spec.labels = 230;
-  spec.truncation = 16;
-  d->model = fixture::BuildStereoModel(LoadImage(dir + "aloeL.jpg", 3), LoadImage(dir + "aloeR.jpg", 3), spec);
+  StereoParams params = StereoParams::Preset("tsukuba");
+  params.num_labels = 230;
+  params.truncation = 16;
+  d->model = BuildStereoModel(LoadImage(dir + "aloeL.jpg", 3), LoadImage(dir + "aloeR.jpg", 3), params);
   d->truth = LoadImage(dir + "aloeGT.png", 1);
   d->truth_scale = 1;
   return true;
@@ -102,8 +102,8 @@ double TiledBytes(const bp::Problem& p, int tile, double unary_bytes, int padded
   return 2 * (n * unary_bytes + 2 * n * 4) + 2 * borders + n * 4;
 }
 
-void Row(const char* a, const std::string& b, double ms, double energy, double bad, const std::string& extra) {
-  std::printf("| %-10s | %-34s | %10.3f | %10.0f | %6.2f%% | %s\n", a, b.c_str(), ms, energy, 100 * bad, extra.c_str());
+void Row(const char* a, const std::string& b, double ms, double energy, double bad_percent, const std::string& extra) {
+  std::printf("| %-10s | %-34s | %10.3f | %10.0f | %6.2f%% | %s\n", a, b.c_str(), ms, energy, bad_percent, extra.c_str());
 }
 
 struct GpuVariant {
@@ -139,7 +139,7 @@ int RunBp(const BenchOptions& o) {
     std::printf("\n### %s: %dx%d, %d labels, automatic tile %d\n", d.name.c_str(), p.width, p.height, p.num_labels, tile);
     std::printf("| device     | configuration                      | ms (median)| energy     | bad px  | notes\n");
     std::printf("|---|---|---|---|---|---|\n");
-    auto bad_rate = [&](const Labeling& l) { return fixture::BadPixelRate(l, d.truth, d.truth_scale); };
+    auto bad_rate = [&](const Labeling& l) { return BadPixelPercent(l, d.truth, d.truth_scale); };
     // Median of `reps` timings of `iterations` iterations after `warm` warm-up runs; the labels of one more run.
     auto time_gpu = [&](bp::CudaRunner& runner, int iterations, int warm, int reps, std::vector<double>* all) {
       for (int w = 0; w < warm; ++w) runner.TimeIterations(iterations);

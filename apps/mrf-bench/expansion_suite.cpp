@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -18,7 +17,7 @@
 #include "inference/alpha_beta_swap.h"
 #include "inference/alpha_expansion.h"
 #include "inference/icm.h"
-#include "mrf-bench/suite.h"
+#include "mrf-bench/bench_common.h"
 #include "mrf/io/image.h"
 #include "mrf/registry.h"
 
@@ -120,11 +119,6 @@ std::vector<Method> Methods(std::string* baseline_name) {
   return methods;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? -1 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 struct Row {
   std::string problem, method, engine, message;
   Energy energy = -1, reference = -1;
@@ -136,12 +130,7 @@ struct Row {
 int RunExpansionSuite(const BenchOptions& options) {
   std::string baseline;
   std::vector<Method> methods = Methods(&baseline);
-  std::vector<std::string> wanted;
-  {
-    std::stringstream list(options.solvers);
-    for (std::string name; std::getline(list, name, ',');)
-      if (!name.empty()) wanted.push_back(name);
-  }
+  const std::vector<std::string> wanted = SplitNames(options.solvers);
   for (const std::string& name : wanted)
     if (std::none_of(methods.begin(), methods.end(), [&](const Method& m) { return m.name == name; })) {
       std::string known;
@@ -149,10 +138,9 @@ int RunExpansionSuite(const BenchOptions& options) {
       throw Error("--solvers: '" + name + "' is not a method of the expansion suite (" + known + ")");
     }
   auto selected = [&](const Method& m) {
-    return wanted.empty() ? !options.quick || m.quick
-                          : std::find(wanted.begin(), wanted.end(), m.name) != wanted.end();
+    return wanted.empty() ? !options.quick || m.quick : IsWanted(wanted, m.name);
   };
-  const int repeat = options.quick ? std::min(options.repeat, 2) : options.repeat;
+  const int repeat = Repeats(options);
 
   std::printf("# Middlebury problems of BENCHMARKS.md section 1, built by energies/stereo.h (BuildStereoModel);\n"
               "# labels start at 0 (ICM: cheapest data label), sequential label order, at most 500 cycles.\n"
@@ -172,7 +160,7 @@ int RunExpansionSuite(const BenchOptions& options) {
     if (options.quick && problem.name != "tsukuba") continue;
     const std::string left_path = options.data_dir + "/middlebury/" + problem.name + "-imL.png";
     const std::string right_path = options.data_dir + "/middlebury/" + problem.name + "-imR.png";
-    if (!std::ifstream(left_path) || !std::ifstream(right_path)) {
+    if (!Exists(left_path) || !Exists(right_path)) {
       std::printf("# %s skipped: %s not found (--data-dir)\n", problem.name.c_str(), left_path.c_str());
       continue;
     }
@@ -233,17 +221,16 @@ int RunExpansionSuite(const BenchOptions& options) {
     std::fflush(stdout);
   }
   if (!options.json_path.empty()) {
-    std::ofstream out(options.json_path);
-    out << "[\n";
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      out << "  {\"suite\": \"expansion\", \"problem\": \"" << r.problem << "\", \"solver\": \"" << r.method
+    std::vector<std::string> objects;
+    for (const Row& r : rows) {
+      std::ostringstream out;
+      out << "{\"suite\": \"expansion\", \"problem\": \"" << r.problem << "\", \"solver\": \"" << r.method
           << "\", \"engine\": \"" << r.engine << "\", \"cycles\": " << r.cycles << ", \"energy\": " << r.energy
           << ", \"reference_energy\": " << r.reference << ", \"runs\": " << r.runs << ", \"wall_ms\": " << r.wall_ms
-          << ", \"cpu_ms\": " << r.cpu_ms << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+          << ", \"cpu_ms\": " << r.cpu_ms << "}";
+      objects.push_back(out.str());
     }
-    out << "]\n";
-    if (!out) throw Error("failed writing --json file '" + options.json_path + "'");
+    WriteJsonRows(options.json_path, objects);
   }
   return 0;
 }

@@ -4,27 +4,19 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/app.h"
 #include "inference/move_graph.h"
-#include "mrf-bench/suite.h"
+#include "mrf-bench/bench_common.h"
 #include "mrf/io/model_file.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 
 namespace mrf::bench {
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // Empty when solvers of `algorithm` can take the model; otherwise why not.
 std::string WhyNotApplicable(Algorithm algorithm, const Model& model) {
@@ -85,12 +77,7 @@ int RunModelsSuite(const BenchOptions& options) {
     return 0;
   }
   const Registry& registry = Registry::Global();
-  std::vector<std::string> wanted;
-  {
-    std::stringstream list(options.solvers);
-    for (std::string name; std::getline(list, name, ',');)
-      if (!name.empty()) wanted.push_back(name);
-  }
+  const std::vector<std::string> wanted = SplitNames(options.solvers);
   for (const std::string& name : wanted)
     if (!registry.Find(name))
       throw Error("--solvers: '" + name + "' is not a solver (known: " + registry.NameList() + ")");
@@ -113,7 +100,7 @@ int RunModelsSuite(const BenchOptions& options) {
                 ToString(model.pairwise.kind));
     std::vector<Row> cells;
     for (const SolverEntry& e : registry.entries()) {
-      if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), e.name) == wanted.end()) continue;
+      if (!IsWanted(wanted, e.name)) continue;
       std::string why;
       if (!registry.IsAvailable(e.name, &why) || !(why = WhyNotApplicable(e.algorithm, model)).empty()) {
         std::printf("# %s skipped: %s\n", e.name.c_str(), why.c_str());
@@ -194,9 +181,7 @@ int RunModelsSuite(const BenchOptions& options) {
       array.push_back({{"suite", "models"}, {"model", r.model}, {"solver", r.solver}, {"algorithm", r.algorithm},
                        {"ok", r.ok}, {"energy", number_or_null(r.energy)}, {"lower_bound", number_or_null(r.lower_bound)},
                        {"iterations", r.iterations}, {"runs", r.runs}, {"time_ms", r.time_ms}, {"message", r.message}});
-    std::ofstream out(options.json_path);
-    out << array.dump(2) << "\n";
-    if (!out) throw Error("cannot write --json file '" + options.json_path + "'");
+    WriteJsonFile(options.json_path, array.dump(2) + "\n");
   }
   return status;
 }

@@ -15,7 +15,7 @@
 
 #include "common/app.h"
 #include "energies/stereo.h"
-#include "mrf-bench/suite.h"
+#include "mrf-bench/bench_common.h"
 #include "mrf/io/image.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
@@ -50,16 +50,6 @@ struct Row {
   bool ok = false;
   std::vector<std::pair<double, Energy>> curve;  // (time_ms, energy) from the solver's log
 };
-
-std::vector<std::string> SplitNames(const std::string& list) {
-  std::vector<std::string> names;
-  std::stringstream in(list);
-  for (std::string name; std::getline(in, name, ',');)
-    if (!name.empty()) names.push_back(name);
-  return names;
-}
-
-bool Exists(const std::string& path) { return std::ifstream(path).good(); }
 
 // Tsukuba or Venus from <data_dir>/middlebury, or a "skipped" line.
 bool LoadMiddlebury(const std::string& data_dir, const std::string& name, double gt_scale, Problem* problem) {
@@ -163,13 +153,6 @@ Row SolveOne(const Problem& problem, const SolverEntry& entry, bool quick) {
     if (r.energy >= 0) row.curve.emplace_back(r.time_ms, r.energy);
   if (row.curve.size() == 1 || row.curve.back().second != row.energy) row.curve.emplace_back(row.time_ms, row.energy);
   return row;
-}
-
-std::string Cell(double value, const char* format) {
-  if (value < 0) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, format, value);
-  return buffer;
 }
 
 // ---- A small SVG writer: one panel per problem, log time against energy excess over the best ----
@@ -285,9 +268,7 @@ void WriteJson(const std::string& path, const std::vector<Row>& rows) {
                      {"bad_pixels_percent", number_or_null(r.bad_percent)},
                      {"curve", curve}});
   }
-  std::ofstream out(path);
-  out << array.dump(1) << "\n";
-  if (!out) throw Error("cannot write --json file '" + path + "'");
+  WriteJsonFile(path, array.dump(1) + "\n");
 }
 
 int RunMultilabel(const BenchOptions& options) {
@@ -308,17 +289,8 @@ int RunMultilabel(const BenchOptions& options) {
                   (names.empty() ? "none in this build" : names) + ")");
     }
   }
-  std::vector<const SolverEntry*> solvers;
-  for (const SolverEntry& e : registry.entries()) {
-    if (!multilabel(e.algorithm)) continue;
-    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), e.name) == wanted.end()) continue;
-    std::string why;
-    if (!registry.IsAvailable(e.name, &why)) {
-      std::printf("# %s skipped: %s\n", e.name.c_str(), why.c_str());
-      continue;
-    }
-    solvers.push_back(&e);
-  }
+  const std::vector<const SolverEntry*> solvers =
+      AvailableSolvers(wanted, [&](const SolverEntry& e) { return multilabel(e.algorithm); });
   if (solvers.empty()) {
     std::printf("# multilabel skipped: no available expansion, swap, icm or bp solver in this build\n");
     return 0;

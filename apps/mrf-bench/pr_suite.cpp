@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -19,7 +18,7 @@
 #include "backends/cpu/tbb_push_relabel.h"
 #include "common/app.h"
 #include "energies/synthetic_scene.h"
-#include "mrf-bench/suite.h"
+#include "mrf-bench/bench_common.h"
 #include "mrf/config.h"
 #include "mrf/device.h"
 #include "mrf/registry.h"
@@ -30,39 +29,6 @@
 
 namespace mrf::bench {
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-std::string Cell(double value, const char* format) {
-  if (value < 0) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, format, value);
-  return buffer;
-}
-
-// The scene's s-t graph as the binary suite builds it: t-links = the two data costs (background,
-// label 0, on the source side), n-links = the contrast weight both ways; flow = minimum energy.
-StGraph SceneGraph(const Model& model) {
-  StGraph graph(model.topology);
-  for (NodeId p = 0; p < model.num_nodes(); ++p) graph.add_tweights(p, model.unary_cost(p, 1), model.unary_cost(p, 0));
-  model.topology.ForEachEdge([&](EdgeId slot, NodeId, NodeId) {
-    const Cost w = model.pairwise_cost(slot, 0, 1);
-    if (w) graph.add_to_edge_slot(slot, w, w);
-  });
-  return graph;
-}
-
-std::vector<std::string> SplitNames(const std::string& list) {
-  std::vector<std::string> names;
-  std::stringstream in(list);
-  for (std::string name; std::getline(in, name, ',');)
-    if (!name.empty()) names.push_back(name);
-  return names;
-}
 
 // Bytes of device memory one unit of work moves (each value read or written once; halo heights
 // included): the model behind the "GB/s" column.
@@ -160,11 +126,7 @@ ResolveRow TimeResolve(const std::string& solver, const std::string& edit, const
   const Result first = graph.maxflow(solver);
   if (!first.ok) throw Error(solver + ": " + first.message);
   std::unique_ptr<MaxFlowEngine> fresh_engine = make_fresh();
-  std::uint64_t state = 0x2545F4914F6CDD1Dull * static_cast<std::uint64_t>(size);
-  auto next = [&state](std::int64_t bound) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<NodeId>((state >> 33) % static_cast<std::uint64_t>(bound));
-  };
+  EditStream stream(0x2545F4914F6CDD1Dull * static_cast<std::uint64_t>(size));
   const NodeId n = graph.num_nodes();
   const int side = graph.topology().width(), radius = std::max(1, side / 32);
   std::vector<double> resolve, transfer, fresh;
@@ -173,27 +135,18 @@ ResolveRow TimeResolve(const std::string& solver, const std::string& edit, const
     if (edit == "1%") {
       row.changed = std::max<std::int64_t>(1, n / 100);
       for (std::int64_t i = 0; i < row.changed; ++i) {
-        const NodeId v = next(n), donor = next(n);
+        const auto v = static_cast<NodeId>(stream.Next(n)), donor = static_cast<NodeId>(stream.Next(n));
         graph.set_tweights(v, original.source_cap(donor), original.sink_cap(donor));
       }
     } else {
-      constexpr Energy kForce = 100000;  // more than the four n-links of a pixel together
-      const int cx = next(side), cy = next(graph.topology().height());
-      const bool foreground = k % 2 == 0;
-      for (int y = std::max(0, cy - radius); y <= std::min(graph.topology().height() - 1, cy + radius); ++y)
-        for (int x = std::max(0, cx - radius); x <= std::min(side - 1, cx + radius); ++x)
-          if ((x - cx) * (x - cx) + (y - cy) * (y - cy) <= radius * radius) {
-            graph.set_tweights(y * side + x, foreground ? 0 : kForce, foreground ? kForce : 0);
-            ++row.changed;
-          }
+      const int cx = static_cast<int>(stream.Next(side)), cy = static_cast<int>(stream.Next(graph.topology().height()));
+      row.changed = PaintStroke(&graph, cx, cy, radius, k % 2 == 0);
     }
     const Result again = graph.maxflow(solver);  // from the residual graph
     if (!again.ok) throw Error(solver + " re-solve: " + again.message);
     Result scratch;
     fresh_engine->Solve(graph, &scratch);
-    if (scratch.flow + graph.constant() != again.flow)
-      throw Error("FLOW MISMATCH: " + solver + " re-solved " + std::to_string(again.flow) +
-                  " but a fresh solve found " + std::to_string(scratch.flow + graph.constant()));
+    CheckResolvedFlow(solver, again.flow, scratch, graph);
     row.flow = again.flow;
     if (k < 0) continue;  // warm-up
     resolve.push_back(again.timings.solve_ms);
@@ -207,11 +160,8 @@ ResolveRow TimeResolve(const std::string& solver, const std::string& edit, const
 }
 
 int RunPushRelabel(const BenchOptions& options) {
-  std::vector<int> sizes = options.sizes;
-  if (sizes.empty()) sizes = options.quick ? std::vector<int>{128, 256} : std::vector<int>{1024, 4096};
-  for (int s : sizes)
-    if (s < 4 || s > 16384) throw Error("--sizes: side " + std::to_string(s) + " is outside 4..16384");
-  const int repeat = options.quick ? std::min(options.repeat, 2) : options.repeat;
+  const std::vector<int> sizes = SceneSides(options, {128, 256}, {1024, 4096});
+  const int repeat = Repeats(options);
   std::vector<std::string> wanted = SplitNames(options.solvers);
   if (wanted.empty()) wanted = {"cpu-bk", "cuda-pr"};
   for (const std::string& name : wanted)
@@ -336,13 +286,11 @@ int RunPushRelabel(const BenchOptions& options) {
                   r.fresh_ms / r.resolve_ms, static_cast<long long>(r.flow));
   }
   if (!options.json_path.empty()) {
-    std::ofstream out(options.json_path);
-    if (!out) throw Error("cannot write --json file '" + options.json_path + "'");
-    out << "[\n";
-    bool first = true;
+    std::vector<std::string> objects;
     for (const PrRow& r : rows) {
-      out << (first ? "" : ",\n") << "  {\"suite\": \"pushrelabel\", \"size\": " << r.size << ", \"solver\": \""
-          << r.solver << "\", \"tuning\": \"" << r.tuning << "\", \"setup_ms\": " << r.setup_ms
+      std::ostringstream out;
+      out << "{\"suite\": \"pushrelabel\", \"size\": " << r.size << ", \"solver\": \"" << r.solver
+          << "\", \"tuning\": \"" << r.tuning << "\", \"setup_ms\": " << r.setup_ms
           << ", \"upload_ms\": " << r.upload_ms << ", \"solve_ms\": " << r.solve_ms
           << ", \"download_ms\": " << r.download_ms << ", \"relabel_ms\": " << r.relabel_ms
           << ", \"push_ms\": " << r.push_ms << ", \"global_relabels\": " << r.stats.global_relabels
@@ -351,17 +299,17 @@ int RunPushRelabel(const BenchOptions& options) {
           << ", \"bfs_tile_visits\": " << r.stats.bfs_tile_visits << ", \"launches\": " << r.stats.launches
           << ", \"host_syncs\": " << r.stats.host_syncs << ", \"traffic_gb\": " << r.traffic_gb
           << ", \"device_copy_gbs\": " << bandwidth_gbs << ", \"flow\": " << r.flow << "}";
-      first = false;
+      objects.push_back(out.str());
     }
     for (const ResolveRow& r : resolves) {
-      out << (first ? "" : ",\n") << "  {\"suite\": \"pushrelabel-resolve\", \"size\": " << r.size
-          << ", \"solver\": \"" << r.solver << "\", \"edit\": \"" << r.edit << "\", \"changed\": " << r.changed << ", \"resolve_ms\": " << r.resolve_ms
+      std::ostringstream out;
+      out << "{\"suite\": \"pushrelabel-resolve\", \"size\": " << r.size << ", \"solver\": \"" << r.solver
+          << "\", \"edit\": \"" << r.edit << "\", \"changed\": " << r.changed << ", \"resolve_ms\": " << r.resolve_ms
           << ", \"resolve_transfer_ms\": " << r.resolve_transfer_ms << ", \"fresh_ms\": " << r.fresh_ms
           << ", \"flow\": " << r.flow << "}";
-      first = false;
+      objects.push_back(out.str());
     }
-    out << "\n]\n";
-    if (!out) throw Error("failed writing --json file '" + options.json_path + "'");
+    WriteJsonRows(options.json_path, objects);
   }
   return 0;
 }

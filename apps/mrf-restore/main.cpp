@@ -2,26 +2,17 @@
 // observed intensity (zero inside a mask of missing pixels); smoothness: any kind of the model. With no
 // image it generates a noisy picture with holes and reports the error against the clean one.
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/app.h"
 #include "common/multilabel_cli.h"
 #include "energies/restoration.h"
 #include "mrf/io/image.h"
-#include "mrf/io/model_file.h"
 #include "mrf/solve.h"
 
 namespace {
 
 const char* kProgram = "mrf-restore";
-
-std::string Format(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
 
 }  // namespace
 
@@ -77,12 +68,7 @@ int main(int argc, char** argv) {
     params.smoothness.kind = mrf::ParsePairwiseKind(smoothness);
     params.smoothness.lambda = lambda;
     params.smoothness.truncation = params.smoothness.kind == mrf::PairwiseKind::kPotts ? 1 : vmax;
-    if (params.smoothness.kind == mrf::PairwiseKind::kTable) {
-      if (table_path.empty()) throw mrf::Error("--smoothness table needs --table FILE");
-      params.smoothness.table = mrf::app::ReadCostTable(table_path, params.num_labels);
-    } else if (!table_path.empty()) {
-      throw mrf::Error("--table is only used with --smoothness table");
-    }
+    mrf::app::LoadSmoothnessTable(table_path, params.num_labels, &params.smoothness);
     params.Validate();
     const mrf::SolveOptions options = mrf::app::MakeSolveOptions(solve, kProgram);
 
@@ -93,7 +79,7 @@ int main(int argc, char** argv) {
       const int height = synthetic_width * 3 / 4;
       mrf::app::Progress(kProgram, "no image given: generating a " + std::to_string(synthetic_width) + "x" +
                                        std::to_string(height) + " picture (seed " + std::to_string(solve.seed) +
-                                       ", noise " + Format(noise) + ", " + std::to_string(holes) + " holes)");
+                                       ", noise " + mrf::app::FormatNumber(noise) + ", " + std::to_string(holes) + " holes)");
       mrf::SyntheticRestoration s = mrf::MakeSyntheticRestoration(synthetic_width, height, solve.seed, noise, holes);
       observed = std::move(s.noisy);
       mask = std::move(s.mask);
@@ -117,18 +103,8 @@ int main(int argc, char** argv) {
     if (mask.width > 0)
       for (int y = 0; y < mask.height; ++y)
         for (int x = 0; x < mask.width; ++x) missing += mrf::IsMissing(mask, x, y);
-    if (!model_path.empty()) {
-      mrf::SaveModel(model, model_path);
-      mrf::app::Progress(kProgram, "saved the model to " + model_path);
-    }
-    mrf::app::CheckExpansionNeedsMetric(model, options);
-
-    mrf::app::Progress(kProgram, "solving (" + solve.algorithm + ", device " + solve.device + ")");
-    const mrf::Result result = mrf::Solve(model, options);
-    if (!result.ok) {
-      if (json) std::printf("%s\n", result.ToJson().c_str());
-      return mrf::app::ReportFailure(kProgram, result);
-    }
+    const mrf::Result result = mrf::app::SaveCheckAndSolve(kProgram, model, model_path, options, solve);
+    if (!result.ok) return mrf::app::ReportFailure(kProgram, result, json);
     const mrf::EnergyBreakdown split = mrf::EvaluateEnergy(model, result.labels);
     const mrf::Image restored = mrf::RestoredImage(result.labels, observed.width, observed.height, params.num_labels);
     const double rms_before = clean.width > 0 ? mrf::RootMeanSquareError(observed, clean) : -1;
@@ -139,16 +115,9 @@ int main(int argc, char** argv) {
     }
 
     if (json) {
-      nlohmann::json j = nlohmann::json::parse(result.ToJson());
-      j["program"] = kProgram;
-      j["problem"] = problem;
-      j["energy_definition"] = params.Describe();
-      j["width"] = observed.width;
-      j["height"] = observed.height;
-      j["labels"] = params.num_labels;
+      nlohmann::json j = mrf::app::JsonReport(kProgram, problem, result, params.Describe(), observed.width,
+                                              observed.height, params.num_labels, split);
       j["missing_pixels"] = missing;
-      j["data_energy"] = split.data;
-      j["smoothness_energy"] = split.smoothness;
       j["rms_error_input"] = rms_before >= 0 ? nlohmann::json(rms_before) : nlohmann::json(nullptr);
       j["rms_error"] = rms_after >= 0 ? nlohmann::json(rms_after) : nlohmann::json(nullptr);
       std::printf("%s\n", j.dump().c_str());
@@ -156,11 +125,7 @@ int main(int argc, char** argv) {
     }
     std::printf("problem:   %s, %s, %lld missing pixels\n", problem.c_str(), observed.Describe().c_str(),
                 static_cast<long long>(missing));
-    std::printf("energy of: %s\n", params.Describe().c_str());
-    std::printf("%s", verbose ? result.FullReport().c_str() : result.BriefReport().c_str());
-    std::printf("split:     data %lld + smoothness %lld\n", static_cast<long long>(split.data),
-                static_cast<long long>(split.smoothness));
-    if (!verbose) std::printf("iterations: %lld\n", static_cast<long long>(result.iterations));
+    mrf::app::PrintReport(params.Describe(), result, split, verbose);
     if (rms_after >= 0)
       std::printf("RMS error: %.2f grey levels (input %.2f, holes included)\n", rms_after, rms_before);
     return 0;

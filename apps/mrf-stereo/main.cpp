@@ -3,26 +3,17 @@
 // backend, time and, with ground truth, the bad-pixel rate. With no images it makes a synthetic pair.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/app.h"
 #include "common/multilabel_cli.h"
 #include "energies/stereo.h"
 #include "mrf/io/image.h"
-#include "mrf/io/model_file.h"
 #include "mrf/solve.h"
 
 namespace {
 
 const char* kProgram = "mrf-stereo";
-
-std::string Format(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
 
 double DefaultGtScale(const std::string& preset) {
   if (preset == "tsukuba") return 16;
@@ -130,12 +121,7 @@ int main(int argc, char** argv) {
     if (given("--gradient-threshold")) params.gradient_threshold = gradient_threshold;
     if (given("--gradient-penalty")) params.gradient_penalty = gradient_penalty;
     if (params.smoothness.kind == mrf::PairwiseKind::kPotts) params.smoothness.truncation = 1;
-    if (params.smoothness.kind == mrf::PairwiseKind::kTable) {
-      if (table_path.empty()) throw mrf::Error("--smoothness table needs --table FILE");
-      params.smoothness.table = mrf::app::ReadCostTable(table_path, params.num_labels);
-    } else if (!table_path.empty()) {
-      throw mrf::Error("--table is only used with --smoothness table");
-    }
+    mrf::app::LoadSmoothnessTable(table_path, params.num_labels, &params.smoothness);
     if (!preset.empty() && !overridden.empty()) params.preset = preset + " modified by " + overridden;
     params.Validate();
     mrf::SolveOptions options = mrf::app::MakeSolveOptions(solve, kProgram);
@@ -147,7 +133,7 @@ int main(int argc, char** argv) {
       synthetic_height = synthetic_width * 3 / 4;
       mrf::app::Progress(kProgram, "no images given: generating a synthetic " + std::to_string(synthetic_width) + "x" +
                                        std::to_string(synthetic_height) + " pair (seed " + std::to_string(solve.seed) +
-                                       ", noise " + Format(noise) + ")");
+                                       ", noise " + mrf::app::FormatNumber(noise) + ")");
       mrf::SyntheticStereo pair =
           mrf::MakeSyntheticStereo(synthetic_width, synthetic_height, params.num_labels, solve.seed, noise);
       left = std::move(pair.left);
@@ -182,19 +168,10 @@ int main(int argc, char** argv) {
     }
     mrf::app::Progress(kProgram, "building the energy: " + params.Describe() + " on " + left.Describe());
     const mrf::Model model = mrf::BuildStereoModel(left, right, params);
-    if (!model_path.empty()) {
-      mrf::SaveModel(model, model_path);
-      mrf::app::Progress(kProgram, "saved the model to " + model_path);
-    }
-    mrf::app::CheckExpansionNeedsMetric(model, options);
 
     // ---- Solve ----
-    mrf::app::Progress(kProgram, "solving (" + solve.algorithm + ", device " + solve.device + ")");
-    const mrf::Result result = mrf::Solve(model, options);
-    if (!result.ok) {
-      if (json) std::printf("%s\n", result.ToJson().c_str());
-      return mrf::app::ReportFailure(kProgram, result);
-    }
+    const mrf::Result result = mrf::app::SaveCheckAndSolve(kProgram, model, model_path, options, solve);
+    if (!result.ok) return mrf::app::ReportFailure(kProgram, result, json);
     const mrf::EnergyBreakdown split = mrf::EvaluateEnergy(model, result.labels);
 
     // ---- Errors against the truth ----
@@ -227,16 +204,9 @@ int main(int argc, char** argv) {
     }
 
     if (json) {
-      nlohmann::json j = nlohmann::json::parse(result.ToJson());
-      j["program"] = kProgram;
-      j["problem"] = problem;
+      nlohmann::json j = mrf::app::JsonReport(kProgram, problem, result, params.Describe(), left.width, left.height,
+                                              params.num_labels, split);
       j["preset"] = params.preset;
-      j["energy_definition"] = params.Describe();
-      j["width"] = left.width;
-      j["height"] = left.height;
-      j["labels"] = params.num_labels;
-      j["data_energy"] = split.data;
-      j["smoothness_energy"] = split.smoothness;
       j["bad_pixels_percent"] = bad >= 0 ? nlohmann::json(bad) : nlohmann::json(nullptr);
       j["bad_threshold"] = bad_threshold;
       j["pixels_with_ground_truth"] = known;
@@ -244,11 +214,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::printf("problem:   %s, %s\n", problem.c_str(), left.Describe().c_str());
-    std::printf("energy of: %s\n", params.Describe().c_str());
-    std::printf("%s", verbose ? result.FullReport().c_str() : result.BriefReport().c_str());
-    std::printf("split:     data %lld + smoothness %lld\n", static_cast<long long>(split.data),
-                static_cast<long long>(split.smoothness));
-    if (!verbose) std::printf("iterations: %lld\n", static_cast<long long>(result.iterations));
+    mrf::app::PrintReport(params.Describe(), result, split, verbose);
     if (bad >= 0)
       std::printf("bad pixels: %.2f%% of %lld pixels with known disparity (error > %g)\n", bad,
                   static_cast<long long>(known), bad_threshold);

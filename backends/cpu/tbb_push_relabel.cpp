@@ -206,7 +206,25 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     int hx, hy, hz;   // halo box size
     int zpad;         // 1 on 3-D grids (halo in z), else 0
     int n;            // nodes per tile
+    int tile_x, tile_y;  // tile size in x and y
     int HaloIndex(int lx, int ly, int lz) const { return (lx + 1) + hx * ((ly + 1) + hy * (lz + zpad)); }
+    // Coordinates of tile node l inside the tile, and its index in the halo box.
+    void Coords(int l, int* lx, int* ly, int* lz) const {
+      *lx = l % tile_x;
+      *ly = (l / tile_x) % tile_y;
+      *lz = l / (tile_x * tile_y);
+    }
+    int HaloOf(int l) const {
+      int lx, ly, lz;
+      Coords(l, &lx, &ly, &lz);
+      return HaloIndex(lx, ly, lz);
+    }
+    // The heights around halo cell c, one per direction.
+    template <int KIND>
+    void NeighbourHeights(const std::vector<int>& halo_h, int c, int (&nh)[pr::NumDirs(KIND)]) const {
+      for (int d = 0; d < pr::NumDirs(KIND); ++d)
+        nh[d] = halo_h[c + pr::DirX(KIND, d) + hx * (pr::DirY(KIND, d) + hy * pr::DirZ(KIND, d))];
+    }
   };
 
   TileFrame Frame(int tx, int ty, int tz) const {
@@ -220,7 +238,23 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     f.hy = L.tile_y + 2;
     f.hz = L.tile_z + 2 * f.zpad;
     f.n = L.tile_x * L.tile_y * L.tile_z;
+    f.tile_x = L.tile_x;
+    f.tile_y = L.tile_y;
     return f;
+  }
+
+  // The graph node of tile node l, or -1 where the tile overhangs the grid.
+  std::int64_t NodeOf(const TileFrame& f, int l) const {
+    int lx, ly, lz;
+    f.Coords(l, &lx, &ly, &lz);
+    const int gx = f.x0 + lx, gy = f.y0 + ly, gz = f.z0 + lz;
+    return layout_.InGrid(gx, gy, gz) ? layout_.Node(gx, gy, gz) : -1;
+  }
+
+  // Writes the halo heights of the tile's nodes back to the graph.
+  void StoreHaloHeights(const TileFrame& f, const TileScratch& s) {
+    for (int l = 0; l < f.n; ++l)
+      if (s.node[l] >= 0) h_[s.node[l]] = s.halo_h[f.HaloOf(l)];
   }
 
   // Loads the heights of the tile and its halo (inf outside the grid).
@@ -257,10 +291,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     s.outside.clear();
     LoadHalo(f, s.halo_h);
     for (int l = 0; l < f.n; ++l) {
-      const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
-      const int gx = f.x0 + lx, gy = f.y0 + ly, gz = f.z0 + lz;
-      if (!L.InGrid(gx, gy, gz)) continue;
-      const std::int64_t v = L.Node(gx, gy, gz);
+      const std::int64_t v = NodeOf(f, l);
+      if (v < 0) continue;
       s.node[l] = v;
       s.x[l] = x_[v];
       s.h[l] = h_[v];
@@ -271,18 +303,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       active_[tile] = 0;
       return false;
     }
-    auto coords = [&](int l, int* lx, int* ly, int* lz) {
-      *lx = l % L.tile_x;
-      *ly = (l / L.tile_x) % L.tile_y;
-      *lz = l / (L.tile_x * L.tile_y);
-    };
-    auto neighbour_heights = [&](int l, int (&nh)[D]) {
-      int lx, ly, lz;
-      coords(l, &lx, &ly, &lz);
-      const int c = f.HaloIndex(lx, ly, lz);
-      for (int d = 0; d < D; ++d)
-        nh[d] = s.halo_h[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
-    };
+    auto neighbour_heights = [&](int l, int (&nh)[D]) { f.NeighbourHeights<KIND>(s.halo_h, f.HaloOf(l), nh); };
     int iterations = 0;
     while (iterations < tuning_.local_iterations) {
       ++iterations;
@@ -295,7 +316,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
         for (int d = 0; d < D; ++d) r[d] = s.r[l * D + d];
         pr::PushStep<D>(s.x[l], s.h[l], inf, r, nh, o);
         int lx, ly, lz;
-        coords(l, &lx, &ly, &lz);
+        f.Coords(l, &lx, &ly, &lz);
         for (int d = 0; d < D; ++d) {
           s.r[l * D + d] = r[d];
           if (o[d] == 0) continue;
@@ -332,10 +353,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       s.active.clear();
       for (int l : s.candidates) {
         if (s.new_h[l] != s.h[l]) {
-          int lx, ly, lz;
-          coords(l, &lx, &ly, &lz);
           s.h[l] = s.new_h[l];
-          s.halo_h[f.HaloIndex(lx, ly, lz)] = s.h[l];
+          s.halo_h[f.HaloOf(l)] = s.h[l];
         }
         if (pr::IsActive(s.x[l], s.h[l], inf)) s.active.push_back(l);
       }
@@ -351,7 +370,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     }
     for (const Outflow& o : s.outside) {
       int lx, ly, lz;
-      coords(o.node, &lx, &ly, &lz);
+      f.Coords(o.node, &lx, &ly, &lz);
       const int gx = f.x0 + lx + pr::DirX(KIND, o.dir), gy = f.y0 + ly + pr::DirY(KIND, o.dir),
                 gz = f.z0 + lz + pr::DirZ(KIND, o.dir);
       const std::int64_t w = L.Node(gx, gy, gz);
@@ -401,22 +420,19 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     s.queued.assign(f.n, 1);
     s.active.clear();
     for (int l = 0; l < f.n; ++l) {
-      const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
-      const int gx = f.x0 + lx, gy = f.y0 + ly, gz = f.z0 + lz;
       s.active.push_back(l);
-      if (!L.InGrid(gx, gy, gz)) continue;
-      s.node[l] = L.Node(gx, gy, gz);
-      s.mask[l] = mask_[s.node[l]];
+      s.node[l] = NodeOf(f, l);
+      if (s.node[l] >= 0) s.mask[l] = mask_[s.node[l]];
     }
     bool changed_any = false;
     for (std::size_t head = 0; head < s.active.size(); ++head) {
       const int l = s.active[head];
       s.queued[l] = 0;
-      const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
+      int lx, ly, lz;
+      f.Coords(l, &lx, &ly, &lz);
       const int c = f.HaloIndex(lx, ly, lz);
       int nh[D];
-      for (int d = 0; d < D; ++d)
-        nh[d] = s.halo_h[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
+      f.NeighbourHeights<KIND>(s.halo_h, c, nh);
       const int new_h = pr::BfsStep<D>(s.halo_h[c], inf, s.mask[l], nh);
       if (new_h == s.halo_h[c]) continue;
       s.halo_h[c] = new_h;
@@ -432,12 +448,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
         }
       }
     }
-    if (changed_any)
-      for (int l = 0; l < f.n; ++l) {
-        if (s.node[l] < 0) continue;
-        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
-        h_[s.node[l]] = s.halo_h[f.HaloIndex(lx, ly, lz)];
-      }
+    if (changed_any) StoreHaloHeights(f, s);
     return changed_any;
   }
 
@@ -501,10 +512,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     s.new_h.assign(f.n, inf);
     s.mask.assign(f.n, 0);
     for (int l = 0; l < f.n; ++l) {
-      const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
-      const int gx = f.x0 + lx, gy = f.y0 + ly, gz = f.z0 + lz;
-      if (!L.InGrid(gx, gy, gz)) continue;
-      const std::int64_t v = L.Node(gx, gy, gz);
+      const std::int64_t v = NodeOf(f, l);
+      if (v < 0) continue;
       s.node[l] = v;
       s.x[l] = x_[v];
       std::uint32_t r[D];
@@ -515,29 +524,19 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     for (;;) {
       bool changed = false;
       for (int l = 0; l < f.n; ++l) {
-        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
-        const int c = f.HaloIndex(lx, ly, lz);
+        const int c = f.HaloOf(l);
         s.new_h[l] = s.halo_h[c];
         if (s.node[l] < 0) continue;
         int nh[D];
-        for (int d = 0; d < D; ++d)
-          nh[d] = s.halo_h[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
+        f.NeighbourHeights<KIND>(s.halo_h, c, nh);
         s.new_h[l] = pr::KillStep<D>(s.x[l], s.halo_h[c], inf, s.mask[l], nh);
         changed |= s.new_h[l] != s.halo_h[c];
       }
       if (!changed) break;
       changed_any = true;
-      for (int l = 0; l < f.n; ++l) {
-        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
-        s.halo_h[f.HaloIndex(lx, ly, lz)] = s.new_h[l];
-      }
+      for (int l = 0; l < f.n; ++l) s.halo_h[f.HaloOf(l)] = s.new_h[l];
     }
-    if (changed_any)
-      for (int l = 0; l < f.n; ++l) {
-        if (s.node[l] < 0) continue;
-        const int lx = l % L.tile_x, ly = (l / L.tile_x) % L.tile_y, lz = l / (L.tile_x * L.tile_y);
-        h_[s.node[l]] = s.halo_h[f.HaloIndex(lx, ly, lz)];
-      }
+    if (changed_any) StoreHaloHeights(f, s);
     return changed_any;
   }
 

@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 
+#include "mrf/io/read_file.h"
 #include "mrf/types.h"
 
 namespace mrf {
@@ -140,24 +141,6 @@ Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int
   else Fail(name, "not a PNG, JPEG or binary PGM/PPM image");
   return ConvertChannels(std::move(img), channels);
 }
-
-namespace {
-// The bytes of a file; a missing file and a read error (a folder, an I/O error) are one-line errors
-// naming the file and the system's reason ("cannot open image 'x': No such file or directory").
-std::string ReadWholeFile(const std::string& path, const char* what) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) throw Error(std::string("cannot open ") + what + " '" + path + "': " + std::strerror(errno));
-  std::string bytes;
-  char chunk[1 << 16];
-  for (;;) {
-    const std::size_t got = std::fread(chunk, 1, sizeof chunk, file.get());
-    bytes.append(chunk, got);
-    if (got < sizeof chunk) break;
-  }
-  if (std::ferror(file.get())) throw Error(std::string("cannot read ") + what + " '" + path + "': " + std::strerror(errno));
-  return bytes;
-}
-}  // namespace
 
 Image LoadImage(const std::string& path, int channels) {
   return LoadImageFromMemory(ReadWholeFile(path, "image"), path, channels);

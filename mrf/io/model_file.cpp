@@ -7,6 +7,8 @@
 #include <memory>
 #include <sstream>
 
+#include "mrf/io/read_file.h"
+
 namespace mrf {
 
 namespace {
@@ -182,24 +184,6 @@ Model LoadModelFromBytes(const std::string& bytes, const std::string& name) {
   if (!m.Validate(&error)) r.Fail("invalid model: " + error);
   return m;
 }
-
-namespace {
-// The bytes of a file; a missing file and a read error (a folder, an I/O error) are one-line errors
-// naming the file and the system's reason ("cannot open image 'x': No such file or directory").
-std::string ReadWholeFile(const std::string& path, const char* what) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) throw Error(std::string("cannot open ") + what + " '" + path + "': " + std::strerror(errno));
-  std::string bytes;
-  char chunk[1 << 16];
-  for (;;) {
-    const std::size_t got = std::fread(chunk, 1, sizeof chunk, file.get());
-    bytes.append(chunk, got);
-    if (got < sizeof chunk) break;
-  }
-  if (std::ferror(file.get())) throw Error(std::string("cannot read ") + what + " '" + path + "': " + std::strerror(errno));
-  return bytes;
-}
-}  // namespace
 
 Model LoadModel(const std::string& path) { return LoadModelFromBytes(ReadWholeFile(path, "model file"), path); }
 

@@ -7,7 +7,6 @@
 
 #include "energies/restoration.h"
 #include "mrf/io/image.h"
-#include "mrf/registry.h"
 #include "support/test_support.h"
 
 namespace mrf {
@@ -17,22 +16,11 @@ const std::string kProgram = "mrf-restore";
 
 std::string Restore(const std::string& args) { return test::AppPath(kProgram) + " " + args; }
 
-bool HasSolver(Algorithm algorithm) {
-  try {
-    Registry::Global().Choose("auto", algorithm, Device::kAuto);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
+using test::HasSolver;
 
 // Bad input: exit 1 (2 for a command line CLI11 rejects) and one line on stderr naming the problem.
 void ExpectOneLineError(const std::string& args, const std::string& phrase, int exit_code = 1) {
-  const test::CommandResult r = test::RunCommand(Restore("-q " + args));
-  EXPECT_EQ(r.exit_code, exit_code) << args << "\n" << r.out << r.err;
-  EXPECT_EQ(r.err.rfind(kProgram + ": error: ", 0), 0u) << args << ": " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
-  EXPECT_NE(r.err.find(phrase), std::string::npos) << args << ": expected '" << phrase << "' in: " << r.err;
+  test::ExpectOneLineError(kProgram, args, phrase, exit_code);
 }
 
 TEST(MrfRestore, DefaultRunRestoresTheGeneratedPicture) {

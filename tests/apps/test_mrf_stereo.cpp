@@ -7,7 +7,6 @@
 
 #include "energies/stereo.h"
 #include "mrf/io/image.h"
-#include "mrf/registry.h"
 #include "support/test_support.h"
 
 namespace mrf {
@@ -17,24 +16,11 @@ const std::string kProgram = "mrf-stereo";
 
 std::string Stereo(const std::string& args) { return test::AppPath(kProgram) + " " + args; }
 
-// True when `auto` finds a solver of this algorithm on some device.
-bool HasSolver(Algorithm algorithm) {
-  try {
-    Registry::Global().Choose("auto", algorithm, Device::kAuto);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
+using test::HasSolver;
 
-// Bad input: exit 1 (2 for a command line CLI11 rejects) and exactly one line on stderr (-q silences
-// progress) naming the problem.
+// Bad input: exit 1 (2 for a command line CLI11 rejects) and one line on stderr naming the problem.
 void ExpectOneLineError(const std::string& args, const std::string& phrase, int exit_code = 1) {
-  const test::CommandResult r = test::RunCommand(Stereo("-q " + args));
-  EXPECT_EQ(r.exit_code, exit_code) << args << "\n" << r.out << r.err;
-  EXPECT_EQ(r.err.rfind(kProgram + ": error: ", 0), 0u) << args << ": " << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
-  EXPECT_NE(r.err.find(phrase), std::string::npos) << args << ": expected '" << phrase << "' in: " << r.err;
+  test::ExpectOneLineError(kProgram, args, phrase, exit_code);
 }
 
 // Writes the synthetic pair (and grey copies) as PNG files in a scratch folder.

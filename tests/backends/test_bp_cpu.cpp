@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <random>
 
-#include "apps/common/bp_stereo_fixture.h"
 #include "backends/common/bp_engine.h"
+#include "energies/stereo.h"
 #include "mrf/device.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
@@ -527,7 +527,7 @@ TEST(BpTsukuba, ReachesTheReferenceBpmEnergy) {
   const std::string left = test::SharedDataPath("middlebury/tsukuba-imL.png");
   const std::string right = test::SharedDataPath("middlebury/tsukuba-imR.png");
   if (left.empty() || right.empty()) GTEST_SKIP() << "Tsukuba images not found under the shared data folder";
-  const Model m = fixture::BuildStereoModel(LoadImage(left, 3), LoadImage(right, 3), fixture::TsukubaSpec());
+  const Model m = BuildStereoModel(LoadImage(left, 3), LoadImage(right, 3), StereoParams::Preset("tsukuba"));
   struct Run { const char* schedule; int iterations, inner; };
   for (const Run& run : {Run{"bpm", 3, 1}, Run{"tiled", 2, 2}}) {
     SolveOptions o;

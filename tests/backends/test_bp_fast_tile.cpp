@@ -8,9 +8,9 @@
 #include <cstring>
 #include <random>
 
-#include "apps/common/bp_stereo_fixture.h"
 #include "backends/common/bp_engine.h"
 #include "backends/common/bp_fast_tile.h"
+#include "energies/stereo.h"
 #include "support/test_support.h"
 
 namespace mrf {
@@ -303,7 +303,7 @@ TEST(BpFastTile, EmulatedPipelineEqualsTheCpuOnTsukuba) {
   const std::string left = test::SharedDataPath("middlebury/tsukuba-imL.png");
   const std::string right = test::SharedDataPath("middlebury/tsukuba-imR.png");
   if (left.empty() || right.empty()) GTEST_SKIP() << "Tsukuba images not found under the shared data folder";
-  const Model m = fixture::BuildStereoModel(LoadImage(left, 3), LoadImage(right, 3), fixture::TsukubaSpec());
+  const Model m = BuildStereoModel(LoadImage(left, 3), LoadImage(right, 3), StereoParams::Preset("tsukuba"));
   ExpectSameAsCpu(m, Tiled(1, 0, 1), 5, "Tsukuba 1 x 1");
 }
 

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <random>
 
-#include "apps/common/bp_stereo_fixture.h"
 #include "backends/common/bp_engine.h"
+#include "energies/stereo.h"
 #include "mrf/solve.h"
 #include "support/test_support.h"
 
@@ -449,7 +449,7 @@ TEST(CudaBp, TsukubaMatchesCpuAndReachesTheReferenceBpmEnergy) {
   const std::string left = test::SharedDataPath("middlebury/tsukuba-imL.png");
   const std::string right = test::SharedDataPath("middlebury/tsukuba-imR.png");
   if (left.empty() || right.empty()) GTEST_SKIP() << "Tsukuba images not found under the shared data folder";
-  const Model m = fixture::BuildStereoModel(LoadImage(left, 3), LoadImage(right, 3), fixture::TsukubaSpec());
+  const Model m = BuildStereoModel(LoadImage(left, 3), LoadImage(right, 3), StereoParams::Preset("tsukuba"));
   ExpectSameAsCpu(m, Tiled(2, 0, 2, true), "Tsukuba, coarse-to-fine, 2 outer x 2 inner");
   const Problem p = bp::PrepareProblem(m);
   bp::CudaRunner runner(p, Tiled(2, 0, 2, true));

@@ -137,6 +137,35 @@ inline void ExpectMonotoneRun(const Model& model, const SolveOptions& options, c
   EXPECT_EQ(r.iterations, static_cast<std::int64_t>(r.log.size())) << name;
 }
 
+/// Solves a tiny case with `solver` and checks the run: monotone, on that solver, converged.
+inline Result SolveConvergedRun(const TinyCase& c, const std::string& solver) {
+  std::vector<Energy> energies;
+  const SolveOptions options = OptionsFor(solver, &energies);
+  const Result r = Solve(c.model, options);
+  ExpectMonotoneRun(c.model, options, r, energies, c.name);
+  EXPECT_EQ(r.backend_used, solver);
+  EXPECT_NE(r.message.find("converged"), std::string::npos) << c.name << ": " << r.message;
+  return r;
+}
+
+/// Checks a run made by calling a move algorithm directly (no mrf::Solve, which scores the result):
+/// scores `r` with the reference evaluator, then checks it as ExpectMonotoneRun does.
+inline void ExpectMonotoneDirectRun(const Model& model, const SolveOptions& options, Result* r,
+                                    const std::vector<Energy>& callback_energies, const std::string& name) {
+  r->ok = true;
+  r->energy = EvaluateEnergy(model, r->labels).total;
+  ExpectMonotoneRun(model, options, *r, callback_energies, name);
+}
+
+/// With two labels a move solver must find the exact optimum (brute force) on tiny models.
+inline void ExpectExactWithTwoLabels(const std::string& solver, std::uint64_t seed) {
+  for (const TinyCase& c : TinyMetricModels(seed, 2, 2, 2)) {
+    const Result r = Solve(c.model, OptionsFor(solver));
+    ASSERT_TRUE(r.ok) << c.name << ": " << r.message;
+    EXPECT_EQ(r.energy, BruteForceMinEnergy(c.model)) << c.name;
+  }
+}
+
 /// Minimum energy over every labelling that changes only `free` nodes, each to a label `choice`
 /// offers (choice(p) lists the labels node p may take, its current one included).
 inline Energy BestMove(const Model& model, const Labeling& labels, const std::vector<NodeId>& free,

@@ -14,12 +14,7 @@ using test::OptionsFor;
 
 TEST(Expansion, NeverRaisesTheEnergyAndEndsInAnExpansionLocalOptimum) {
   for (const test::TinyCase& c : test::TinyMetricModels(101)) {
-    std::vector<Energy> energies;
-    const SolveOptions options = OptionsFor("cpu-expansion", &energies);
-    const Result r = Solve(c.model, options);
-    ExpectMonotoneRun(c.model, options, r, energies, c.name);
-    EXPECT_EQ(r.backend_used, "cpu-expansion");
-    EXPECT_NE(r.message.find("converged"), std::string::npos) << c.name << ": " << r.message;
+    const Result r = test::SolveConvergedRun(c, "cpu-expansion");
     for (Label alpha = 0; alpha < c.model.num_labels; ++alpha)
       EXPECT_EQ(test::BestExpansion(c.model, r.labels, alpha), r.energy)
           << c.name << ": an expansion on label " << alpha << " still lowers the energy";
@@ -41,20 +36,14 @@ TEST(Expansion, EveryGraphPathEndsInAnExpansionLocalOptimum) {
       options.seed = 17;
       Result r;
       RunAlphaExpansion(c.model, options, &r, tuning);
-      r.ok = true;
-      r.energy = EvaluateEnergy(c.model, r.labels).total;
-      ExpectMonotoneRun(c.model, options, r, energies, c.name);
+      test::ExpectMonotoneDirectRun(c.model, options, &r, energies, c.name);
       for (Label alpha = 0; alpha < c.model.num_labels; ++alpha)
         EXPECT_EQ(test::BestExpansion(c.model, r.labels, alpha), r.energy) << c.name << ", label " << alpha;
     }
 }
 
 TEST(Expansion, TwoLabelsGiveTheExactOptimum) {
-  for (const test::TinyCase& c : test::TinyMetricModels(202, 2, 2, 2)) {
-    const Result r = Solve(c.model, OptionsFor("cpu-expansion"));
-    ASSERT_TRUE(r.ok) << c.name << ": " << r.message;
-    EXPECT_EQ(r.energy, test::BruteForceMinEnergy(c.model)) << c.name;
-  }
+  test::ExpectExactWithTwoLabels("cpu-expansion", 202);
 }
 
 TEST(Expansion, PottsIsWithinTwiceTheOptimum) {
@@ -228,9 +217,7 @@ TEST(Expansion, TruncationRunsReportsTruncationsAndNeverRaisesTheEnergy) {
       Result r;
       r.cost_scale = m.cost_scale;
       RunAlphaExpansion(m, options, &r, tuning);
-      r.ok = true;
-      r.energy = EvaluateEnergy(m, r.labels).total;
-      ExpectMonotoneRun(m, options, r, energies, topology.Describe());
+      test::ExpectMonotoneDirectRun(m, options, &r, energies, topology.Describe());
       EXPECT_NE(r.message.find("non-submodular move terms truncated"), std::string::npos) << r.message;
       runs_with_truncations += r.message.find("; 0 non-submodular") == std::string::npos;
     }

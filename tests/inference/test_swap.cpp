@@ -14,12 +14,7 @@ using test::OptionsFor;
 
 TEST(Swap, NeverRaisesTheEnergyAndEndsInASwapLocalOptimum) {
   for (const test::TinyCase& c : test::TinyMetricModels(111)) {
-    std::vector<Energy> energies;
-    const SolveOptions options = OptionsFor("cpu-swap", &energies);
-    const Result r = Solve(c.model, options);
-    ExpectMonotoneRun(c.model, options, r, energies, c.name);
-    EXPECT_EQ(r.backend_used, "cpu-swap");
-    EXPECT_NE(r.message.find("converged"), std::string::npos) << c.name << ": " << r.message;
+    const Result r = test::SolveConvergedRun(c, "cpu-swap");
     for (Label a = 0; a < c.model.num_labels; ++a)
       for (Label b = a + 1; b < c.model.num_labels; ++b)
         EXPECT_EQ(test::BestSwap(c.model, r.labels, a, b), r.energy)
@@ -41,9 +36,7 @@ TEST(Swap, CompactAndFullMoveGraphsBothEndInASwapLocalOptimum) {
       options.seed = 5;
       Result r;
       RunAlphaBetaSwap(c.model, options, &r, tuning);
-      r.ok = true;
-      r.energy = EvaluateEnergy(c.model, r.labels).total;
-      ExpectMonotoneRun(c.model, options, r, energies, c.name);
+      test::ExpectMonotoneDirectRun(c.model, options, &r, energies, c.name);
       for (Label a = 0; a < c.model.num_labels; ++a)
         for (Label b = a + 1; b < c.model.num_labels; ++b)
           EXPECT_EQ(test::BestSwap(c.model, r.labels, a, b), r.energy) << c.name << ", labels " << a << ", " << b;
@@ -68,11 +61,7 @@ TEST(Swap, TruncatedQuadraticTermsAreSemimetricAndRunWithoutTruncation) {
 }
 
 TEST(Swap, TwoLabelsGiveTheExactOptimum) {
-  for (const test::TinyCase& c : test::TinyMetricModels(113, 2, 2, 2)) {
-    const Result r = Solve(c.model, OptionsFor("cpu-swap"));
-    ASSERT_TRUE(r.ok) << c.name << ": " << r.message;
-    EXPECT_EQ(r.energy, test::BruteForceMinEnergy(c.model)) << c.name;
-  }
+  test::ExpectExactWithTwoLabels("cpu-swap", 113);
 }
 
 TEST(Swap, SameSeedSameRunAndOptionsAreHonoured) {

@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstdio>
@@ -9,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
+
+#include "mrf/registry.h"
 
 namespace mrf::test {
 
@@ -38,6 +41,24 @@ std::string ScratchDir(const std::string& name) {
 std::string AppPath(const std::string& program) {
   const std::string bin = (std::filesystem::path(MRF_BINARY_DIR) / "bin").string();
   return (std::filesystem::path(EnvOr("MRF_APP_DIR", bin.c_str())) / program).string();
+}
+
+void ExpectOneLineError(const std::string& program, const std::string& args, const std::string& phrase,
+                        int exit_code) {
+  const CommandResult r = RunCommand(AppPath(program) + " -q " + args);
+  EXPECT_EQ(r.exit_code, exit_code) << args << "\n" << r.out << r.err;
+  EXPECT_EQ(r.err.rfind(program + ": error: ", 0), 0u) << args << ": " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  EXPECT_NE(r.err.find(phrase), std::string::npos) << args << ": expected '" << phrase << "' in: " << r.err;
+}
+
+bool HasSolver(Algorithm algorithm) {
+  try {
+    Registry::Global().Choose("auto", algorithm, Device::kAuto);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 CommandResult RunCommand(const std::string& command_line) {

@@ -8,6 +8,7 @@
 
 #include "mrf/device.h"
 #include "mrf/model.h"
+#include "mrf/options.h"
 #include "mrf/st_graph.h"
 
 namespace mrf::test {
@@ -29,6 +30,12 @@ struct CommandResult {
 CommandResult RunCommand(const std::string& command_line);
 /// Path of a built program, e.g. AppPath("mrf-maxflow").
 std::string AppPath(const std::string& program);
+/// Runs `program -q ARGS` and expects bad-input handling: exit `exit_code` (1, or 2 for a command
+/// line CLI11 rejects) and exactly one line on stderr, "PROGRAM: error: ...", containing `phrase`.
+void ExpectOneLineError(const std::string& program, const std::string& args, const std::string& phrase,
+                        int exit_code = 1);
+/// True when the registry's `auto` choice finds a solver of this algorithm on some device.
+bool HasSolver(Algorithm algorithm);
 
 /// A general graph with random terminal and edge capacities in [0, max_cap] (some zero).
 StGraph RandomGeneralGraph(std::mt19937_64& rng, NodeId nodes, EdgeId edges, Cost max_cap);
