@@ -1,43 +1,73 @@
 #!/bin/bash
-# One GPU-machine session for cuda-pr: tests, compute-sanitizer, benchmarks (see docs/benchmarks.md).
-# Run from a folder holding bin/ (programs and test binaries) and lib/ (libmrf and its libraries).
-# Usage: gpu_run.sh [parts...]  parts: tests memcheck racecheck bench binary tbb (default: all)
+# One GPU-machine session: the GPU tests, compute-sanitizer and the GPU benchmarks of docs/benchmarks.md and
+# docs/bp.md. Run from a folder holding bin/ (programs and test binaries), lib/ (libmrf, libtbb, libstb) and
+# data/ (middlebury/ and aloe/ images); logs go to $OUT.
+# Usage: gpu_run.sh [parts...]   (default: tests memcheck racecheck)
+#   tests      every GPU test program (cuda-pr, cuda-bp, cuda-expansion, cuda-swap)
+#   memcheck   compute-sanitizer memcheck on each program's *Small* tests (fault injection excluded)
+#   racecheck  racecheck (and synccheck for cuda-bp) on the tests written for it
+#   pr         --suite pushrelabel at $SIZES (cuda-pr against cpu-bk, re-solves), extra rows from $PR_TUNINGS
+#   binary     --suite binary: cpu-bk, cuda-pr and Kolmogorov's BK when installed
+#   tbb        tbb-pr against cpu-bk on this machine's cores
+#   bp         --suite bp: cuda-bp against tbb-bp on Tsukuba and Aloe
+#   expansion  --suite gpuexpansion on Tsukuba and Venus: cuda-expansion, cuda-swap and their CPU baselines
+#   aloe       --suite gpuexpansion on Aloe (CPU baseline stopped after 25 s)
+# Environment: DEADLINE (seconds for everything, default 500), SIZES, PR_TUNINGS, EXP_TUNINGS.
 cd "$(dirname "$0")" || exit 1
 export LD_LIBRARY_PATH=$PWD/lib MRF_DATA_DIR=$PWD/data MRF_APP_DIR=$PWD/bin
-O=${OUT:-/tmp/cudapr-out}
+O=${OUT:-/tmp/gpu-run-out}
 mkdir -p "$O"
-parts=${*:-tests memcheck racecheck bench binary tbb}
-TUNINGS=${TUNINGS:-"--tuning local_iterations=4 --tuning local_iterations=16 --tuning rounds_per_global_relabel=2 \
- --tuning rounds_per_global_relabel=4,local_iterations=4 --tuning tile_y=8 --tuning tile_y=32 --tuning cuda_graphs=0 \
- --tuning bfs_check_every=4"}
-SIZES=${SIZES:-"1024 4096"}
-nvidia-smi -L; nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,memory.total --format=csv,noheader
+nvidia-smi -L
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv,noheader
 echo "cpu: $(nproc) x $(lscpu | sed -n 's/^Model name: *//p')"
 began=$(date +%s)
-budget=${DEADLINE:-225}
-# Seconds left of the budget, at most $1.
-left() { local l=$(( budget - ($(date +%s) - began) )); [ $l -gt $1 ] && l=$1; [ $l -lt 1 ] && l=1; echo $l; }
-for part in $parts; do
-  start=$(date +%s)
-  if [ $(( start - began )) -ge $(( budget - 5 )) ]; then echo "== $part skipped: out of time"; continue; fi
+budget=${DEADLINE:-500}
+PROGRAMS="test_cuda_push_relabel test_cuda_bp test_cuda_expansion test_cuda_swap"
+
+# step NAME SECONDS PATTERN COMMAND...: runs COMMAND with at most SECONDS (and what is left of the budget),
+# output in $O/NAME.log; prints the exit status and the lines matching PATTERN.
+step() {
+  local name=$1 limit=$2 pattern=$3
+  shift 3
+  local left=$(( budget - ($(date +%s) - began) ))
+  if [ $left -lt 5 ]; then echo "== $name skipped: out of time"; return; fi
+  [ $left -lt $limit ] && limit=$left
+  local start=$(date +%s)
+  timeout $limit "$@" >"$O/$name.log" 2>&1
+  echo "== $name rc=$? ($(( $(date +%s) - start )) s)"
+  grep -E "$pattern" "$O/$name.log" | cut -c1-240 | head -40
+}
+TESTS_SEEN="^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|differ"
+SANITIZER_SEEN="ERROR SUMMARY|HAZARD|RACECHECK SUMMARY|^\[  (PASSED|FAILED) "
+TABLE_ROWS="^\| |^# "
+
+for part in ${*:-tests memcheck racecheck}; do
   case $part in
-    tests) timeout $(left ${T_TESTS:-100}) ./bin/test_cuda_push_relabel --gtest_brief=1 >"$O/tests.log" 2>&1
-           echo "== tests rc=$?"; grep -E "FAILED|PASSED|SKIPPED|Failure|Expected|Which is|differ|message" "$O/tests.log" | head -40 ;;
-    memcheck) timeout $(left ${T_MEM:-45}) compute-sanitizer --tool memcheck ./bin/test_cuda_push_relabel \
-                --gtest_filter='*Small*:-*Inject*' --gtest_brief=1 >"$O/memcheck.log" 2>&1
-           echo "== memcheck rc=$?"; tail -4 "$O/memcheck.log" ;;
-    racecheck) timeout $(left ${T_RACE:-45}) compute-sanitizer --tool racecheck ./bin/test_cuda_push_relabel \
-                --gtest_filter='*Sanitizer*' --gtest_brief=1 >"$O/racecheck.log" 2>&1
-           echo "== racecheck rc=$?"; tail -4 "$O/racecheck.log" ;;
-    bench) timeout $(left ${T_BENCH:-80}) ./bin/mrf-bench --suite pushrelabel --sizes $SIZES --repeat 5 --json "$O/pr.json" \
-                $TUNINGS >"$O/bench.log" 2>"$O/bench.err"
-           echo "== bench rc=$?"; cat "$O/bench.log"; tail -3 "$O/bench.err" ;;
-    binary) timeout $(left ${T_BIN:-40}) ./bin/mrf-bench --suite binary --sizes 1024 2048 --repeat 3 \
-                --solvers cpu-bk,cuda-pr,kolmogorov-bk >"$O/binary.log" 2>&1
-           echo "== binary rc=$?"; grep -v "^mrf-bench:" "$O/binary.log" ;;
-    tbb) timeout $(left ${T_TBB:-30}) ./bin/mrf-bench --suite pushrelabel --sizes 1024 --repeat 3 --solvers cpu-bk,tbb-pr \
-                >"$O/tbb.log" 2>&1
-           echo "== tbb rc=$?"; grep -v "^mrf-bench:\|^#" "$O/tbb.log" ;;
+    tests) for p in $PROGRAMS; do step "tests-$p" 120 "$TESTS_SEEN" ./bin/$p --gtest_brief=1; done ;;
+    memcheck) for p in $PROGRAMS; do
+                step "memcheck-$p" 90 "$SANITIZER_SEEN" compute-sanitizer --tool memcheck ./bin/$p \
+                  --gtest_filter='*Small*:-*Inject*' --gtest_brief=1
+              done ;;
+    racecheck)
+      step racecheck-cuda-pr 60 "$SANITIZER_SEEN" compute-sanitizer --tool racecheck ./bin/test_cuda_push_relabel \
+        --gtest_filter='*Sanitizer*' --gtest_brief=1
+      step racecheck-cuda-bp 60 "$SANITIZER_SEEN" compute-sanitizer --tool racecheck ./bin/test_cuda_bp \
+        --gtest_filter='*SmallSanitizer*' --gtest_brief=1
+      step synccheck-cuda-bp 60 "$SANITIZER_SEEN" compute-sanitizer --tool synccheck ./bin/test_cuda_bp \
+        --gtest_filter='*SmallSanitizer*' --gtest_brief=1
+      # A grid barrier cannot work when racecheck serialises blocks: one solve block, the cycle loop on the host.
+      step racecheck-cuda-expansion 60 "$SANITIZER_SEEN" env MRF_CUDA_EXPANSION_TUNING=solve_blocks=1,device_loop=0 \
+        compute-sanitizer --tool racecheck ./bin/test_cuda_expansion --gtest_filter='*SmallRace*' --gtest_brief=1 ;;
+    pr) step pr 120 "$TABLE_ROWS" ./bin/mrf-bench --suite pushrelabel --sizes ${SIZES:-1024 4096} --repeat 5 \
+          --json "$O/pr.json" $PR_TUNINGS ;;
+    binary) step binary 60 "$TABLE_ROWS" ./bin/mrf-bench --suite binary --sizes 1024 2048 --repeat 3 \
+              --solvers cpu-bk,cuda-pr,kolmogorov-bk ;;
+    tbb) step tbb 40 "$TABLE_ROWS" ./bin/mrf-bench --suite pushrelabel --sizes 1024 --repeat 3 --solvers cpu-bk,tbb-pr ;;
+    bp) step bp 150 "$TABLE_ROWS" ./bin/mrf-bench --suite bp --data-dir data --repeat 11 --json "$O/bp.json" ;;
+    expansion) step expansion 200 "$TABLE_ROWS" ./bin/mrf-bench --suite gpuexpansion --problems tsukuba,venus \
+                 --repeat 3 --data-dir data --json "$O/expansion.json" $EXP_TUNINGS ;;
+    aloe) step aloe 100 "$TABLE_ROWS" ./bin/mrf-bench --suite gpuexpansion --problems aloe --repeat 2 --time-limit 25 \
+            --solvers cpu-expansion,cuda-expansion --data-dir data --json "$O/aloe.json" ;;
+    *) echo "== $part: unknown part" ;;
   esac
-  echo "   ($part: $(( $(date +%s) - start )) s)"
 done
