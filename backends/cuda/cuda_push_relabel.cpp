@@ -87,6 +87,16 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       Release();
       const std::size_t n = static_cast<std::size_t>(layout.num_nodes), dirs = pr::NumDirs(layout.kind);
       const std::size_t tiles = static_cast<std::size_t>(layout.num_tiles());
+      // The whole workspace is estimated first, so a grid that cannot fit is refused with both figures before
+      // anything is allocated (the allocations below add their own message if memory runs out anyway).
+      const std::size_t needed = n * (sizeof(std::int64_t) + sizeof(std::int32_t) + 2) + n * dirs * sizeof(std::uint32_t) +
+                                 n * dirs / 2 * 2 * sizeof(std::int32_t) + 7 * tiles +
+                                 kMaxBatch * sizeof(std::uint32_t) + cuda_pr::kNumTotals * sizeof(unsigned long long);
+      std::size_t free_bytes = 0, total_bytes = 0;
+      Check(cudaMemGetInfo(&free_bytes, &total_bytes), "querying the free GPU memory");
+      if (needed > free_bytes)
+        throw Error("cuda-pr: the problem does not fit: " + describe_ + " needs " + MiB(needed) + " of GPU memory, " +
+                    MiB(free_bytes) + " of " + MiB(total_bytes) + " free");
       dev_.x = Allocate<std::int64_t>(n, "the excess");
       dev_.h = Allocate<std::int32_t>(n, "the heights");
       dev_.r = Allocate<std::uint32_t>(n * dirs, "the residual capacities");
