@@ -130,6 +130,54 @@ void PrintRow(const Row& r) {
   std::fflush(stdout);
 }
 
+// Times one GPU move solver (`run`: RunCudaExpansion or RunCudaSwap) `repeat` times after a warm-up, checks each
+// run's last logged energy against the reference evaluator, and fills `row` with the median time and the split
+// of the run whose time is the median (returned).
+template <class RunMoves>
+CudaExpansionStats TimeGpuMoves(const Problem& problem, const std::string& name, const std::string& label,
+                                const std::string& solver, const SolveOptions& o, int repeat, RunMoves run, Row* row) {
+  std::vector<double> times;
+  std::vector<CudaExpansionStats> stats;
+  for (int i = 0; i <= repeat; ++i) {  // run 0 warms up (context, allocation, code)
+    app::Progress("mrf-bench", "gpuexpansion: " + name + ": " + label + " run " + std::to_string(i));
+    Result r;
+    CudaExpansionStats s;
+    const auto t0 = Clock::now();
+    run(problem.model, o, &r, &s);
+    const Energy e = EvaluateEnergy(problem.model, r.labels).total;
+    const double ms = MsSince(t0);
+    if (r.log.empty() || r.log.back().energy != e)
+      throw Error(solver + " on " + name + ": the last cycle's energy differs from the reference evaluator's");
+    if (i == 0) continue;
+    times.push_back(ms);
+    stats.push_back(s);
+    row->energy = e;
+    row->note = r.message;
+  }
+  const double median = Median(times);
+  std::size_t pick = 0;
+  for (std::size_t i = 0; i < times.size(); ++i)
+    if (std::abs(times[i] - median) < std::abs(times[pick] - median)) pick = i;
+  const CudaExpansionStats& s = stats[pick];
+  row->ms = median;
+  row->runs = static_cast<int>(times.size());
+  row->cycles = s.cycles;
+  row->moves = s.moves;
+  row->resolved = s.resolved;
+  row->skipped = s.skipped;
+  row->relabels = s.relabels;
+  row->pushes = s.push_rounds;
+  row->kept = s.kept_graphs;
+  row->build = s.build_ms;
+  row->solve = s.solve_ms;
+  row->update = s.update_ms;
+  row->upload = s.upload_ms;
+  row->graph = s.graph_ms;
+  row->download = s.download_ms;
+  row->cycles_ms = s.cycles_ms;
+  return s;
+}
+
 // cuda-swap against cpu-swap on one problem: the baseline first, then cuda-swap end to end (as the
 // cuda-expansion rows: a warm-up, then the median of `repeat` runs, with the split of the median run).
 template <class Selected>
@@ -175,43 +223,10 @@ void SwapRows(const Problem& problem, SolveOptions base, int repeat, bool gpu, c
   row.method = "cuda-swap";
   row.reference = problem.swap_reference;
   row.base_ms = cpu.ms;
-  std::vector<double> times;
-  std::vector<CudaExpansionStats> stats;
-  for (int i = 0; i <= repeat; ++i) {  // run 0 warms up
-    app::Progress("mrf-bench", "gpuexpansion: " + name + ": cuda-swap run " + std::to_string(i));
-    Result r;
-    CudaExpansionStats s;
-    const auto t0 = Clock::now();
-    RunCudaSwap(problem.model, o, &r, tuning, &s);
-    const Energy e = EvaluateEnergy(problem.model, r.labels).total;
-    const double ms = MsSince(t0);
-    if (r.log.empty() || r.log.back().energy != e)
-      throw Error("cuda-swap on " + name + ": the last cycle's energy differs from the reference evaluator's");
-    if (i == 0) continue;
-    times.push_back(ms);
-    stats.push_back(s);
-    row.energy = e;
-    row.note = r.message;
-  }
-  const double median = Median(times);
-  std::size_t pick = 0;
-  for (std::size_t i = 0; i < times.size(); ++i)
-    if (std::abs(times[i] - median) < std::abs(times[pick] - median)) pick = i;
-  const CudaExpansionStats& s = stats[pick];
-  row.ms = median;
-  row.runs = static_cast<int>(times.size());
-  row.cycles = s.cycles;
-  row.moves = s.moves;
-  row.skipped = s.skipped;
-  row.relabels = s.relabels;
-  row.pushes = s.push_rounds;
-  row.build = s.build_ms;
-  row.solve = s.solve_ms;
-  row.update = s.update_ms;
-  row.upload = s.upload_ms;
-  row.graph = s.graph_ms;
-  row.download = s.download_ms;
-  row.cycles_ms = s.cycles_ms;
+  const CudaExpansionStats s = TimeGpuMoves(
+      problem, name, "cuda-swap", "cuda-swap", o, repeat,
+      [&](const Model& m, const SolveOptions& so, Result* r, CudaExpansionStats* st) { RunCudaSwap(m, so, r, tuning, st); },
+      &row);
   PrintRow(row);
   rows->push_back(row);
   std::printf("#   cuda-swap: %lld moves skipped (nothing changed since, or no node has either label), %lld BFS/kill rounds, "
@@ -317,46 +332,12 @@ int RunGpuExpansion(const BenchOptions& options) {
       row.reference = problem.reference;
       row.base_ms = cpu.ms;
       row.base_complete = cpu.base_complete;
-      std::vector<double> times;
-      std::vector<CudaExpansionStats> stats;
-      for (int i = 0; i <= repeat; ++i) {  // run 0 warms up (context, allocation, code)
-        app::Progress("mrf-bench", "gpuexpansion: " + name + ": " + label + " run " + std::to_string(i));
-        Result r;
-        CudaExpansionStats s;
-        const auto t0 = Clock::now();
-        RunCudaExpansion(problem.model, o, &r, tuning, &s);
-        const Energy e = EvaluateEnergy(problem.model, r.labels).total;
-        const double ms = MsSince(t0);
-        if (r.log.empty() || r.log.back().energy != e)
-          throw Error("cuda-expansion on " + name + ": the last cycle's energy differs from the reference evaluator's");
-        if (i == 0) continue;
-        times.push_back(ms);
-        stats.push_back(s);
-        row.energy = e;
-        row.note = r.message;
-      }
-      // The split of the run whose time is the median.
-      const double median = Median(times);
-      std::size_t pick = 0;
-      for (std::size_t i = 0; i < times.size(); ++i)
-        if (std::abs(times[i] - median) < std::abs(times[pick] - median)) pick = i;
-      const CudaExpansionStats& s = stats[pick];
-      row.ms = median;
-      row.runs = static_cast<int>(times.size());
-      row.cycles = s.cycles;
-      row.moves = s.moves;
-      row.resolved = s.resolved;
-      row.skipped = s.skipped;
-      row.relabels = s.relabels;
-      row.pushes = s.push_rounds;
-      row.kept = s.kept_graphs;
-      row.build = s.build_ms;
-      row.solve = s.solve_ms;
-      row.update = s.update_ms;
-      row.upload = s.upload_ms;
-      row.graph = s.graph_ms;
-      row.download = s.download_ms;
-      row.cycles_ms = s.cycles_ms;
+      const CudaExpansionStats s = TimeGpuMoves(
+          problem, name, label, "cuda-expansion", o, repeat,
+          [&](const Model& m, const SolveOptions& so, Result* r, CudaExpansionStats* st) {
+            RunCudaExpansion(m, so, r, tuning, st);
+          },
+          &row);
       PrintRow(row);
       rows.push_back(row);
       std::printf("#   %s: %lld moves skipped, %lld of %d labels keep a graph, %lld BFS/kill rounds, %d solve blocks, "
