@@ -78,26 +78,7 @@ TEST(CudaExpansionHost, MemoryEstimateCountsTheKeptGraphs) {
 }
 
 TEST(CudaExpansionHost, RegisteredAndHonestWithoutAGpu) {
-  const SolverEntry* e = Registry::Global().Find("cuda-expansion");
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->algorithm, Algorithm::kExpansion);
-  EXPECT_EQ(e->device, Device::kCuda);
-  EXPECT_EQ(e->compiled_in, static_cast<bool>(MRF_HAVE_CUDA));
-  if (!CudaUnavailableReason().empty()) {
-    // No usable GPU: asking for it by name fails with the reason, auto runs the CPU expansion.
-    std::mt19937_64 rng(3);
-    const Model m = test::RandomModel(rng, Topology::Grid2D(6, 5, 4), 3, 50, Pairwise{PairwiseKind::kPotts, 5, kMaxCost, {}});
-    SolveOptions named;
-    named.solver = "cuda-expansion";
-    const Result r = Solve(m, named);
-    EXPECT_FALSE(r.ok);
-    EXPECT_NE(r.message.find("cuda-expansion"), std::string::npos) << r.message;
-    SolveOptions automatic;
-    automatic.algorithm = Algorithm::kExpansion;
-    const Result a = Solve(m, automatic);
-    ASSERT_TRUE(a.ok) << a.message;
-    EXPECT_EQ(a.backend_used, "cpu-expansion");
-  }
+  test::ExpectGpuSolverRegisteredWithCpuFallback("cuda-expansion", Algorithm::kExpansion, "cpu-expansion");
 }
 
 }  // namespace

@@ -71,29 +71,7 @@ TEST(CudaSwapHost, MemoryEstimateCountsThePairs) {
 }
 
 TEST(CudaSwapHost, RegisteredAndHonestWithoutAGpu) {
-  const SolverEntry* e = Registry::Global().Find("cuda-swap");
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->algorithm, Algorithm::kSwap);
-  EXPECT_EQ(e->device, Device::kCuda);
-  EXPECT_EQ(e->compiled_in, static_cast<bool>(MRF_HAVE_CUDA));
-  if (!CudaUnavailableReason().empty()) {
-    // No usable GPU: asking for it by name fails with the reason, auto runs cpu-swap.
-    std::mt19937_64 rng(3);
-    const Model m = test::RandomModel(rng, Topology::Grid2D(6, 5, 4), 3, 50, Pairwise{PairwiseKind::kPotts, 5, kMaxCost, {}});
-    SolveOptions named;
-    named.solver = "cuda-swap";
-    const Result r = Solve(m, named);
-    EXPECT_FALSE(r.ok);
-    EXPECT_NE(r.message.find("cuda-swap"), std::string::npos) << r.message;
-    SolveOptions automatic;
-    automatic.algorithm = Algorithm::kSwap;
-    const Result a = Solve(m, automatic);
-    ASSERT_TRUE(a.ok) << a.message;
-    EXPECT_EQ(a.backend_used, "cpu-swap");
-    SolveOptions on_cuda = automatic;
-    on_cuda.device = Device::kCuda;
-    EXPECT_FALSE(Solve(m, on_cuda).ok);
-  }
+  test::ExpectGpuSolverRegisteredWithCpuFallback("cuda-swap", Algorithm::kSwap, "cpu-swap");
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "mrf/config.h"
 #include "mrf/registry.h"
+#include "mrf/solve.h"
 
 namespace mrf::test {
 
@@ -50,6 +52,32 @@ void ExpectOneLineError(const std::string& program, const std::string& args, con
   EXPECT_EQ(r.err.rfind(program + ": error: ", 0), 0u) << args << ": " << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
   EXPECT_NE(r.err.find(phrase), std::string::npos) << args << ": expected '" << phrase << "' in: " << r.err;
+}
+
+void ExpectGpuSolverRegisteredWithCpuFallback(const std::string& gpu_solver, Algorithm algorithm,
+                                              const std::string& cpu_solver) {
+  const SolverEntry* e = Registry::Global().Find(gpu_solver);
+  ASSERT_NE(e, nullptr) << gpu_solver;
+  EXPECT_EQ(e->algorithm, algorithm);
+  EXPECT_EQ(e->device, Device::kCuda);
+  EXPECT_EQ(e->compiled_in, static_cast<bool>(MRF_HAVE_CUDA));
+  if (!CudaUnavailableReason().empty()) {
+    std::mt19937_64 rng(3);
+    const Model m = RandomModel(rng, Topology::Grid2D(6, 5, 4), 3, 50, Pairwise{PairwiseKind::kPotts, 5, kMaxCost, {}});
+    SolveOptions named;
+    named.solver = gpu_solver;
+    const Result r = Solve(m, named);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.message.find(gpu_solver), std::string::npos) << r.message;
+    SolveOptions automatic;
+    automatic.algorithm = algorithm;
+    const Result a = Solve(m, automatic);
+    ASSERT_TRUE(a.ok) << a.message;
+    EXPECT_EQ(a.backend_used, cpu_solver);
+    SolveOptions on_cuda = automatic;
+    on_cuda.device = Device::kCuda;
+    EXPECT_FALSE(Solve(m, on_cuda).ok);
+  }
 }
 
 bool HasSolver(Algorithm algorithm) {

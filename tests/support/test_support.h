@@ -36,6 +36,10 @@ void ExpectOneLineError(const std::string& program, const std::string& args, con
                         int exit_code = 1);
 /// True when the registry's `auto` choice finds a solver of this algorithm on some device.
 bool HasSolver(Algorithm algorithm);
+/// Checks a GPU move solver's registry entry (algorithm, device, compiled in exactly when CUDA is) and, where no GPU
+/// is usable, that asking for it by name fails naming it while `auto` runs `cpu_solver` instead.
+void ExpectGpuSolverRegisteredWithCpuFallback(const std::string& gpu_solver, Algorithm algorithm,
+                                              const std::string& cpu_solver);
 
 /// A general graph with random terminal and edge capacities in [0, max_cap] (some zero).
 StGraph RandomGeneralGraph(std::mt19937_64& rng, NodeId nodes, EdgeId edges, Cost max_cap);
