@@ -12,7 +12,11 @@
 #   bp         --suite bp: cuda-bp against tbb-bp on Tsukuba and Aloe
 #   expansion  --suite gpuexpansion on Tsukuba and Venus: cuda-expansion, cuda-swap and their CPU baselines
 #   aloe       --suite gpuexpansion on Aloe (CPU baseline stopped after 25 s)
-# Environment: DEADLINE (seconds for everything, default 500), SIZES, PR_TUNINGS, EXP_TUNINGS.
+#   profile    Nsight Compute on one launch of each GPU solver's main kernel (cuda-bp's fast tile kernel on
+#              Tsukuba 1 x 1, cuda-expansion's solve kernel on Tsukuba, cuda-pr's push and BFS kernels on the
+#              1024 x 1024 scene): stall reasons per SASS line as CSV, and the SASS of libmrf, in $OUT/profile.tgz
+# Environment: DEADLINE (seconds for everything, default 500), SIZES, PR_TUNINGS, EXP_TUNINGS, PROGRAMS (the test
+# programs of tests and memcheck), PROFILES (what profile covers: any of bp expansion pr; default all).
 cd "$(dirname "$0")" || exit 1
 export LD_LIBRARY_PATH=$PWD/lib MRF_DATA_DIR=$PWD/data MRF_APP_DIR=$PWD/bin
 O=${OUT:-/tmp/gpu-run-out}
@@ -22,7 +26,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total 
 echo "cpu: $(nproc) x $(lscpu | sed -n 's/^Model name: *//p')"
 began=$(date +%s)
 budget=${DEADLINE:-500}
-PROGRAMS="test_cuda_push_relabel test_cuda_bp test_cuda_expansion test_cuda_swap"
+PROGRAMS=${PROGRAMS:-test_cuda_push_relabel test_cuda_bp test_cuda_expansion test_cuda_swap}
 
 # step NAME SECONDS PATTERN COMMAND...: runs COMMAND with at most SECONDS (and what is left of the budget),
 # output in $O/NAME.log; prints the exit status and the lines matching PATTERN.
@@ -68,6 +72,28 @@ for part in ${*:-tests memcheck racecheck}; do
                  --repeat 3 --data-dir data --json "$O/expansion.json" $EXP_TUNINGS ;;
     aloe) step aloe 100 "$TABLE_ROWS" ./bin/mrf-bench --suite gpuexpansion --problems aloe --repeat 2 --time-limit 25 \
             --solvers cpu-expansion,cuda-expansion --data-dir data --json "$O/aloe.json" ;;
+    profile)
+      P=$O/profile; mkdir -p $P
+      M=data/middlebury
+      tsukuba="$M/tsukuba-imL.png $M/tsukuba-imR.png --preset tsukuba -q"
+      NCU="ncu --clock-control none --section WarpStateStats --section SourceCounters --section SchedulerStats \
+           --section LaunchStats --section SpeedOfLight --import-source no -f"
+      want() { case " ${PROFILES:-bp expansion pr} " in *" $1 "*) return 0 ;; esac; return 1; }
+      want bp && step ncu-bp 90 "Duration|Warp Cycles|Issued Ipc|==PROF==|rror" $NCU -k regex:FastTileKernel -c 1 -o $P/bp \
+        ./bin/mrf-stereo $tsukuba --algorithm bp --device cuda --iterations 1
+      want expansion && step ncu-expansion 150 "Duration|Warp Cycles|Issued Ipc|==PROF==|rror" env MRF_CUDA_EXPANSION_TUNING=device_loop=0 \
+        $NCU -k regex:SolveKernel -s 6 -c 2 -o $P/expansion ./bin/mrf-stereo $tsukuba --algorithm expansion --device cuda
+      want pr && step ncu-pr 120 "Duration|Warp Cycles|Issued Ipc|==PROF==|rror" $NCU -k regex:"PushTilesKernel|BfsTilesKernel" -s 4 -c 4 \
+        -o $P/pr ./bin/mrf-segment --size 1024 --backend cuda-pr -q --output-dir /tmp/seg
+      for r in bp expansion pr; do
+        [ -f $P/$r.ncu-rep ] || continue
+        ncu -i $P/$r.ncu-rep --page details > $P/$r-details.txt 2>&1
+        ncu -i $P/$r.ncu-rep --page source --csv --print-source sass > $P/$r-source.csv 2>&1
+      done
+      cuobjdump -sass lib/libmrf.so.0 | gzip > $P/libmrf.sass.gz
+      rm -f $P/*.ncu-rep
+      tar czf $O/profile.tgz -C $O profile && rm -rf $P
+      ls -la $O/profile.tgz ;;
     *) echo "== $part: unknown part" ;;
   esac
 done

@@ -9,13 +9,16 @@
 /// quadratic terms, and to problems whose costs keep every sum below 2^15 (FastSupport()); other problems
 /// take the general kernel. Its messages are the ones ComputeMessage() gives, bit for bit.
 ///
-/// A visit is a sequence of *phases* separated by block barriers; inside a phase no thread reads what
-/// another writes, so the host emulation may run a phase's threads one after the other. Every function
-/// here is MRF_HD; device-only details (vector loads, cp.async, flags) stay in backends/cuda/bp_cuda.cu.
+/// A visit is a sequence of *phases* separated by block barriers; inside a phase no chain reads what
+/// another writes, so the host emulation may run a phase's chains one after the other. On the GPU a chain
+/// of a local form (8 labels or more) is split over two or four lanes that exchange words by shuffles
+/// every step (LaneGroup); the host holds each chain whole, with the same arithmetic. Every function here is MRF_HD;
+/// device-only details (vector loads, cp.async, flags) stay in backends/cuda/bp_cuda.cu.
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "backends/common/bp_message.h"
 
@@ -135,59 +138,119 @@ struct FormParams {
   int window = 0;        ///< kFormQuadWindow: r.
 };
 
+/// Both halves set to the lesser half of w.
+MRF_HD Word SplatMin(Word w) {
+#if defined(__CUDA_ARCH__)
+  return Min2(w, __byte_perm(w, 0, 0x1032));
+#else
+  return Min2(w, (w >> 16) | (w << 16));
+#endif
+}
+
+/// Whether a form's message needs, besides a label's own sum, only the sums of the labels next to it:
+/// then a chain's labels can be split over lanes that exchange one word per step (ChainLanes()).
+MRF_HD constexpr bool LocalForm(int form) { return form == kFormClamp || form == kFormNeighbour; }
+
+/// Lanes one chain is split over on the GPU: two (each holding half of the words) for the local forms
+/// from 8 labels up, one otherwise. A step costs what one lane issues (one warp per scheduler, each
+/// instruction waiting on the last); four lanes were measured slower than two on Tsukuba (docs/bp.md):
+/// their per-step overhead does not shrink and six warps share four schedulers. The host emulation always
+/// holds a chain in one lane.
+MRF_HD constexpr int ChainLanes(int words, int form) { return LocalForm(form) && words >= 4 ? 2 : 1; }
+
+/// The lane exchange of a chain held whole by one thread: nothing to combine; below the first label
+/// and above the last there is no label, so each stands in for its missing neighbour (s >= 0 keeps
+/// min(h[b], h[b] + s) = h[b]).
+struct WholeChain {
+  MRF_HD Word Min(Word local) const { return local; }
+  /// `lower`: a word whose high half is the sum of the label below first's low label; `upper`: one whose
+  /// low half is the sum of the label above last's high label.
+  MRF_HD void Edges(Word first, Word last, Word* lower, Word* upper) const {
+    *lower = first << 16;
+    *upper = last >> 16;
+  }
+};
+
+/// The message of a local form (LocalForm()) from the HW words of packed sums h this lane holds:
+/// m(b) = min(h[b], h[b +- 1] + slope, min h + cap) - min h (the window on the unclamped sums, the clamp
+/// folded into the last minimum: equal to the window on min(h - min h, cap), with a shorter dependency
+/// chain). `lanes` combines the minimum over the chain's lanes and supplies the neighbouring sums
+/// across lane boundaries (WholeChain, or the GPU's pair of lanes). No half overflows: h + slope <=
+/// unary spread + 8 R + 1 (FastSupport()), and every half of the result lies in [0, cap].
+template <int HW, int F, class Lanes>
+MRF_HD void LocalMessage(const Word (&h)[HW], int scale, const FormParams& fp, const Lanes& lanes, Word (&out)[HW]) {
+  static_assert(LocalForm(F), "LocalMessage takes the clamp and neighbour forms");
+  // Both halves of cap = scale x max_distance and of the slope min(scale, cap), by one multiplication
+  // each (0 <= scale x max_distance <= R < 2^15: no carry into the high half).
+  const Word cap2 = static_cast<Word>(scale) * (0x10001u * static_cast<Word>(fp.max_distance));
+  Word g[HW];
+  if constexpr (F == kFormNeighbour) {
+    const Word slope2 = static_cast<Word>(scale) * (fp.max_distance > 0 ? 0x10001u : 0u);
+    Word lower, upper;
+    lanes.Edges(h[0], h[HW - 1], &lower, &upper);
+MRF_UNROLL
+    for (int w = 0; w < HW; ++w) {
+      const Word below = Funnel(w > 0 ? h[w - 1] : lower, h[w]);       // labels (2w - 1, 2w)
+      const Word above = Funnel(h[w], w + 1 < HW ? h[w + 1] : upper);  // labels (2w + 1, 2w + 2)
+      g[w] = AddMin(Min2(below, above), slope2, h[w]);
+    }
+  } else {
+MRF_UNROLL
+    for (int w = 0; w < HW; ++w) g[w] = h[w];
+  }
+  const Word mn2 = SplatMin(lanes.Min(MinTree<HW, 0, HW>(h)));
+MRF_UNROLL
+  for (int w = 0; w < HW; ++w) out[w] = AddMin(mn2, cap2, g[w]) - mn2;  // halves >= min h: no borrow
+}
+
 /// The message from packed sums h (padded labels hold a value at least min h + cap): out equals
 /// ComputeMessage() on the real labels; padded labels get values in [0, cap].
 template <int NW, int F>
 MRF_HD void Message(const Word (&h)[NW], int scale, const FormParams& fp, Word (&out)[NW]) {
-  const Word m2 = MinTree<NW, 0, NW>(h);
-  const int mn = Lo(m2) < Hi(m2) ? Lo(m2) : Hi(m2);
-  const int cap = scale * fp.max_distance;
-  const Word cap2 = Splat(cap), neg2 = Splat(-mn);
-  Word f[NW];
-MRF_UNROLL
-  for (int w = 0; w < NW; ++w) f[w] = AddMin(h[w], neg2, cap2);  // min(h - mn, cap)
-  if constexpr (F == kFormClamp) {
-MRF_UNROLL
-    for (int w = 0; w < NW; ++w) out[w] = f[w];
-  } else if constexpr (F == kFormNeighbour) {
-    const Word slope2 = Splat(scale < cap ? scale : cap);
-    Word below[NW + 1];  // below[w]: labels (2w - 1, 2w); below[w + 1] holds the neighbours above
-MRF_UNROLL
-    for (int w = 0; w <= NW; ++w) below[w] = Funnel(w > 0 ? f[w - 1] : cap2, w < NW ? f[w] : cap2);
-MRF_UNROLL
-    for (int w = 0; w < NW; ++w) out[w] = AddMin(Min2(below[w], below[w + 1]), slope2, f[w]);
-  } else if constexpr (F == kFormLinearDT) {
-    // Doubling steps of length k = 1, 2, 4, ...: after them g[b] = min over a <= b of f[a] + slope (b - a),
-    // then the same upwards. A step longer than the cap is clamped to it: g >= 0 and f <= cap, so such a
-    // term never wins either way.
-    const int slope = scale < cap ? scale : cap;
-MRF_UNROLL
-    for (int w = 0; w < NW; ++w) out[w] = f[w];
-MRF_UNROLL
-    for (int k = 1; k < 2 * NW; k *= 2) {
-      const int step = slope * k < cap ? slope * k : cap;
-      const Word step2 = Splat(step);
-MRF_UNROLL
-      for (int w = NW - 1; w >= 0; --w) out[w] = AddMin(ShiftDown(out, w, k, cap2), step2, out[w]);
-    }
-MRF_UNROLL
-    for (int k = 1; k < 2 * NW; k *= 2) {
-      const int step = slope * k < cap ? slope * k : cap;
-      const Word step2 = Splat(step);
-MRF_UNROLL
-      for (int w = 0; w < NW; ++w) out[w] = AddMin(ShiftUp(out, w, k, cap2), step2, out[w]);
-    }
+  if constexpr (LocalForm(F)) {
+    LocalMessage<NW, F>(h, scale, fp, WholeChain{}, out);
+    return;
   } else {
+    const Word m2 = MinTree<NW, 0, NW>(h);
+    const int mn = Lo(m2) < Hi(m2) ? Lo(m2) : Hi(m2);
+    const int cap = scale * fp.max_distance;
+    const Word cap2 = Splat(cap), neg2 = Splat(-mn);
+    Word f[NW];
 MRF_UNROLL
-    for (int w = 0; w < NW; ++w) out[w] = f[w];
+    for (int w = 0; w < NW; ++w) f[w] = AddMin(h[w], neg2, cap2);  // min(h - mn, cap)
+    if constexpr (F == kFormLinearDT) {
+      // Doubling steps of length k = 1, 2, 4, ...: after them g[b] = min over a <= b of f[a] + slope (b - a),
+      // then the same upwards. A step longer than the cap is clamped to it: g >= 0 and f <= cap, so such a
+      // term never wins either way.
+      const int slope = scale < cap ? scale : cap;
 MRF_UNROLL
-    for (int d = 1; d < 8; ++d) {
-      if (d > fp.window) break;
-      const Word step2 = Splat(scale * d * d);  // < cap for d <= r
+      for (int w = 0; w < NW; ++w) out[w] = f[w];
 MRF_UNROLL
-      for (int w = 0; w < NW; ++w) {
-        out[w] = AddMin(ShiftDown(f, w, d, cap2), step2, out[w]);
-        out[w] = AddMin(ShiftUp(f, w, d, cap2), step2, out[w]);
+      for (int k = 1; k < 2 * NW; k *= 2) {
+        const int step = slope * k < cap ? slope * k : cap;
+        const Word step2 = Splat(step);
+MRF_UNROLL
+        for (int w = NW - 1; w >= 0; --w) out[w] = AddMin(ShiftDown(out, w, k, cap2), step2, out[w]);
+      }
+MRF_UNROLL
+      for (int k = 1; k < 2 * NW; k *= 2) {
+        const int step = slope * k < cap ? slope * k : cap;
+        const Word step2 = Splat(step);
+MRF_UNROLL
+        for (int w = 0; w < NW; ++w) out[w] = AddMin(ShiftUp(out, w, k, cap2), step2, out[w]);
+      }
+    } else {
+MRF_UNROLL
+      for (int w = 0; w < NW; ++w) out[w] = f[w];
+MRF_UNROLL
+      for (int d = 1; d < 8; ++d) {
+        if (d > fp.window) break;
+        const Word step2 = Splat(scale * d * d);  // < cap for d <= r
+MRF_UNROLL
+        for (int w = 0; w < NW; ++w) {
+          out[w] = AddMin(ShiftDown(f, w, d, cap2), step2, out[w]);
+          out[w] = AddMin(ShiftUp(f, w, d, cap2), step2, out[w]);
+        }
       }
     }
   }
@@ -234,23 +297,47 @@ struct Params {
 };
 
 /// Words per 16-byte (or narrower) vector of a pixel: min(4, NW).
-MRF_HD int VectorWords(int words) { return words < 4 ? words : 4; }
+MRF_HD constexpr int VectorWords(int words) { return words < 4 ? words : 4; }
 
-/// Row stride of the shared tile arrays: tile x NW words, plus one vector when the row would span an
-/// even number of vectors, so that the eight threads of a quarter warp reading one column of eight rows
-/// hit eight different 16-byte bank groups.
-MRF_HD int RowStride(int tile, int words) {
+/// The most accesses that meet in one 4-byte bank in the first wavefront of a horizontal chain phase
+/// (1: conflict-free): consecutive chains on consecutive rows, `lanes` threads each, every lane reading
+/// its words of pixel x in accesses of up to 16 bytes (a 16-byte access serves 8 threads per wavefront,
+/// an 8-byte one 16, a 4-byte one 32). Later accesses and other pixels shift every thread alike.
+MRF_HD constexpr int BankWays(int stride, int words, int lanes) {
+  const int vw = VectorWords(words), hw = words / lanes, cw = hw < vw ? hw : vw;
+  int count[32] = {};
+  int ways = 0;
+  for (int t = 0; t < 32 / cw; ++t) {
+    const int row = t / lanes, word = t % lanes * hw;
+    const int address = row * stride + vw * (word / vw) + word % vw;
+    for (int i = 0; i < cw; ++i) {
+      const int n = ++count[(address + i) % 32];
+      ways = n > ways ? n : ways;
+    }
+  }
+  return ways;
+}
+
+/// Row stride of the shared tile arrays: tile x NW words, plus the fewest vectors that make the
+/// horizontal chains' accesses meet least (BankWays(); one lane per chain: rows an odd number of vectors
+/// apart; 32 labels on two lanes keep two-way conflicts, as every stride does). The vertical chains read
+/// one row, where the slot rotation (Slot()) spreads them.
+MRF_HD constexpr int RowStride(int tile, int words, int lanes) {
   const int vw = VectorWords(words);
-  const int stride = tile * words;
-  return (stride / vw) % 2 == 0 ? stride + vw : stride;
+  int best = tile * words, best_ways = 33;
+  for (int extra = 0; extra < 32; extra += vw) {
+    const int ways = BankWays(tile * words + extra, words, lanes);
+    if (ways < best_ways) best = tile * words + extra, best_ways = ways;
+  }
+  return best;
 }
 
 /// Which vector slot of pixel x holds vector j: rotated with x so that eight threads reading one row of
 /// eight neighbouring pixels hit eight different bank groups.
 MRF_HD int Slot(int x, int j, int words) {
-  const int vectors = words / VectorWords(words);
+  const unsigned vectors = static_cast<unsigned>(words / VectorWords(words));  // a power of two
   if (vectors < 2) return j;
-  return j ^ ((x / (8 / vectors)) % vectors);
+  return j ^ static_cast<int>((static_cast<unsigned>(x) / (8 / vectors)) & (vectors - 1));  // x >= 0: shifts
 }
 
 /// Word offset of vector j of tile pixel (x, y) in a shared tile array.
@@ -280,21 +367,21 @@ struct Buffers {
 };
 
 /// Multiple of 4 at least n (16-byte alignment of every array).
-MRF_HD std::size_t RoundUp4(std::size_t n) { return (n + 3) / 4 * 4; }
+MRF_HD constexpr std::size_t RoundUp4(std::size_t n) { return (n + 3) / 4 * 4; }
 
-/// 32-bit words of shared memory one block needs.
-MRF_HD std::size_t SharedWords(int tile, int words) {
+/// 32-bit words of shared memory one block needs (chains on `lanes` threads: ChainLanes()).
+MRF_HD constexpr std::size_t SharedWords(int tile, int words, int lanes) {
   const std::size_t T = static_cast<std::size_t>(tile);
-  const std::size_t array = RoundUp4(T * RowStride(tile, words));
+  const std::size_t array = RoundUp4(T * RowStride(tile, words, lanes));
   const std::size_t scales = RoundUp4(T * (T + 1));
   const std::size_t stage = RoundUp4(4 * T * words);
   return 6 * array + 4 * scales + 2 * stage;
 }
 
 /// Cuts `base` (SharedWords() words, 16-byte aligned) into a block's arrays.
-MRF_HD Buffers Carve(Word* base, int tile, int words) {
+MRF_HD Buffers Carve(Word* base, int tile, int words, int lanes) {
   const std::size_t T = static_cast<std::size_t>(tile);
-  const std::size_t array = RoundUp4(T * RowStride(tile, words));
+  const std::size_t array = RoundUp4(T * RowStride(tile, words, lanes));
   const std::size_t scales = RoundUp4(T * (T + 1));
   const std::size_t stage = RoundUp4(4 * T * words);
   Buffers b;
@@ -374,51 +461,90 @@ MRF_HD Visit VisitOfBlock(int b, int nb, int tiles_x, int tiles_y, int n) {
 
 // ---- Phases of a visit (thread tid of n) ----------------------------------------------------------
 
-/// Loads vector j of a pixel's words (VW of them) from shared memory into v[j VW ...].
+/// Loads words [first, first + HW) of a pixel's NW words from a shared tile array into v, in accesses of
+/// CW = min(HW, 4) words (`first` is a multiple of HW, so a lane's words never straddle a vector). The
+/// address is formed on a pointer to CW-word vectors: nvcc then keeps the accesses 8 or 16 bytes wide.
+template <int HW, int NW>
+MRF_HD void LoadWords(Word (&v)[HW], const Word* array, int x, int y, int row_stride, int first) {
+  constexpr int VW = NW < 4 ? NW : 4;    // words per vector of the pixel
+  constexpr int CW = HW < VW ? HW : VW;  // words per access
+MRF_UNROLL
+  for (int k = 0; k < HW / CW; ++k) {
+    const int word = first + k * CW;
+    const Word* vector = array + PixelOffset(x, y, word / VW, NW, row_stride);
+#if defined(__CUDA_ARCH__)
+    if constexpr (CW == 4) {
+      const uint4 t = *reinterpret_cast<const uint4*>(vector);
+      v[4 * k] = t.x, v[4 * k + 1] = t.y, v[4 * k + 2] = t.z, v[4 * k + 3] = t.w;
+    } else if constexpr (CW == 2) {
+      const uint2 t = reinterpret_cast<const uint2*>(vector)[word % VW / 2];
+      v[2 * k] = t.x, v[2 * k + 1] = t.y;
+    } else {
+      v[k] = vector[word % VW];
+    }
+#else
+    for (int i = 0; i < CW; ++i) v[CW * k + i] = vector[word % VW + i];
+#endif
+  }
+}
+
+/// Stores words [first, first + HW) of a pixel (see LoadWords).
+template <int HW, int NW>
+MRF_HD void StoreWords(Word* array, int x, int y, int row_stride, int first, const Word (&v)[HW]) {
+  constexpr int VW = NW < 4 ? NW : 4;
+  constexpr int CW = HW < VW ? HW : VW;
+MRF_UNROLL
+  for (int k = 0; k < HW / CW; ++k) {
+    const int word = first + k * CW;
+    Word* vector = array + PixelOffset(x, y, word / VW, NW, row_stride);
+#if defined(__CUDA_ARCH__)
+    if constexpr (CW == 4) {
+      // (a plain uint4 assignment here was split into four 4-byte stores by nvcc 13.0)
+      asm("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(vector))),
+          "r"(v[4 * k]), "r"(v[4 * k + 1]), "r"(v[4 * k + 2]), "r"(v[4 * k + 3]));
+    } else if constexpr (CW == 2) {
+      reinterpret_cast<uint2*>(vector)[word % VW / 2] = make_uint2(v[2 * k], v[2 * k + 1]);
+    } else {
+      vector[word % VW] = v[k];
+    }
+#else
+    for (int i = 0; i < CW; ++i) vector[word % VW + i] = v[CW * k + i];
+#endif
+  }
+}
+
+/// Copies HW consecutive words (16-byte aligned for HW >= 4, 8-byte for HW == 2) in vectors on the GPU.
+template <int HW>
+MRF_HD void CopyWords(Word (&v)[HW], const Word* src) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (HW % 4 == 0) {
+MRF_UNROLL
+    for (int q = 0; q < HW / 4; ++q) {
+      const uint4 t = reinterpret_cast<const uint4*>(src)[q];
+      v[4 * q] = t.x, v[4 * q + 1] = t.y, v[4 * q + 2] = t.z, v[4 * q + 3] = t.w;
+    }
+  } else {
+    static_assert(HW == 2, "HW is a power of two");
+    const uint2 t = *reinterpret_cast<const uint2*>(src);
+    v[0] = t.x, v[1] = t.y;
+  }
+#else
+  for (int w = 0; w < HW; ++w) v[w] = src[w];
+#endif
+}
+
+/// Loads all NW words of a pixel.
 template <int NW>
 MRF_HD void LoadPixel(Word (&v)[NW], const Word* array, int x, int y, int row_stride) {
-  constexpr int VW = NW < 4 ? NW : 4;
-MRF_UNROLL
-  for (int j = 0; j < NW / VW; ++j) {
-    const Word* p = array + PixelOffset(x, y, j, NW, row_stride);
-#if defined(__CUDA_ARCH__)
-    if constexpr (VW == 4) {
-      const uint4 t = *reinterpret_cast<const uint4*>(p);
-      v[4 * j] = t.x, v[4 * j + 1] = t.y, v[4 * j + 2] = t.z, v[4 * j + 3] = t.w;
-    } else {
-      const uint2 t = *reinterpret_cast<const uint2*>(p);
-      v[2 * j] = t.x, v[2 * j + 1] = t.y;
-    }
-#else
-    for (int k = 0; k < VW; ++k) v[VW * j + k] = p[k];
-#endif
-  }
+  LoadWords<NW, NW>(v, array, x, y, row_stride, 0);
 }
 
-/// Stores a pixel's words (see LoadPixel).
-template <int NW>
-MRF_HD void StorePixel(Word* array, int x, int y, int row_stride, const Word (&v)[NW]) {
-  constexpr int VW = NW < 4 ? NW : 4;
+/// Reads HW packed words (2 HW border ints: global memory written by other blocks, L2 only on the GPU).
+template <int HW>
+MRF_HD void LoadBorder(Word (&v)[HW], const Cost* src) {
+  static_assert(HW % 2 == 0, "border messages move in 16-byte vectors");
 MRF_UNROLL
-  for (int j = 0; j < NW / VW; ++j) {
-    Word* p = array + PixelOffset(x, y, j, NW, row_stride);
-#if defined(__CUDA_ARCH__)
-    if constexpr (VW == 4) {
-      *reinterpret_cast<uint4*>(p) = make_uint4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
-    } else {
-      *reinterpret_cast<uint2*>(p) = make_uint2(v[2 * j], v[2 * j + 1]);
-    }
-#else
-    for (int k = 0; k < VW; ++k) p[k] = v[VW * j + k];
-#endif
-  }
-}
-
-/// Reads 2 NW border ints (global memory written by other blocks: L2 only on the GPU) as packed words.
-template <int NW>
-MRF_HD void LoadBorder(Word (&v)[NW], const Cost* src) {
-MRF_UNROLL
-  for (int q = 0; q < NW / 2; ++q) {
+  for (int q = 0; q < HW / 2; ++q) {
 #if defined(__CUDA_ARCH__)
     const int4 t = __ldcg(reinterpret_cast<const int4*>(src) + q);
     v[2 * q] = Pack(t.x, t.y), v[2 * q + 1] = Pack(t.z, t.w);
@@ -428,24 +554,26 @@ MRF_UNROLL
   }
 }
 
-/// Writes a message as 2 NW border ints, 0 at padded labels; returns whether a real label changed.
-template <int NW>
-MRF_HD bool StoreBorder(Cost* dst, const Word (&v)[NW], const Word (&old)[NW], int L) {
+/// Writes HW packed words as 2 HW border ints, labels first_label.. on; 0 at padded labels (L and up).
+/// Returns whether a real label changed.
+template <int HW>
+MRF_HD bool StoreBorder(Cost* dst, const Word (&v)[HW], const Word (&old)[HW], int first_label, int L) {
   bool changed = false;
+  int x[2 * HW];
 MRF_UNROLL
-  for (int q = 0; q < NW / 2; ++q) {
-    int x[4];
+  for (int w = 0; w < HW; ++w) {
+    const int label = first_label + 2 * w;
+    x[2 * w] = label < L ? Lo(v[w]) : 0;
+    x[2 * w + 1] = label + 1 < L ? Hi(v[w]) : 0;
+    changed |= Pack(x[2 * w], x[2 * w + 1]) != old[w];
+  }
+  static_assert(HW % 2 == 0, "border messages move in 16-byte vectors");
 MRF_UNROLL
-    for (int k = 0; k < 2; ++k) {
-      const int label = 4 * q + 2 * k;
-      x[2 * k] = label < L ? Lo(v[2 * q + k]) : 0;
-      x[2 * k + 1] = label + 1 < L ? Hi(v[2 * q + k]) : 0;
-      changed |= Pack(x[2 * k], x[2 * k + 1]) != old[2 * q + k];
-    }
+  for (int q = 0; q < HW / 2; ++q) {
 #if defined(__CUDA_ARCH__)
-    __stcg(reinterpret_cast<int4*>(dst) + q, make_int4(x[0], x[1], x[2], x[3]));
+    __stcg(reinterpret_cast<int4*>(dst) + q, make_int4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]));
 #else
-    for (int k = 0; k < 4; ++k) dst[4 * q + k] = x[k];
+    for (int k = 0; k < 4; ++k) dst[4 * q + k] = x[4 * q + k];
 #endif
   }
   return changed;
@@ -531,50 +659,60 @@ MRF_HD void LoadTileInputs(const Params& P, const Tile& t, Word* unary, Cost* sr
   }
 }
 
-/// Phase 1 of a visit: inner messages start at 0, the entering ones come from the staging buffer.
-template <int NW>
-MRF_HD void InitPhase(const Params& P, const Tile& t, const Buffers& B, int buf, int tid, int n) {
-  const int rs = P.row_stride, T = P.tile;
-  const Word* stage = B.Stage(buf);
-  for (int i = tid; i < t.tw * t.th; i += n) {
-    const int y = i / t.tw, x = i - y * t.tw;
-    Word up[NW], down[NW];
+/// The group of LANES adjacent threads of one warp that holds one chain on the GPU (ChainLanes() > 1):
+/// lane j holds words [j NW / LANES, (j + 1) NW / LANES).
+template <int LANES>
+struct LaneGroup {
+  int lane;  ///< 0 .. LANES - 1.
+#if defined(__CUDA_ARCH__)
+  // Every thread of the warp takes part in every step (ChainPhase), so the shuffles name the whole warp.
+  __device__ Word Min(Word local) const {
 MRF_UNROLL
-    for (int w = 0; w < NW; ++w) {
-      up[w] = y == 0 ? stage[(static_cast<std::size_t>(kEdgeTop) * T + x) * NW + w] : 0;
-      down[w] = y == t.th - 1 ? stage[(static_cast<std::size_t>(kEdgeBottom) * T + x) * NW + w] : 0;
-    }
-    StorePixel<NW>(B.fu, x, y, rs, up);
-    StorePixel<NW>(B.fd, x, y, rs, down);
+    for (int k = 1; k < LANES; k *= 2) local = Min2(local, __shfl_xor_sync(0xffffffffu, local, k));
+    return local;
   }
-  for (int i = tid; i < 2 * t.th; i += n) {
-    const bool left = i < t.th;
-    const int y = left ? i : i - t.th;
-    Word v[NW];
-    const Word* src = stage + (static_cast<std::size_t>(left ? kEdgeLeft : kEdgeRight) * T + y) * NW;
-MRF_UNROLL
-    for (int w = 0; w < NW; ++w) v[w] = src[w];
-    if (left)
-      StorePixel<NW>(B.fl, 0, y, rs, v);
-    else
-      StorePixel<NW>(B.fr, t.tw - 1, y, rs, v);
+  __device__ void Edges(Word first, Word last, Word* lower, Word* upper) const {
+    const Word below = __shfl_up_sync(0xffffffffu, last, 1, LANES);
+    const Word above = __shfl_down_sync(0xffffffffu, first, 1, LANES);
+    *lower = lane > 0 ? below : first << 16;
+    *upper = lane + 1 < LANES ? above : last >> 16;
   }
-}
+#else
+  // Never run on the host (the emulation holds each chain in one lane); defined so that templates compile.
+  Word Min(Word local) const { return local; }
+  void Edges(Word first, Word last, Word* lower, Word* upper) const { WholeChain{}.Edges(first, last, lower, upper); }
+#endif
+};
 
-/// Phase 2 or 3 of an inner iteration: thread tid runs one chain (horizontal: right chains of the
-/// tile rows, then left chains; vertical: down chains of the columns, then up chains). In the last
-/// inner iteration a chain that leaves the tile writes the border message; the chains whose messages the
-/// block's next visit takes (`carry_edge`: kEdgeLeft after a raster visit, kEdgeRight after a reverse one,
-/// -1: none) also write them into that visit's staging buffer `carry_stage`.
-template <int NW, int F>
-MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf, bool vertical, bool last,
-                       Word* carry_stage, int carry_edge, int tid) {
+/// Phase 1 or 2 of an inner iteration: chain `tid / LANES` (horizontal: right chains of the tile rows,
+/// then left chains; vertical: down chains of the columns, then up chains), held by LANES threads, each
+/// with NW / LANES of the words. In the last inner iteration a chain that leaves the tile writes the
+/// border message; the chains whose messages the block's next visit takes (`carry_edge`: kEdgeLeft after
+/// a raster visit, kEdgeRight after a reverse one, -1: none) also write them into that visit's staging
+/// buffer `carry_stage`.
+///
+/// In the first inner iteration (`first`) the messages between the tile's pixels are 0: a horizontal
+/// chain then reads the vertical messages entering the tile (top and bottom rows) from the staging buffer
+/// instead of the tile arrays, and every chain takes its first message, the one entering the tile, from
+/// the staging buffer and copies it into its array, where later phases read it. Nothing else has to be
+/// cleared before a visit.
+template <int NW, int F, int LANES>
+MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf, bool vertical, bool first,
+                       bool last, Word* carry_stage, int carry_edge, int tid) {
+  constexpr int HW = NW / LANES;
+  static_assert(LANES == 1 || LocalForm(F), "only local forms split a chain over lanes");
   const int T = P.tile, rs = P.row_stride;
   const int lines = vertical ? t.tw : t.th, length = vertical ? t.th : t.tw;
-  if (tid >= 2 * lines) return;
-  const bool forward = tid < lines;  // right or down
-  const int line = forward ? tid : tid - lines;
+  const int lane = tid % LANES, w0 = lane * HW;  // this lane's words: [w0, w0 + HW)
+  // Lanes exchange words with full-warp shuffles, so every thread of a split phase runs the same number
+  // of steps; a thread without a chain shadows chain 0 (in-bounds reads) and writes nothing.
+  const bool idle = tid / LANES >= 2 * lines;
+  if (LANES == 1 && idle) return;
+  const int chain = idle ? 0 : tid / LANES;
+  const bool forward = chain < lines;  // right or down
+  const int line = forward ? chain : chain - lines;
   const Word* unary = B.Unary(buf);
+  const Word* stage = B.Stage(buf);
   Word* own;
   const Word* o1 = vertical ? B.fl : B.fu;
   const Word* o2 = vertical ? B.fr : B.fd;
@@ -583,6 +721,7 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
   int scale_step;
   Cost* border = nullptr;
   int edge = -1;  // the staging edge of the next tile this chain's last message enters
+  int entering;   // the staging edge this chain's first message comes from
   if (!vertical) {
     own = forward ? B.fl : B.fr;
     if (forward) {
@@ -590,13 +729,13 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
       pos = 0, step_pos = 1;
       scale = B.Sr(buf) + line * (T + 1) + 1, scale_step = 1;
       if (t.has_right) border = P.border_right + (static_cast<std::size_t>(t.tx) * P.height + t.y0 + line) * P.Lp;
-      edge = kEdgeLeft;
+      edge = kEdgeLeft, entering = kEdgeLeft;
     } else {
       steps = t.x0 > 0 ? t.tw : t.tw - 1;
       pos = t.tw - 1, step_pos = -1;
       scale = B.Sr(buf) + line * (T + 1) + t.tw - 1, scale_step = -1;
       if (t.has_left) border = P.border_left + ((static_cast<std::size_t>(t.tx) - 1) * P.height + t.y0 + line) * P.Lp;
-      edge = kEdgeRight;
+      edge = kEdgeRight, entering = kEdgeRight;
     }
   } else {
     own = forward ? B.fu : B.fd;
@@ -605,54 +744,90 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
       pos = 0, step_pos = 1;
       scale = B.Sd(buf) + T + line, scale_step = T;
       if (t.has_down) border = P.border_down + (static_cast<std::size_t>(t.ty) * P.width + t.x0 + line) * P.Lp;
+      entering = kEdgeTop;
     } else {
       steps = t.y0 > 0 ? t.th : t.th - 1;
       pos = t.th - 1, step_pos = -1;
       scale = B.Sd(buf) + (t.th - 1) * T + line, scale_step = -T;
       if (t.has_up) border = P.border_up + ((static_cast<std::size_t>(t.ty) - 1) * P.width + t.x0 + line) * P.Lp;
+      entering = kEdgeBottom;
     }
   }
   if (!last && steps == length) --steps;  // the message leaving the tile counts only in the last iteration
+  const bool leaves = vertical ? t.has_down || t.has_up : t.has_right || t.has_left;
+  const int rounds = LANES == 1 ? steps : last && leaves ? length : length - 1;  // steps of the longest chain
+  if (idle) steps = 0;
   const int x_line = vertical ? line : 0, y_line = vertical ? 0 : line;
   auto px = [&](int p) { return vertical ? x_line : p; };
   auto py = [&](int p) { return vertical ? p : y_line; };
+  auto staged = [&](int e, int i) { return stage + (static_cast<std::size_t>(e) * T + i) * NW + w0; };
 
-  Word old[NW];  // the border message this visit replaces (to report changes)
+  Word old[HW];  // the border message this visit replaces (to report changes)
 MRF_UNROLL
-  for (int w = 0; w < NW; ++w) old[w] = 0;
-  if (last && border && steps == length) LoadBorder<NW>(old, border);
+  for (int w = 0; w < HW; ++w) old[w] = 0;
+  if (last && border && steps == length) LoadBorder<HW>(old, border + 2 * w0);
 
-  Word m[NW], d[NW], a[NW], b[NW];
-  LoadPixel<NW>(m, own, px(pos), py(pos), rs);
-  if (steps > 0) {
-    LoadPixel<NW>(d, unary, px(pos), py(pos), rs);
-    LoadPixel<NW>(a, o1, px(pos), py(pos), rs);
-    LoadPixel<NW>(b, o2, px(pos), py(pos), rs);
+  Word m[HW];
+  if (first) {
+    CopyWords<HW>(m, staged(entering, line));
+    if (!idle) StoreWords<HW, NW>(own, px(pos), py(pos), rs, w0, m);
+  } else {
+    LoadWords<HW, NW>(m, own, px(pos), py(pos), rs, w0);
   }
-  for (int i = 0; i < steps; ++i) {
-    Word h[NW];
+  // First iteration, horizontal chains: the vertical messages are 0 inside the tile, and at its top and
+  // bottom rows the ones entering it.
+  const bool flat = first && !vertical;
+  const Word* top = flat && line == 0 ? staged(kEdgeTop, 0) : nullptr;
+  const Word* bottom = flat && line == t.th - 1 ? staged(kEdgeBottom, 0) : nullptr;
+  const int stored = steps < length ? steps : length - 1;  // messages to the chain's own pixels
+  // The step loop, compiled once with the arrays' vertical messages and once with the staged ones.
+  auto run = [&](auto flat_tag) {
+    constexpr bool kFlat = decltype(flat_tag)::value;
+    Word d[HW], a[HW], b[HW], pre[HW];  // pre: the sum at the next pixel of everything but the chain's message
+    auto load = [&](int p) {
+      LoadWords<HW, NW>(d, unary, px(p), py(p), rs, w0);
+      if constexpr (kFlat) {
 MRF_UNROLL
-    for (int w = 0; w < NW; ++w) h[w] = d[w] + a[w] + b[w] + m[w];  // halves never carry (bound)
-    const int s = *scale;
-    const int next = pos + step_pos;
-    if (i + 1 < steps) {  // the next pixel's inputs do not depend on this message
-      LoadPixel<NW>(d, unary, px(next), py(next), rs);
-      LoadPixel<NW>(a, o1, px(next), py(next), rs);
-      LoadPixel<NW>(b, o2, px(next), py(next), rs);
-    }
-    Message<NW, F>(h, s, P.form, m);
-    if (i + 1 < length) {
-      StorePixel<NW>(own, px(next), py(next), rs, m);
-    } else {
-      if (StoreBorder<NW>(border, m, old, P.L)) *P.changed = 1;
-      if (carry_stage && edge >= 0 && edge == carry_edge) {
-        Word* dst = carry_stage + (static_cast<std::size_t>(edge) * T + line) * NW;
-MRF_UNROLL
-        for (int w = 0; w < NW; ++w) dst[w] = m[w];
+        for (int w = 0; w < HW; ++w) a[w] = b[w] = 0;
+        if (top) CopyWords<HW>(a, top + p * NW);
+        if (bottom) CopyWords<HW>(b, bottom + p * NW);
+      } else {
+        LoadWords<HW, NW>(a, o1, px(p), py(p), rs, w0);
+        LoadWords<HW, NW>(b, o2, px(p), py(p), rs, w0);
       }
+    };
+    auto sum = [&] {
+MRF_UNROLL
+      for (int w = 0; w < HW; ++w) pre[w] = d[w] + a[w] + b[w];  // halves never carry (bound)
+    };
+    if (steps > 0) load(pos), sum();
+    for (int i = 0; i < rounds; ++i) {  // (i >= steps: a step of the lanes' exchange only)
+      Word h[HW];
+MRF_UNROLL
+      for (int w = 0; w < HW; ++w) h[w] = pre[w] + m[w];
+      const int s = *scale;
+      scale += scale_step;
+      pos += step_pos;
+      if (i + 1 < steps) load(pos);  // the next pixel's inputs do not depend on this message
+      if constexpr (LANES == 1)
+        Message<NW, F>(h, s, P.form, m);
+      else
+        LocalMessage<HW, F>(h, s, P.form, LaneGroup<LANES>{lane}, m);
+      sum();  // (after the message, so that the loads have landed)
+      if (i < stored) StoreWords<HW, NW>(own, px(pos), py(pos), rs, w0, m);
     }
-    pos = next;
-    scale += scale_step;
+  };
+  if (flat)
+    run(std::true_type{});
+  else
+    run(std::false_type{});
+  if (steps == length) {  // the last step's message leaves the tile (rounds == steps here)
+    if (StoreBorder<HW>(border + 2 * w0, m, old, 2 * w0, P.L)) *P.changed = 1;
+    if (carry_stage && edge >= 0 && edge == carry_edge) {
+      Word* dst = carry_stage + (static_cast<std::size_t>(edge) * T + line) * NW + w0;
+MRF_UNROLL
+      for (int w = 0; w < HW; ++w) dst[w] = m[w];
+    }
   }
 }
 

@@ -657,8 +657,19 @@ using fast::Word;
 
 enum Mode : int { kDiagonal = 0, kCooperative = 1, kPipeline = 2 };
 
-// The most threads a fast block has: 2 T compute threads (T <= 64) and a loader warp.
-constexpr int kMaxThreads = 160;
+// Compute threads of a fast block for tile side T: 2 T chains of `lanes` threads, whole warps.
+__host__ __device__ constexpr int ComputeThreads(int tile, int lanes) { return (2 * tile * lanes + 31) / 32 * 32; }
+
+// The largest tile side (at most 64) whose shared arrays fit one block of a Hopper GPU (227 KB).
+__host__ __device__ constexpr int MaxSide(int words, int lanes) {
+  int side = 64;
+  while (side > 1 && fast::SharedWords(side, words, lanes) * sizeof(Word) > 232448) --side;
+  return side;
+}
+
+// The most threads a fast block has: the chains of the largest tile and a loader warp. Each kernel's
+// launch bounds, so that the compiler's register budget fits the kernel's largest block.
+__host__ __device__ constexpr int MaxThreads(int words, int lanes) { return ComputeThreads(MaxSide(words, lanes), lanes) + 32; }
 // A wait longer than this many cycles (about a second) means a bug: report it instead of hanging.
 constexpr long long kSpinLimit = 2000000000LL;
 
@@ -716,17 +727,16 @@ __device__ void LoadAll(const fast::Params& P, const fast::Buffers& B, const fas
   ComputeBarrier(threads);
 }
 
-// Initialisation and inner iterations of one visit (every compute thread).
+// The inner iterations of one visit (every compute thread; a chain on fast::ChainLanes() threads).
 template <int NW, int F>
 __device__ void Compute(const fast::Params& P, const fast::Buffers& B, const fast::Tile& t, int buf, Word* carry_stage,
                         int carry_edge, int tid, int threads) {
-  fast::InitPhase<NW>(P, t, B, buf, tid, threads);
-  ComputeBarrier(threads);
+  constexpr int kLanes = fast::ChainLanes(NW, F);
   for (int it = 0; it < P.inner; ++it) {
-    const bool last = it + 1 == P.inner;
-    fast::ChainPhase<NW, F>(P, t, B, buf, false, last, carry_stage, carry_edge, tid);
+    const bool first = it == 0, last = it + 1 == P.inner;
+    fast::ChainPhase<NW, F, kLanes>(P, t, B, buf, false, first, last, carry_stage, carry_edge, tid);
     ComputeBarrier(threads);
-    fast::ChainPhase<NW, F>(P, t, B, buf, true, last, nullptr, -1, tid);
+    fast::ChainPhase<NW, F, kLanes>(P, t, B, buf, true, first, last, nullptr, -1, tid);
     ComputeBarrier(threads);
   }
 }
@@ -759,10 +769,10 @@ __device__ void LoaderWarp(const fast::Params& P, const fast::Buffers& B, int sw
 }
 
 template <int NW, int F>
-__global__ void __launch_bounds__(kMaxThreads, 1) FastTileKernel(fast::Params P, int mode, int arg0, int arg1) {
+__global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1) FastTileKernel(fast::Params P, int mode, int arg0, int arg1) {
   extern __shared__ int4 shared_words[];
-  const fast::Buffers B = fast::Carve(reinterpret_cast<Word*>(shared_words), P.tile, NW);
-  const int compute = (2 * P.tile + 31) / 32 * 32;
+  const fast::Buffers B = fast::Carve(reinterpret_cast<Word*>(shared_words), P.tile, NW, fast::ChainLanes(NW, F));
+  const int compute = ComputeThreads(P.tile, fast::ChainLanes(NW, F));
   const int tid = threadIdx.x;
 
   if (mode == kPipeline) {
@@ -836,7 +846,6 @@ Kernel Pick(int words, int form) {
 }
 
 // Compute threads of a fast block for tile side T (whole warps).
-int ComputeThreads(int tile) { return (2 * tile + 31) / 32 * 32; }
 
 }  // namespace fastk
 
@@ -1114,7 +1123,7 @@ struct CudaRunner::Impl {
     P.tile = tile;
     P.tiles_x = grid.tiles_x;
     P.tiles_y = grid.tiles_y;
-    P.row_stride = fast::RowStride(tile, fast_support.words);
+    P.row_stride = fast::RowStride(tile, fast_support.words, fast::ChainLanes(fast_support.words, fast_support.form));
     P.inner = config.inner_iterations;
     return P;
   }
@@ -1206,8 +1215,10 @@ struct CudaRunner::Impl {
     std::string why = fast_support.why;
     if (fast_support.ok) {
       const int t = config.tile_size > 0 ? config.tile_size : AutoTileSize(problem.num_labels, problem.kind);
-      const std::size_t bytes = fast::SharedWords(t, fast_support.words) * sizeof(fast::Word);
-      if (bytes > CudaMaxSharedBytesPerBlock() || fastk::ComputeThreads(t) + 32 > fastk::kMaxThreads)
+      const int lanes = fast::ChainLanes(fast_support.words, fast_support.form);
+      const std::size_t bytes = fast::SharedWords(t, fast_support.words, lanes) * sizeof(fast::Word);
+      if (bytes > CudaMaxSharedBytesPerBlock() ||
+          fastk::ComputeThreads(t, lanes) + 32 > fastk::MaxThreads(fast_support.words, lanes))
         why = "a tile of side " + std::to_string(t) + " does not fit the fast kernel (" + std::to_string(bytes) +
               " bytes of shared memory, " + std::to_string(2 * t) + " chains)";
       else
@@ -1336,8 +1347,9 @@ struct CudaRunner::Impl {
     const std::size_t limit = CudaMaxSharedBytesPerBlock();
     if (use_fast) {
       tile = config.tile_size > 0 ? config.tile_size : AutoTileSize(L, problem.kind);  // fits (ChooseKernel)
-      shared_bytes = fast::SharedWords(tile, fast_support.words) * sizeof(fast::Word);
-      threads = fastk::ComputeThreads(tile);
+      shared_bytes = fast::SharedWords(tile, fast_support.words, fast::ChainLanes(fast_support.words, fast_support.form)) *
+                     sizeof(fast::Word);
+      threads = fastk::ComputeThreads(tile, fast::ChainLanes(fast_support.words, fast_support.form));
       return;
     }
     auto fits = [&](int t) {

@@ -94,6 +94,92 @@ TEST(BpFastTile, PackedMessagesEqualComputeMessage) {
   EXPECT_GT(checked, 2000);
 }
 
+// The GPU splits a chain of a local form over K lanes (fast::LaneGroup): each lane runs LocalMessage on
+// its share of the words, with the lanes' minimum combined and the sums next to each split exchanged.
+// Here the exchange is computed directly, and the lanes' parts must give the whole message.
+struct ExchangedLanes {
+  Word other_min, lower, upper;
+  Word Min(Word local) const { return fast::Min2(local, other_min); }
+  void Edges(Word, Word, Word* l, Word* u) const { *l = lower, *u = upper; }
+};
+
+template <int NW, int F, int K>
+void SplitMessage(const Word (&h)[NW], int scale, const fast::FormParams& fp, Word (&out)[NW]) {
+  constexpr int HW = NW / K;
+  Word part[K][HW], mins[K];
+  for (int j = 0; j < K; ++j) {
+    for (int w = 0; w < HW; ++w) part[j][w] = h[j * HW + w];
+    mins[j] = fast::MinTree<HW, 0, HW>(part[j]);
+  }
+  for (int j = 0; j < K; ++j) {
+    Word others = fast::Splat(fast::kMaxPacked);
+    for (int i = 0; i < K; ++i)
+      if (i != j) others = fast::Min2(others, mins[i]);
+    const Word lower = j > 0 ? part[j - 1][HW - 1] : part[j][0] << 16;
+    const Word upper = j + 1 < K ? part[j + 1][0] : part[j][HW - 1] >> 16;
+    Word m[HW];
+    fast::LocalMessage<HW, F>(part[j], scale, fp, ExchangedLanes{others, lower, upper}, m);
+    for (int w = 0; w < HW; ++w) out[j * HW + w] = m[w];
+  }
+}
+
+TEST(BpFastTile, MessagesSplitOverLanesEqualWholeOnes) {
+  std::mt19937_64 rng(43);
+  int checked = 0;
+  for (Label L : {5, 8, 9, 16, 17, 32}) {
+    for (Cost truncation : {1, 2}) {  // linear truncated at 1 (clamp form) and at 2 (neighbour form)
+      const fast::Support s = fast::FastSupport(L, bp::kLinearMessage, truncation, 700, 80, 0);
+      ASSERT_TRUE(s.ok) << s.why;
+      ASSERT_GT(fast::ChainLanes(s.words, s.form), 1);
+      WithWords(s.words, [&](auto nw) {
+        constexpr int NW = decltype(nw)::value;
+        WithForm(s.form, [&](auto form) {
+          constexpr int F = decltype(form)::value;
+          if constexpr (NW >= 4 && fast::LocalForm(F)) {
+            for (int trial = 0; trial < 200; ++trial) {
+              std::uniform_int_distribution<int> value(0, trial % 3 == 0 ? 4 : 700 + 3 * 80);
+              Word h[NW], whole[NW], two[NW], four[NW];
+              for (int w = 0; w < NW; ++w)
+                h[w] = fast::Pack(2 * w < L ? value(rng) : s.pad_cost, 2 * w + 1 < L ? value(rng) : s.pad_cost);
+              const int scale = trial % 5 * 20;
+              fast::Message<NW, F>(h, scale, s.params, whole);
+              SplitMessage<NW, F, 2>(h, scale, s.params, two);
+              for (int w = 0; w < NW; ++w) ASSERT_EQ(two[w], whole[w]) << "2 lanes, L=" << L << " word " << w;
+              if constexpr (NW >= 8) {
+                SplitMessage<NW, F, 4>(h, scale, s.params, four);
+                for (int w = 0; w < NW; ++w) ASSERT_EQ(four[w], whole[w]) << "4 lanes, L=" << L << " word " << w;
+              }
+              ++checked;
+            }
+          }
+        });
+      });
+    }
+  }
+  EXPECT_EQ(checked, 6 * 2 * 200);
+}
+
+// The shared arrays' row stride keeps the horizontal chains' first wavefront on distinct banks for every
+// word count and lane split the kernels use (one lane, or ChainLanes() for the local forms), but for 32
+// labels on two lanes, where no stride avoids two-way conflicts; no smaller stride does better.
+TEST(BpFastTile, RowStridesAreConflictFree) {
+  for (int words : {2, 4, 8, 16})
+    for (int lanes : {1, fast::ChainLanes(words, fast::kFormNeighbour)}) {
+      for (int tile : {4, 7, 8, 12, 16, 24, 31, 32, 64}) {
+        const int stride = fast::RowStride(tile, words, lanes);
+        EXPECT_GE(stride, tile * words);
+        EXPECT_EQ(stride % fast::VectorWords(words), 0);
+        EXPECT_EQ(fast::BankWays(stride, words, lanes), words == 16 && lanes == 2 ? 2 : 1)
+            << words << " words, " << lanes << " lanes, tile " << tile;
+        for (int other = tile * words; other < stride; other += fast::VectorWords(words))
+          EXPECT_GT(fast::BankWays(other, words, lanes), fast::BankWays(stride, words, lanes));
+      }
+    }
+  // The one-lane rule of the first kernel: rows an odd number of 16-byte vectors apart.
+  EXPECT_EQ(fast::RowStride(24, 8, 1), 196);
+  EXPECT_EQ(fast::RowStride(24, 8, 2), 200);
+}
+
 TEST(BpFastTile, SupportRefusesWhatItCannotTake) {
   EXPECT_FALSE(fast::FastSupport(1, bp::kPottsMessage, kMaxCost, 10, 10, 0).ok);
   EXPECT_FALSE(fast::FastSupport(33, bp::kPottsMessage, kMaxCost, 10, 10, 0).ok);
@@ -187,12 +273,13 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks) 
   P.form = s.params;
   P.width = p.width, P.height = p.height, P.L = L, P.Lp = Lp;
   P.tile = tile, P.tiles_x = grid.tiles_x, P.tiles_y = grid.tiles_y;
-  P.row_stride = fast::RowStride(tile, NWr);
+  const int lanes = fast::ChainLanes(NWr, s.form);  // the GPU's layout (the emulation runs one lane a chain)
+  P.row_stride = fast::RowStride(tile, NWr, lanes);
   P.inner = c.inner_iterations;
   blocks = std::min(blocks, grid.tiles_y);
-  std::vector<std::vector<Word>> shared(blocks, std::vector<Word>(fast::SharedWords(tile, NWr), 0xDEADBEEFu));
+  std::vector<std::vector<Word>> shared(blocks, std::vector<Word>(fast::SharedWords(tile, NWr, lanes), 0xDEADBEEFu));
   std::vector<fast::Buffers> buffers;
-  for (auto& sh : shared) buffers.push_back(fast::Carve(sh.data(), tile, NWr));
+  for (auto& sh : shared) buffers.push_back(fast::Carve(sh.data(), tile, NWr, lanes));
   const int threads = 2 * tile;
   HostCopy copy;
 
@@ -219,14 +306,13 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks) 
             fast::LoadTileInputs<NW>(P, t, B.Unary(buf), B.Sr(buf), B.Sd(buf), 0, 1, copy);
             const int carried_edge = sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight;
             fast::FillStage<NW>(P, t, B.Stage(buf), v.carried ? carried_edge : -1, 0, 1);
-            fast::InitPhase<NW>(P, t, B, buf, 0, 1);
             for (int inner = 0; inner < P.inner; ++inner) {
-              const bool last = inner + 1 == P.inner;
+              const bool first = inner == 0, last = inner + 1 == P.inner;
               for (int tid = 0; tid < threads; ++tid)
-                fast::ChainPhase<NW, F>(P, t, B, buf, false, last, v.carry_next ? B.Stage(buf ^ 1) : nullptr,
-                                        carried_edge, tid);
+                fast::ChainPhase<NW, F, 1>(P, t, B, buf, false, first, last,
+                                           v.carry_next ? B.Stage(buf ^ 1) : nullptr, carried_edge, tid);
               for (int tid = 0; tid < threads; ++tid)
-                fast::ChainPhase<NW, F>(P, t, B, buf, true, last, nullptr, -1, tid);
+                fast::ChainPhase<NW, F, 1>(P, t, B, buf, true, first, last, nullptr, -1, tid);
             }
             if (sweep == 1) fast::LabelPhase<NW>(P, t, B, buf, 0, 1);
           }
