@@ -281,9 +281,16 @@ __device__ __forceinline__ void TileCoords(const TileLayout& L, int t, int* tx, 
   *tz = t / (L.tiles_x * L.tiles_y);
 }
 
+// Resident blocks per SM the compiler must allow: 3 for 4-connected tiles of 256 nodes (80 registers,
+// what the hop-by-hop kernel reached by itself; the wave one would take 96), else 2 up to 512 nodes.
+template <int KIND, int TX, int TY, int TZ>
+constexpr int SolveMinBlocks() {
+  return KIND == pr::kKindGrid4 && TX * TY * TZ <= 256 ? 3 : TX * TY * TZ <= 512 ? 2 : 1;
+}
+
 // WAVE: BFS and kill visits relax by waves (SolveConfig::wave_relabel; compiled where HasWave).
 template <int KIND, int TX, int TY, int TZ, bool WAVE>
-__global__ void __launch_bounds__(TX* TY* TZ, TX* TY* TZ <= 512 ? 2 : 1)
+__global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>())
     SolveKernel(DeviceExpansion e, DeviceState s, SolveConfig cfg) {
   xp::MoveControl* c = e.ctl;
   if (!c->run) return;  // the same in every block
