@@ -53,7 +53,8 @@ struct CudaExpansionTuning {
   /// (tests; costs a transfer and an evaluation per cycle).
   bool check_energy = false;
   /// The push-relabel engine's tuning: tiles, local iterations, push rounds per global relabel,
-  /// incremental relabels (1: in re-solves, 2: also in fresh solves after the first). Its
+  /// incremental relabels (1: in re-solves, 2: also in fresh solves after the first), wave
+  /// relabels (wave_relabel, on by default: 4-connected tiles relax a row or column per step). Its
   /// bfs_check_every, fused_bfs_start, cuda_graphs and max_push_rounds fields are not used (the
   /// solve kernel runs BFS rounds to their fixpoint and starts a fresh BFS fused). The defaults
   /// differ from cuda-pr's: 32 local iterations and 4 push rounds per global relabel, 1.2-1.3x

@@ -52,6 +52,11 @@ struct PushRelabelTuning {
   /// (the default: their changes are often local); 2: also in every cycle of a solve but the first
   /// (measured slower on the segmentation scene, where push rounds touch most tiles).
   int incremental_relabel = 1;
+  /// cuda-pr and cuda-expansion: BFS and kill visits of 4-connected tiles relax whole rows and
+  /// columns per iteration (scans across a warp) rather than one hop, so a visit's iterations count
+  /// the turns of the longest path, not its length; the same distances either way. Other grids, and
+  /// tbb-pr, always relax hop by hop (tbb-pr ignores the field).
+  bool wave_relabel = true;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.

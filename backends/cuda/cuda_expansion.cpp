@@ -221,6 +221,7 @@ class Runner {
     solve_config_.push_rounds = pr.rounds_per_global_relabel;
     solve_config_.resolve_push_rounds = t_.resolve_push_rounds;
     solve_config_.incremental_relabel = pr.incremental_relabel;
+    solve_config_.wave_relabel = pr.wave_relabel;
     describe_ = topo.Describe() + ", " + std::to_string(labels_) + " labels";
     if (!cuda_pr::HasKernels(L))
       throw Error(name_ + ": no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +
@@ -308,7 +309,7 @@ class Runner {
     Carve(ctx_->arena, slots);
     slots_ = slots;
     cudaError_t status = cudaSuccess;
-    solve_blocks_ = cuda_xp::SolveBlocks(dev_, &status);
+    solve_blocks_ = cuda_xp::SolveBlocks(dev_, solve_config_, &status);
     Check(status, "sizing the solve kernel");
     if (solve_blocks_ <= 0) throw Error(name_ + ": the solve kernel cannot run on this GPU (" + describe_ + ")");
     if (t_.solve_blocks > 0) solve_blocks_ = std::min(solve_blocks_, t_.solve_blocks);

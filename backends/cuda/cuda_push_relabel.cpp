@@ -354,7 +354,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     if (!tuning_.cuda_graphs || debug_sync_) {
       EnqueueCycleBatch(kind, push);
     } else {
-      const auto key = std::make_tuple(static_cast<int>(kind) + (tuning_.fused_bfs_start ? 8 : 0),
+      const auto key = std::make_tuple(static_cast<int>(kind) + (tuning_.fused_bfs_start ? 8 : 0) +
+                                           (tuning_.wave_relabel ? 16 : 0),
                                        tuning_.bfs_check_every, push, tuning_.local_iterations);
       auto found = graphs_.find(key);
       if (found == graphs_.end()) {
@@ -408,7 +409,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       for (int j = 0; j < kill; ++j) {
         const Gate gate = j == 0 ? Gate{} : Gate{Gate::kIfPreviousChanged, j - 1, 1};
         const std::uint8_t* in = j == 0 ? dev_.touched : j % 2 ? c : d;
-        Launched(cuda_pr::LaunchKillRound(dev_, j, gate, in, j % 2 ? d : c, j == 0, stream_), "KillTiles");
+        Launched(cuda_pr::LaunchKillRound(dev_, j, gate, in, j % 2 ? d : c, j == 0, tuning_.wave_relabel, stream_),
+                 "KillTiles");
       }
       Check(cudaMemsetAsync(dev_.touched, 0, T, stream_), "clearing tile marks");
       bfs_start = dev_.seed;
@@ -419,7 +421,9 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       Gate gate{Gate::kIfPreviousChanged, counter - 1, 1};
       if (j == 0) gate = kind == kIncremental ? Gate{Gate::kIfConverged, 0, kill} : Gate{};
       const std::uint8_t* in = j == 0 ? bfs_start : j % 2 ? b : a;
-      Launched(cuda_pr::LaunchBfsRound(dev_, counter, gate, in, j % 2 ? a : b, fused && j == 0, stream_), "BfsTiles");
+      Launched(cuda_pr::LaunchBfsRound(dev_, counter, gate, in, j % 2 ? a : b, fused && j == 0, tuning_.wave_relabel,
+                                       stream_),
+               "BfsTiles");
     }
     if (kind != kPushOnly) {
       Launched(cuda_pr::LaunchCensus(dev_, Gate{Gate::kIfConverged, kill, bfs}, stream_), "Census");

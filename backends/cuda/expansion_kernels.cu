@@ -281,8 +281,16 @@ __device__ __forceinline__ void TileCoords(const TileLayout& L, int t, int* tx, 
   *tz = t / (L.tiles_x * L.tiles_y);
 }
 
+// Resident blocks per SM the compiler must allow: 3 for 4-connected tiles of 256 nodes (80 registers,
+// what the hop-by-hop kernel reached by itself; the wave one would take 96), else 2 up to 512 nodes.
 template <int KIND, int TX, int TY, int TZ>
-__global__ void __launch_bounds__(TX* TY* TZ, TX* TY* TZ <= 512 ? 2 : 1)
+constexpr int SolveMinBlocks() {
+  return KIND == pr::kKindGrid4 && TX * TY * TZ <= 256 ? 3 : TX * TY * TZ <= 512 ? 2 : 1;
+}
+
+// WAVE: BFS and kill visits relax by waves (SolveConfig::wave_relabel; compiled where HasWave).
+template <int KIND, int TX, int TY, int TZ, bool WAVE>
+__global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>())
     SolveKernel(DeviceExpansion e, DeviceState s, SolveConfig cfg) {
   xp::MoveControl* c = e.ctl;
   if (!c->run) return;  // the same in every block
@@ -336,7 +344,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, TX* TY* TZ <= 512 ? 2 : 1)
           TileCoords(L, t, &tx, &ty, &tz);
           __syncthreads();
           if (k == 0 && threadIdx.x == 0) s.seed[t] = s.touched[t];
-          cuda_pr::KillTile<KIND, TX, TY, TZ>(s, tx, ty, tz, in, out, k == 0, &block_count);
+          cuda_pr::KillTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, in, out, k == 0, &block_count);
         }
         if (!Sync(grid, &block_count, &changed)) return false;
         ++bfs_rounds;
@@ -355,7 +363,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, TX* TY* TZ <= 512 ? 2 : 1)
         TileCoords(L, t, &tx, &ty, &tz);
         __syncthreads();
         if (k == 0 && threadIdx.x == 0) s.touched[t] = 0;  // (read only by kill rounds, all done)
-        cuda_pr::BfsTile<KIND, TX, TY, TZ>(s, tx, ty, tz, in, out, !incremental && k == 0, &block_count);
+        cuda_pr::BfsTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, in, out, !incremental && k == 0, &block_count);
       }
       if (!Sync(grid, &block_count, &changed)) return false;
       ++bfs_rounds;
@@ -540,11 +548,25 @@ cudaError_t Dispatch(const TileLayout& L, const F& f) {
   return cudaErrorInvalidValue;
 }
 
-struct SolveOccupancy {
-  int* per_sm;
+// Calls f.template operator()<KIND, TX, TY, TZ, WAVE>() with WAVE from the configuration, true only
+// where the tile shape has a wave instantiation (for Dispatch).
+template <class F>
+struct WithWave {
+  const F& f;
+  bool wave;
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, SolveKernel<K, X, Y, Z>, X * Y * Z, 0);
+    if constexpr (cuda_pr::HasWave<K, X, Z>())
+      if (wave) return f.template operator()<K, X, Y, Z, true>();
+    return f.template operator()<K, X, Y, Z, false>();
+  }
+};
+
+struct SolveOccupancy {
+  int* per_sm;
+  template <int K, int X, int Y, int Z, bool W>
+  cudaError_t operator()() const {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, SolveKernel<K, X, Y, Z, W>, X * Y * Z, 0);
   }
 };
 
@@ -554,9 +576,9 @@ struct SolveLaunch {
   const SolveConfig& config;
   int blocks;
   cudaStream_t stream;
-  template <int K, int X, int Y, int Z>
+  template <int K, int X, int Y, int Z, bool W>
   cudaError_t operator()() const {
-    SolveKernel<K, X, Y, Z><<<blocks, X * Y * Z, 0, stream>>>(e, s, config);
+    SolveKernel<K, X, Y, Z, W><<<blocks, X * Y * Z, 0, stream>>>(e, s, config);
     return cudaGetLastError();
   }
 };
@@ -599,14 +621,14 @@ cudaError_t LaunchBuild(const DeviceExpansion& e, const DeviceState& s, cudaStre
   return LaunchByKind<BuildLaunch>(s.layout.kind, s.layout.num_nodes, stream, e, s);
 }
 
-int SolveBlocks(const DeviceState& s, cudaError_t* status) {
+int SolveBlocks(const DeviceState& s, const SolveConfig& config, cudaError_t* status) {
   int device = 0, sms = 0, per_sm = 0;
   *status = cudaGetDevice(&device);
   if (*status == cudaSuccess) *status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (*status != cudaSuccess) return 0;
   const TileLayout& L = s.layout;
   const SolveOccupancy probe{&per_sm};
-  *status = Dispatch(L, probe);
+  *status = Dispatch(L, WithWave<SolveOccupancy>{probe, config.wave_relabel});
   if (*status != cudaSuccess || per_sm <= 0) return 0;
   const int tiles = L.num_tiles();
   return tiles < per_sm * sms ? tiles : per_sm * sms;
@@ -615,7 +637,8 @@ int SolveBlocks(const DeviceState& s, cudaError_t* status) {
 cudaError_t LaunchSolve(const DeviceExpansion& e, const DeviceState& s, const SolveConfig& config, int blocks,
                         cudaStream_t stream) {
   cudaGetLastError();
-  return Dispatch(s.layout, SolveLaunch{e, s, config, blocks, stream});
+  const SolveLaunch launch{e, s, config, blocks, stream};
+  return Dispatch(s.layout, WithWave<SolveLaunch>{launch, config.wave_relabel});
 }
 
 cudaError_t LaunchDelta(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {

@@ -28,6 +28,7 @@ struct SolveConfig {
   int push_rounds = 2;          ///< Push rounds between global relabels (fewer when a round finds no work).
   int resolve_push_rounds = 0;  ///< Push rounds before the first relabel of a re-solve.
   int incremental_relabel = 1;  ///< As PushRelabelTuning::incremental_relabel.
+  bool wave_relabel = true;     ///< As PushRelabelTuning::wave_relabel.
 };
 
 /// Indices into MoveControl::blocks_done (last-block detection of multi-block kernels).
@@ -73,9 +74,10 @@ cudaError_t LaunchMoveStart(const DeviceExpansion& e, const Steering& steer, cud
 /// The move's graph from the labels (fresh) or from the label's kept graph (re-solve), into the
 /// engine's state; flags the tiles a re-solve changes.
 cudaError_t LaunchBuild(const DeviceExpansion& e, const cuda_pr::DeviceState& s, cudaStream_t stream);
-/// Blocks of the persistent solve kernel for this layout: one per tile, at most as many as the GPU
-/// keeps resident at once (its grid barrier needs every block running). 0 when the layout has no kernel.
-int SolveBlocks(const cuda_pr::DeviceState& s, cudaError_t* status);
+/// Blocks of the persistent solve kernel for this layout and configuration (the kernel LaunchSolve
+/// runs): one per tile, at most as many as the GPU keeps resident at once (its grid barrier needs
+/// every block running). 0 when the layout has no kernel.
+int SolveBlocks(const cuda_pr::DeviceState& s, const SolveConfig& config, cudaError_t* status);
 /// The move's maximum flow from the state Build left, to the end, in one persistent kernel: global
 /// relabels (incremental ones in re-solves) and push rounds until no node is active; the cut is left
 /// in s.labels, the counts in MoveControl.

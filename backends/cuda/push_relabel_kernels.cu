@@ -43,21 +43,22 @@ __global__ void BfsInitKernel(DeviceState s) {
   }
 }
 
-template <int KIND, int TX, int TY, int TZ>
+template <int KIND, int TX, int TY, int TZ, bool WAVE>
 __global__ void __launch_bounds__(TX* TY* TZ)
     BfsTilesKernel(DeviceState s, int counter, Gate gate, const std::uint8_t* dirty_in, std::uint8_t* dirty_out,
                    bool start) {
   if (!Open(s, gate)) return;
-  BfsTile<KIND, TX, TY, TZ>(s, blockIdx.x, blockIdx.y, blockIdx.z, dirty_in, dirty_out, start, &s.counters[counter]);
+  BfsTile<KIND, TX, TY, TZ, WAVE>(s, blockIdx.x, blockIdx.y, blockIdx.z, dirty_in, dirty_out, start,
+                                  &s.counters[counter]);
 }
 
-template <int KIND, int TX, int TY, int TZ>
+template <int KIND, int TX, int TY, int TZ, bool WAVE>
 __global__ void __launch_bounds__(TX* TY* TZ)
     KillTilesKernel(DeviceState s, int counter, Gate gate, const std::uint8_t* dirty_in, std::uint8_t* dirty_out,
                     bool refresh_masks) {
   if (!Open(s, gate)) return;
-  KillTile<KIND, TX, TY, TZ>(s, blockIdx.x, blockIdx.y, blockIdx.z, dirty_in, dirty_out, refresh_masks,
-                             &s.counters[counter]);
+  KillTile<KIND, TX, TY, TZ, WAVE>(s, blockIdx.x, blockIdx.y, blockIdx.z, dirty_in, dirty_out, refresh_masks,
+                                   &s.counters[counter]);
 }
 
 template <int TX, int TY, int TZ>
@@ -199,20 +200,27 @@ struct BfsInitLaunch {
   }
 };
 
+// The wave instantiation only where the tile shape has one.
 struct BfsRoundLaunch {
   const DeviceState& s;
   int counter;
   Gate gate;
   const std::uint8_t* dirty_in;
   std::uint8_t* dirty_out;
-  bool start;
+  bool start, wave;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
+    if constexpr (HasWave<K, X, Z>())
+      if (wave) return Launch<K, X, Y, Z, true>();
+    return Launch<K, X, Y, Z, false>();
+  }
+  template <int K, int X, int Y, int Z, bool W>
+  cudaError_t Launch() const {
     const TileLayout& L = s.layout;
     cudaGetLastError();
-    BfsTilesKernel<K, X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(s, counter, gate, dirty_in, dirty_out,
-                                                                                  start);
+    BfsTilesKernel<K, X, Y, Z, W><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(
+        s, counter, gate, dirty_in, dirty_out, start);
     return cudaGetLastError();
   }
 };
@@ -223,13 +231,19 @@ struct KillRoundLaunch {
   Gate gate;
   const std::uint8_t* dirty_in;
   std::uint8_t* dirty_out;
-  bool refresh_masks;
+  bool refresh_masks, wave;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
+    if constexpr (HasWave<K, X, Z>())
+      if (wave) return Launch<K, X, Y, Z, true>();
+    return Launch<K, X, Y, Z, false>();
+  }
+  template <int K, int X, int Y, int Z, bool W>
+  cudaError_t Launch() const {
     const TileLayout& L = s.layout;
     cudaGetLastError();
-    KillTilesKernel<K, X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(
+    KillTilesKernel<K, X, Y, Z, W><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(
         s, counter, gate, dirty_in, dirty_out, refresh_masks);
     return cudaGetLastError();
   }
@@ -279,13 +293,13 @@ cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream) {
 }
 
 cudaError_t LaunchBfsRound(const DeviceState& s, int counter, Gate gate, const std::uint8_t* dirty_in,
-                           std::uint8_t* dirty_out, bool start, cudaStream_t stream) {
-  return Dispatch(s.layout, BfsRoundLaunch{s, counter, gate, dirty_in, dirty_out, start, stream});
+                           std::uint8_t* dirty_out, bool start, bool wave, cudaStream_t stream) {
+  return Dispatch(s.layout, BfsRoundLaunch{s, counter, gate, dirty_in, dirty_out, start, wave, stream});
 }
 
 cudaError_t LaunchKillRound(const DeviceState& s, int counter, Gate gate, const std::uint8_t* dirty_in,
-                            std::uint8_t* dirty_out, bool refresh_masks, cudaStream_t stream) {
-  return Dispatch(s.layout, KillRoundLaunch{s, counter, gate, dirty_in, dirty_out, refresh_masks, stream});
+                            std::uint8_t* dirty_out, bool refresh_masks, bool wave, cudaStream_t stream) {
+  return Dispatch(s.layout, KillRoundLaunch{s, counter, gate, dirty_in, dirty_out, refresh_masks, wave, stream});
 }
 
 cudaError_t LaunchCensus(const DeviceState& s, Gate gate, cudaStream_t stream) {

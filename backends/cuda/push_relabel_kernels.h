@@ -78,14 +78,15 @@ cudaError_t LaunchPushColour(const DeviceState& s, int colour, int counter, Gate
 cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream);
 /// One BFS round over the tiles flagged in `dirty_in` or next to one; a tile that changes is
 /// flagged in `dirty_out` and counted in s.counters[counter]. With `start`, the round also does
-/// LaunchBfsInit's work for its tiles (the first round of a global relabel from scratch).
+/// LaunchBfsInit's work for its tiles (the first round of a global relabel from scratch). With
+/// `wave`, tiles of 4-connected grids relax by waves (PushRelabelTuning::wave_relabel).
 cudaError_t LaunchBfsRound(const DeviceState& s, int counter, Gate gate, const std::uint8_t* dirty_in,
-                           std::uint8_t* dirty_out, bool start, cudaStream_t stream);
+                           std::uint8_t* dirty_out, bool start, bool wave, cudaStream_t stream);
 /// One round of the incremental relabel's first phase (KillStep) over the tiles flagged in
 /// `dirty_in` or next to one; changed tiles go to `dirty_out` and s.seed. With `refresh_masks`
-/// (the first round), visited tiles recompute their residual bitmasks.
+/// (the first round), visited tiles recompute their residual bitmasks; `wave` as for BFS rounds.
 cudaError_t LaunchKillRound(const DeviceState& s, int counter, Gate gate, const std::uint8_t* dirty_in,
-                            std::uint8_t* dirty_out, bool refresh_masks, cudaStream_t stream);
+                            std::uint8_t* dirty_out, bool refresh_masks, bool wave, cudaStream_t stream);
 /// Tile flags, active nodes, the cut and the sink residual (totals kActiveNodes, kSinkResidual,
 /// cleared before), if the gate is open.
 cudaError_t LaunchCensus(const DeviceState& s, Gate gate, cudaStream_t stream);

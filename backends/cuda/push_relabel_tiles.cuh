@@ -4,6 +4,7 @@
 // persistent kernel (cuda-expansion). Internal to backends/cuda.
 #include <cuda_runtime.h>
 
+#include "backends/common/push_relabel_wave.h"
 #include "backends/cuda/push_relabel_kernels.h"
 
 namespace mrf::cuda_pr {
@@ -53,6 +54,138 @@ __device__ bool FlaggedNear(const TileLayout& L, const std::uint8_t* flags, int 
       flagged |= flags[L.TileIndex(nx, ny, nz)] != 0;
   }
   return flagged;
+}
+
+// ---- Wave relaxation (backends/common/push_relabel_wave.h) ---------------------------------------
+
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+// Tiles whose BFS and kill visits can relax by waves: 4-connected 2-D tiles one warp wide.
+template <int KIND, int TX, int TZ>
+__host__ __device__ constexpr bool HasWave() {
+  return KIND == pr::kKindGrid4 && TX == 32 && TZ == 1;
+}
+
+// Min-plus relaxation along segments of lanes (a row, or the columns of the transposed layout):
+// each lane ends with the least h(u) + |lane - u| over the lanes u it reaches, first from lower
+// lanes, then from higher ones. steps: pr::ScanSteps. SPAN: the longest segment.
+template <int SPAN>
+__device__ __forceinline__ int WaveScan(int h, int lane, std::uint32_t steps) {
+  int b = h - lane;  // h(u) + lane - u = b(u) + lane
+#pragma unroll
+  for (int j = 0; (1 << j) < SPAN; ++j) b = pr::ScanTake(b, __shfl_up_sync(kFullWarp, b, 1 << j), (steps >> j) & 1u);
+  b += 2 * lane;  // h(u) + u - lane = b(u) - lane
+#pragma unroll
+  for (int j = 0; (1 << j) < SPAN; ++j)
+    b = pr::ScanTake(b, __shfl_down_sync(kFullWarp, b, 1 << j), (steps >> (5 + j)) & 1u);
+  return b - lane;
+}
+
+// BfsTile's relaxation of a 32 x TY tile of a 4-connected grid by waves: the halo once, then rows
+// (warp = row, lane = x) and columns (transposed: each group of TY lanes holds one column) in turn
+// until a column pass changes nothing. sh_h: the halo ring's heights, published. Returns the height.
+template <int TY>
+__device__ __forceinline__ int BfsWave(int h, int inf, std::uint8_t mask, const int* sh_h, int lx, int ly) {
+  constexpr int HX = 32 + 2, HY = TY + 2;
+  constexpr int G = 32 / TY, P = 32 + G;  // columns per warp when transposed; a pitch free of bank conflicts both ways
+  __shared__ int sh_t[TY * P];
+  __shared__ std::uint8_t sh_links[TY * P];
+  const std::uint8_t inside = pr::InsideDirs4(lx, ly, 32, TY);
+  const int hc = (lx + 1) + HX * (ly + 1);
+  int nh[4];
+#pragma unroll
+  for (int d = 0; d < 4; ++d) nh[d] = (inside & (1u << d)) ? inf : sh_h[hc + HaloOffset<pr::kKindGrid4, HX, HY>(d)];
+  h = pr::BfsStep<4>(h, inf, static_cast<std::uint8_t>(mask & ~inside), nh);  // the halo stays constant: once
+  const std::uint8_t links = pr::BfsWaveLinks(h, mask, inside);
+  const int own = ly * P + lx;                        // this thread's node
+  const int cell = (lx % TY) * P + ly * G + lx / TY;  // its node in the transposed layout
+  sh_links[own] = links;
+  // The scans' steps (pr::ScanSteps) of the rows in bits 0-9, of the columns in bits 10-19.
+  std::uint32_t steps = pr::ScanSteps(lx, pr::SegmentFirst(__ballot_sync(kFullWarp, links & pr::kTakeLeft), lx),
+                                      pr::SegmentLast(__ballot_sync(kFullWarp, links & pr::kTakeRight), lx));
+  h = WaveScan<32>(h, lx, steps);
+  sh_t[own] = h;
+  __syncthreads();
+  const std::uint8_t cell_links = sh_links[cell];
+  steps |= pr::ScanSteps(lx, pr::SegmentFirst(__ballot_sync(kFullWarp, cell_links & pr::kTakeAbove), lx),
+                         pr::SegmentLast(__ballot_sync(kFullWarp, cell_links & pr::kTakeBelow), lx))
+           << 10;
+  for (;;) {
+    const int before = sh_t[cell];
+    const int after = WaveScan<TY>(before, lx, steps >> 10);
+    if (after != before) sh_t[cell] = after;
+    if (!__syncthreads_or(after != before)) return h;  // rows relaxed, and the columns changed nothing
+    h = WaveScan<32>(sh_t[own], lx, steps);
+    sh_t[own] = h;
+    __syncthreads();
+  }
+}
+
+// KillTile's relaxation of a 32 x TY tile of a 4-connected grid by waves on bit words (one word
+// per row, one bit per node): each node's seed, then one warp (lane = row) spreads the alive bits
+// along the rows (doubling within a word) and the columns (doubling across lanes, all columns at
+// once) until a column pass changes nothing. sh_h: the tile's heights as read and its halo ring,
+// written but not yet published (the first barrier here does it). Returns the height.
+template <int TY>
+__device__ __forceinline__ int KillWave(std::int64_t x, int h, int inf, std::uint8_t mask, const int* sh_h, int lx,
+                                        int ly) {
+  constexpr int HX = 32 + 2, HY = TY + 2;
+  // Per row: the nodes with x < 0, the alive ones, and the links (index: direction).
+  __shared__ std::uint32_t sh_base[TY], sh_alive[TY], sh_links[4][TY];
+  const std::uint32_t base_row = __ballot_sync(kFullWarp, x < 0);
+  if (lx == 0) sh_base[ly] = base_row;
+  __syncthreads();
+  const std::uint8_t inside = pr::InsideDirs4(lx, ly, 32, TY);
+  const int hc = (lx + 1) + HX * (ly + 1);
+  int nh[4];
+  std::uint8_t base = 0;
+#pragma unroll
+  for (int d = 0; d < 4; ++d) {
+    nh[d] = sh_h[hc + HaloOffset<pr::kKindGrid4, HX, HY>(d)];
+    if (inside & (1u << d)) {
+      const std::uint32_t row = sh_base[ly + pr::DirY(pr::kKindGrid4, d)];
+      base |= static_cast<std::uint8_t>(((row >> (lx + pr::DirX(pr::kKindGrid4, d))) & 1u) << d);
+    }
+  }
+  const pr::KillSeed seed = pr::KillWaveSeed<4>(x, h, inf, mask, nh, base, inside);
+  const std::uint32_t alive_row = __ballot_sync(kFullWarp, seed.alive);
+  std::uint32_t link_rows[4];
+#pragma unroll
+  for (int d = 0; d < 4; ++d) link_rows[d] = __ballot_sync(kFullWarp, seed.links & (1u << d));
+  if (lx == 0) {
+    sh_alive[ly] = alive_row;
+#pragma unroll
+    for (int d = 0; d < 4; ++d) sh_links[d][ly] = link_rows[d];
+  }
+  __syncthreads();
+  if (ly == 0) {  // warp 0 alone; lanes past the tile's rows hold empty words
+    const bool row = lx < TY;
+    std::uint32_t alive = row ? sh_alive[lx] : 0u;
+    const std::uint32_t take_right = row ? sh_links[0][lx] : 0u, take_below = row ? sh_links[1][lx] : 0u;
+    const std::uint32_t take_left = row ? sh_links[2][lx] : 0u, take_above = row ? sh_links[3][lx] : 0u;
+    for (;;) {
+      alive = pr::SpreadDown(pr::SpreadUp(alive, take_left), take_right);
+      const std::uint32_t before = alive;
+      std::uint32_t takes = take_above;  // row y takes from row y - 1
+#pragma unroll
+      for (int k = 1; k < TY; k *= 2) {
+        const std::uint32_t alive_k = __shfl_up_sync(kFullWarp, alive, k);
+        const std::uint32_t takes_k = __shfl_up_sync(kFullWarp, takes, k);
+        if (lx >= k) pr::SpreadStep(alive, takes, alive_k, takes_k);
+      }
+      takes = take_below;  // row y takes from row y + 1
+#pragma unroll
+      for (int k = 1; k < TY; k *= 2) {
+        const std::uint32_t alive_k = __shfl_down_sync(kFullWarp, alive, k);
+        const std::uint32_t takes_k = __shfl_down_sync(kFullWarp, takes, k);
+        if (lx + k < TY) pr::SpreadStep(alive, takes, alive_k, takes_k);
+      }
+      if (!__any_sync(kFullWarp, alive != before)) break;  // rows spread, and the columns changed nothing
+    }
+    if (row) sh_alive[lx] = alive;
+  }
+  __syncthreads();
+  return pr::KillWaveHeight(x, h, inf, (sh_alive[ly] >> lx) & 1u);
 }
 
 // One block visits tile (tx, ty, tz); a visit that found work counts itself in *work.
@@ -165,7 +298,8 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
 // starting distances itself (1 with residual capacity to the sink, else inf) from the excess, for
 // its nodes and its halo, writes them and the residual bitmasks, and relaxes from there; no other
 // tile's heights are read in that round.
-template <int KIND, int TX, int TY, int TZ>
+// WAVE: relax by waves where the tile allows it (HasWave), else hop by hop; the same fixpoint.
+template <int KIND, int TX, int TY, int TZ, bool WAVE>
 __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, int tz, const std::uint8_t* dirty_in,
                                         std::uint8_t* dirty_out, bool start, std::uint32_t* changed) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
@@ -215,19 +349,25 @@ __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, in
   sh_h[hc] = h;
   __syncthreads();
   bool changed_any = false;
-  for (;;) {
-    int nh[D];
+  if constexpr (WAVE && HasWave<KIND, TX, TZ>()) {
+    const int new_h = BfsWave<TY>(h, inf, mask, sh_h, lx, ly);
+    changed_any = new_h != h;  // heights only fall
+    h = new_h;
+  } else {
+    for (;;) {
+      int nh[D];
 #pragma unroll
-    for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
-    const int new_h = pr::BfsStep<D>(h, inf, mask, nh);
-    const bool changed = new_h != h;
-    __syncthreads();
-    if (changed) {
-      h = new_h;
-      sh_h[hc] = h;
+      for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
+      const int new_h = pr::BfsStep<D>(h, inf, mask, nh);
+      const bool changed = new_h != h;
+      __syncthreads();
+      if (changed) {
+        h = new_h;
+        sh_h[hc] = h;
+      }
+      changed_any |= changed;
+      if (!__syncthreads_or(changed)) break;
     }
-    changed_any |= changed;
-    if (!__syncthreads_or(changed)) break;
   }
   if ((changed_any || start) && in_grid) s.h[v] = h;
   const bool block_changed = __syncthreads_or(changed_any);
@@ -242,7 +382,8 @@ __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, in
 // residual capacity to the sink, which drop to 1 once, by their own excess): a halo height read
 // old can only keep a node alive too long, and then the tile that changed marks itself, so its
 // neighbours look again; the nodes that survive in the end do not depend on the order.
-template <int KIND, int TX, int TY, int TZ>
+// WAVE: relax by waves where the tile allows it (HasWave), else hop by hop; the same fixpoint.
+template <int KIND, int TX, int TY, int TZ, bool WAVE>
 __device__ __forceinline__ void KillTile(const DeviceState& s, int tx, int ty, int tz, const std::uint8_t* dirty_in,
                                          std::uint8_t* dirty_out, bool refresh_masks, std::uint32_t* changed) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
@@ -280,21 +421,27 @@ __device__ __forceinline__ void KillTile(const DeviceState& s, int tx, int ty, i
   const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
   LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
   sh_h[hc] = h;
-  __syncthreads();
   bool changed_any = false;
-  for (;;) {
-    int nh[D];
-#pragma unroll
-    for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
-    const int new_h = in_grid ? pr::KillStep<D>(x, h, inf, mask, nh) : inf;
-    const bool changed = new_h != h;
+  if constexpr (WAVE && HasWave<KIND, TX, TZ>()) {
+    const int new_h = KillWave<TY>(x, h, inf, mask, sh_h, lx, ly);  // publishes sh_h itself
+    changed_any = new_h != h;  // each height changes at most once (to 1 or to inf)
+    h = new_h;
+  } else {
     __syncthreads();
-    if (changed) {
-      h = new_h;
-      sh_h[hc] = h;
+    for (;;) {
+      int nh[D];
+#pragma unroll
+      for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
+      const int new_h = in_grid ? pr::KillStep<D>(x, h, inf, mask, nh) : inf;
+      const bool changed = new_h != h;
+      __syncthreads();
+      if (changed) {
+        h = new_h;
+        sh_h[hc] = h;
+      }
+      changed_any |= changed;
+      if (!__syncthreads_or(changed)) break;
     }
-    changed_any |= changed;
-    if (!__syncthreads_or(changed)) break;
   }
   if (changed_any && in_grid) s.h[v] = h;
   const bool block_changed = __syncthreads_or(changed_any);

@@ -2,9 +2,10 @@
 // sizes, 2-6 labels, Potts, truncated linear, weights, truncated quadratic with truncation) it reaches
 // exactly the labels of its CPU twin (tests/support/expansion_twin.h: same steps, plain FIFO
 // push-relabel, sink-minimal cuts) with the device loop and the host loop, with and without kept
-// residual graphs; energies never rise, the per-cycle energies agree with the reference evaluator,
-// the end is a labelling no expansion move improves (cpu-expansion finds nothing more), and the energy
-// is within 0.5% of cpu-expansion's. Bad inputs give one-line messages; Middlebury energies when the
+// residual graphs, with wave and hop-by-hop relabels, on tiles of 32x16 and 32x8; energies never
+// rise, the per-cycle energies agree with the reference evaluator, the end is a labelling no
+// expansion move improves (cpu-expansion finds nothing more), and the energy is within 0.5% of
+// cpu-expansion's. Bad inputs give one-line messages; Middlebury energies when the
 // images are present. Tests named *Small* are the ones compute-sanitizer runs.
 #include <gtest/gtest.h>
 
@@ -109,7 +110,8 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   // From the environment, so that MRF_CUDA_EXPANSION_TUNING=solve_blocks=1 serialises the solve for
   // compute-sanitizer's racecheck.
   const CudaExpansionTuning base = CudaExpansionTuning::FromEnvironment();
-  CudaExpansionTuning device = base, host = base, fresh = base, always = base, pushing = base, few = base;
+  CudaExpansionTuning device = base, host = base, fresh = base, always = base, pushing = base, few = base, hops = base,
+                      short_tiles = base;
   host.device_loop = false;
   few.solve_blocks = 3;  // several tiles per block and per round
   fresh.reuse_flow = false;
@@ -117,8 +119,16 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   pushing.resolve_push_rounds = 2;           // pushes from the kept heights first
   pushing.push_relabel.incremental_relabel = 2;  // incremental relabels in fresh solves too
   pushing.push_relabel.local_iterations = 3;
-  return {{"device loop", device}, {"host loop", host}, {"no kept graphs", fresh}, {"always re-solve", always},
-          {"push first, incremental everywhere", pushing}, {"three solve blocks", few}};
+  hops.push_relabel.wave_relabel = false;  // BFS and kill visits of 4-connected tiles hop by hop
+  short_tiles.push_relabel.tile_y = 8;
+  return {{"device loop", device},
+          {"host loop", host},
+          {"no kept graphs", fresh},
+          {"always re-solve", always},
+          {"push first, incremental everywhere", pushing},
+          {"three solve blocks", few},
+          {"hop-by-hop relabels", hops},
+          {"tiles of 32x8", short_tiles}};
 }
 
 void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,

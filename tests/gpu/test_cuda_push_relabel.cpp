@@ -166,6 +166,58 @@ TEST(CudaPushRelabel, SmallStateEqualsTheCpuTwinStepByStep) {
       }
 }
 
+// Wave relabels (4-connected tiles relax a row or column per step) reach the same local fixpoints
+// as hop-by-hop ones, so cuda-pr's state is the same either way after any number of push rounds
+// (relabels from scratch and incremental ones), and so are the flows and cuts of solves and re-solves.
+// Every 4-connected tile height; sizes that leave partial tiles at the right and bottom edges.
+TEST(CudaPushRelabel, SmallWaveRelabelsGiveTheStatesOfHopByHopOnes) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(41);
+  for (const Topology& shape : {Topology::Grid2D(45, 37, 4), Topology::Grid2D(70, 45, 4), Topology::Grid2D(1, 97, 4),
+                                Topology::Grid2D(131, 3, 4)})
+    for (int tile_y : {8, 16, 32})
+      for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kHuge}) {
+        PushRelabelTuning wave;
+        wave.tile_y = tile_y;
+        wave.incremental_relabel = 2;  // kill rounds in fresh solves too
+        wave.rounds_per_global_relabel = 1;
+        PushRelabelTuning hop = wave;
+        hop.wave_relabel = false;
+        const std::string what = shape.Describe() + ", tile 32x" + std::to_string(tile_y) + ", " + test::ToString(p);
+        StGraph g = test::GridFlowCase(rng, shape, p);
+        for (int rounds : {1, 3, 7}) {
+          auto a = MakeCuda(wave), b = MakeCuda(hop);
+          a->RunForTest(g, rounds);
+          b->RunForTest(g, rounds);
+          const PushRelabelState sa = a->DownloadState(), sb = b->DownloadState();
+          EXPECT_EQ(sa.h, sb.h) << what << ", " << rounds << " rounds: heights differ";
+          EXPECT_EQ(sa.x, sb.x) << what << ", " << rounds << " rounds: excess differs";
+          EXPECT_EQ(sa.r, sb.r) << what << ", " << rounds << " rounds: residuals differ";
+        }
+        auto a = MakeCuda(wave), b = MakeCuda(hop);
+        Result ra, rb;
+        a->Solve(g, &ra);
+        b->Solve(g, &rb);
+        EXPECT_EQ(ra.flow, Copy(g).maxflow("boost-bk").flow) << what;
+        EXPECT_EQ(ra.flow, rb.flow) << what;
+        EXPECT_EQ(ra.labels, rb.labels) << what;
+        EXPECT_EQ(a->stats().push_rounds, b->stats().push_rounds) << what;
+        g.MarkSolved();
+        for (NodeId v = 0; v < shape.num_nodes(); v += 5) g.set_tweights(v, (v * 37) % 300, (v * 91) % 300);
+        shape.ForEachEdge([&](EdgeId e, NodeId, NodeId) {
+          if (e % 7 == 0) g.set_edge(e, static_cast<Cost>(e % 40), static_cast<Cost>(e % 25));
+        });
+        a->Resolve(g, &ra);  // from the residual graph: kill rounds around the edits
+        b->Resolve(g, &rb);
+        EXPECT_EQ(ra.flow, Copy(g).maxflow("boost-bk").flow) << what << " (re-solve)";
+        EXPECT_EQ(ra.flow, rb.flow) << what << " (re-solve)";
+        EXPECT_EQ(ra.labels, rb.labels) << what << " (re-solve)";
+        const PushRelabelState sa = a->DownloadState(), sb = b->DownloadState();
+        EXPECT_EQ(sa.h, sb.h) << what << " (re-solve): heights differ";
+        EXPECT_EQ(sa.r, sb.r) << what << " (re-solve): residuals differ";
+      }
+}
+
 void CheckResolve(const Topology& shape, CapacityProfile profile, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   StGraph g = test::GridFlowCase(rng, shape, profile);
