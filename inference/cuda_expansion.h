@@ -54,15 +54,17 @@ struct CudaExpansionTuning {
   bool check_energy = false;
   /// The push-relabel engine's tuning: tiles, local iterations, push rounds per global relabel,
   /// incremental relabels (1: in re-solves, 2: also in fresh solves after the first), wave
-  /// relabels (wave_relabel, on by default: 4-connected tiles relax a row or column per step). Its
+  /// relabels (wave_relabel: 4-connected tiles relax a row or column per step). Its
   /// bfs_check_every, fused_bfs_start, cuda_graphs and max_push_rounds fields are not used (the
   /// solve kernel runs BFS rounds to their fixpoint and starts a fresh BFS fused). The defaults
   /// differ from cuda-pr's: 32 local iterations and 4 push rounds per global relabel, 1.2-1.3x
-  /// faster than cuda-pr's 8 and 2 on Tsukuba and Venus (docs/benchmarks.md has the sweep).
+  /// faster than cuda-pr's 8 and 2 on Tsukuba and Venus, and wave relabels, 1.1-1.2x faster there
+  /// (docs/benchmarks.md has the sweeps).
   PushRelabelTuning push_relabel = [] {
     PushRelabelTuning t;
     t.local_iterations = 32;
     t.rounds_per_global_relabel = 4;
+    t.wave_relabel = true;
     return t;
   }();
 

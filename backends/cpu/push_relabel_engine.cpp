@@ -43,7 +43,7 @@ std::string PushRelabelTuning::Describe() const {
     << (incremental_relabel == 0   ? ", full relabels"
         : incremental_relabel == 1 ? ", incremental relabels in re-solves"
                                    : ", incremental relabels")
-    << (wave_relabel ? "" : ", hop-by-hop relabels");
+    << (wave_relabel ? ", wave relabels" : "");
   if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
   return s.str();
 }

@@ -55,8 +55,10 @@ struct PushRelabelTuning {
   /// cuda-pr and cuda-expansion: BFS and kill visits of 4-connected tiles relax whole rows and
   /// columns per iteration (scans across a warp) rather than one hop, so a visit's iterations count
   /// the turns of the longest path, not its length; the same distances either way. Other grids, and
-  /// tbb-pr, always relax hop by hop (tbb-pr ignores the field).
-  bool wave_relabel = true;
+  /// tbb-pr, always relax hop by hop (tbb-pr ignores the field). Off for cuda-pr: on the segmentation
+  /// scene, whose paths inside a tile are short, waves made its solve slower (0.86 against 0.76 ms at
+  /// 1024, H100); cuda-expansion turns it on (docs/benchmarks.md).
+  bool wave_relabel = false;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.

@@ -935,12 +935,13 @@ __global__ void EnergyKernel(GridParams P, const Label* labels, unsigned long lo
 }
 
 // A fine node receives from each direction what its coarse parent receives (0 where it has no
-// neighbour in that direction).
-__global__ void UpsampleKernel(Messages coarse, int coarse_width, Messages fine, int width, int height, int L, int Lp) {
+// neighbour in that direction). Every padded label is written too (the parent's, 0), so that the
+// fine level's first generation is written whole.
+__global__ void UpsampleKernel(Messages coarse, int coarse_width, Messages fine, int width, int height, int Lp) {
   const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (t >= static_cast<std::int64_t>(width) * height * L) return;
-  const int l = static_cast<int>(t % L);
-  const int node = static_cast<int>(t / L), x = node % width, y = node / width;
+  if (t >= static_cast<std::int64_t>(width) * height * Lp) return;
+  const int l = static_cast<int>(t % Lp);
+  const int node = static_cast<int>(t / Lp), x = node % width, y = node / width;
   const std::size_t dst = static_cast<std::size_t>(node) * Lp + l;
   const std::size_t src = (static_cast<std::size_t>(y / 2) * coarse_width + x / 2) * Lp + l;
   fine.m[0][dst] = x > 0 ? coarse.m[0][src] : 0;
@@ -949,10 +950,11 @@ __global__ void UpsampleKernel(Messages coarse, int coarse_width, Messages fine,
   fine.m[3][dst] = y + 1 < height ? coarse.m[3][src] : 0;
 }
 
-// Tiled start of coarse-to-fine: each border message is what the receiver's coarse parent receives.
+// Tiled start of coarse-to-fine: each border message is what the receiver's coarse parent receives
+// (every padded label too: the parent's, 0, so that the border messages are written whole).
 __global__ void BordersFromCoarseKernel(Messages coarse, int coarse_width, TileParams P) {
   const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  const int L = P.L, Lp = P.Lp, W = P.width, H = P.height, T = P.tile;
+  const int L = P.Lp, Lp = P.Lp, W = P.width, H = P.height, T = P.tile;
   const std::int64_t vertical = static_cast<std::int64_t>(P.tiles_x - 1) * H * L;
   const std::int64_t horizontal = static_cast<std::int64_t>(P.tiles_y - 1) * W * L;
   auto parent = [&](int x, int y) { return (static_cast<std::size_t>(y / 2) * coarse_width + x / 2) * Lp; };
@@ -1146,10 +1148,15 @@ struct CudaRunner::Impl {
     MRF_CUDA_CHECK(cudaStreamSynchronize(stream));  // `padded` is freed on return
   }
 
+  // Message buffers start at 0; messages from outside the grid and at padded labels are never written
+  // afterwards (the kernels write 0 there or skip them), so Reset() clears only what a run reads first.
   void AllocateSync(Level& level) {
     const std::size_t n = level.nodes();
     for (auto& generation : level.messages)
-      for (auto& m : generation) m.Allocate(n * Lp, "the BP messages");
+      for (auto& m : generation) {
+        m.Allocate(n * Lp, "the BP messages");
+        m.Zero(stream);
+      }
     level.hbuf.Allocate(4 * n * Lp, "the BP message sums");
     if (scratch_stride > 0) level.scratch.Allocate(4 * n * scratch_stride, "the message scratch");
   }
@@ -1317,6 +1324,7 @@ struct CudaRunner::Impl {
       borders[1].Allocate(vertical, "the border messages");
       borders[2].Allocate(horizontal, "the border messages");
       borders[3].Allocate(horizontal, "the border messages");
+      for (auto& b : borders) b.Zero(stream);
       if (use_fast) UploadFast();
       ChooseLaunch();
     }
@@ -1518,18 +1526,23 @@ struct CudaRunner::Impl {
 
   // Start state: zero messages, or the coarse-to-fine start (coarse levels run on the device, each
   // stopping early, as on the CPU, once an iteration changed nothing).
+  // (Only what a run reads before writing it is cleared: each memset is a few microseconds of a
+  // millisecond-long run.)
   void Reset() {
-    for (Level& level : levels) {
-      level.current = 0;
-      for (auto& m : level.messages[0]) m.Zero(stream);
-      for (auto& m : level.messages[1]) m.Zero(stream);
-    }
-    for (auto& b : borders) b.Zero(stream);
+    for (Level& level : levels) level.current = 0;
     tile_done.Zero(stream);
     fast_error.Zero(stream);
     coarse_changed.Zero(stream);
     sweep_base = 0;
-    if (!config.coarse_to_fine || levels.size() < 2) return;
+    const bool c2f = config.coarse_to_fine && levels.size() >= 2;
+    if (!c2f) {  // zero messages: the border messages (tiled) or the fine level's first generation (sync)
+      for (auto& b : borders) b.Zero(stream);
+      for (auto& m : levels[0].messages[0]) m.Zero(stream);
+      return;
+    }
+    // Coarse-to-fine: the coarsest level starts from zero messages; every finer level's first generation
+    // and (tiled) every border message are then written whole by the upsampling kernels.
+    for (auto& m : levels.back().messages[0]) m.Zero(stream);
     for (std::size_t i = levels.size() - 1; i >= 1; --i) {
       Level& level = levels[i];
       int* flags = coarse_changed.get() + (i - 1) * static_cast<std::size_t>(config.iterations);
@@ -1538,14 +1551,14 @@ struct CudaRunner::Impl {
       const Messages coarse_messages = level.Get(level.current);
       if (i > 1 || config.schedule == Schedule::kSync) {
         Level& finer = levels[i - 1];
-        const std::int64_t count = static_cast<std::int64_t>(finer.nodes()) * problem.num_labels;
+        const std::int64_t count = static_cast<std::int64_t>(finer.nodes()) * Lp;
         UpsampleKernel<<<Blocks(count, 256), 256, 0, stream>>>(coarse_messages, level.width, finer.Get(finer.current),
-                                                               finer.width, finer.height, problem.num_labels, Lp);
+                                                               finer.width, finer.height, Lp);
         MRF_CHECK_LAUNCH("upsample kernel", stream, false);
       } else {
         const std::int64_t count =
             (static_cast<std::int64_t>(grid.tiles_x - 1) * problem.height +
-             static_cast<std::int64_t>(grid.tiles_y - 1) * problem.width) * problem.num_labels;
+             static_cast<std::int64_t>(grid.tiles_y - 1) * problem.width) * Lp;
         if (count > 0) {
           BordersFromCoarseKernel<<<Blocks(count, 256), 256, 0, stream>>>(coarse_messages, level.width, Tiles());
           MRF_CHECK_LAUNCH("borders kernel", stream, false);

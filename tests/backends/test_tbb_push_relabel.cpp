@@ -216,13 +216,14 @@ TEST(TbbPushRelabel, TuningIsValidatedAndParsed) {
   EXPECT_FALSE(t.IsValid(&error));
   EXPECT_NE(error.find("tile_y"), std::string::npos) << error;
   PushRelabelTuning parsed;
-  EXPECT_TRUE(parsed.wave_relabel);
-  parsed.Parse("local_iterations=3,rounds_per_global_relabel=5,cuda_graphs=0,wave_relabel=0");
+  EXPECT_FALSE(parsed.wave_relabel);
+  EXPECT_EQ(parsed.Describe().find("wave relabels"), std::string::npos) << parsed.Describe();
+  parsed.Parse("local_iterations=3,rounds_per_global_relabel=5,cuda_graphs=0,wave_relabel=1");
   EXPECT_EQ(parsed.local_iterations, 3);
   EXPECT_EQ(parsed.rounds_per_global_relabel, 5);
   EXPECT_FALSE(parsed.cuda_graphs);
-  EXPECT_FALSE(parsed.wave_relabel);
-  EXPECT_NE(parsed.Describe().find("hop-by-hop relabels"), std::string::npos) << parsed.Describe();
+  EXPECT_TRUE(parsed.wave_relabel);
+  EXPECT_NE(parsed.Describe().find("wave relabels"), std::string::npos) << parsed.Describe();
   EXPECT_THROW(parsed.Parse("no_such=1"), Error);
   EXPECT_THROW(parsed.Parse("local_iterations=abc"), Error);
   EXPECT_THROW(parsed.Parse("bfs_check_every=3"), Error);

@@ -105,8 +105,12 @@ void ExpectSameAsCpu(const Model& m, const Config& config, const std::string& wh
     if (launch == bp::CudaLaunch::kPipeline && kernel == bp::CudaKernel::kGeneral) continue;
     bp::CudaRunner runner(p, config, tuning);
     if (launch == bp::CudaLaunch::kPipeline && !runner.uses_fast_kernel()) continue;
-    const bp::RunOutput gpu = runner.Run({}, true, true);
-    ExpectEqualRuns(gpu, cpu, config, what + " (" + runner.Describe() + ")");
+    // Twice on one runner: a second run must start from the same state as the first (each run clears
+    // only what it reads before writing it).
+    for (int run = 1; run <= 2; ++run) {
+      const bp::RunOutput gpu = runner.Run({}, true, true);
+      ExpectEqualRuns(gpu, cpu, config, what + " (" + runner.Describe() + ", run " + std::to_string(run) + ")");
+    }
   }
 }
 

@@ -178,6 +178,7 @@ TEST(CudaPushRelabel, SmallWaveRelabelsGiveTheStatesOfHopByHopOnes) {
     for (int tile_y : {8, 16, 32})
       for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kHuge}) {
         PushRelabelTuning wave;
+        wave.wave_relabel = true;
         wave.tile_y = tile_y;
         wave.incremental_relabel = 2;  // kill rounds in fresh solves too
         wave.rounds_per_global_relabel = 1;

@@ -26,6 +26,7 @@ std::string ErrorOf(const std::function<void()>& f) {
 TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   CudaExpansionTuning t;
   EXPECT_TRUE(t.push_relabel.wave_relabel);
+  EXPECT_NE(t.Describe().find("wave relabels"), std::string::npos) << t.Describe();
   t.Parse("reuse_flow=0,update_fraction=0.25,device_loop=off,memory_limit=64M,check_energy=1,local_iterations=4,"
           "wave_relabel=0");
   EXPECT_FALSE(t.reuse_flow);
@@ -36,7 +37,7 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   EXPECT_EQ(t.push_relabel.local_iterations, 4);
   EXPECT_FALSE(t.push_relabel.wave_relabel);
   EXPECT_NE(t.Describe().find("every move solved afresh"), std::string::npos) << t.Describe();
-  EXPECT_NE(t.Describe().find("hop-by-hop relabels"), std::string::npos) << t.Describe();
+  EXPECT_EQ(t.Describe().find("wave relabels"), std::string::npos) << t.Describe();
   EXPECT_NE(ErrorOf([&] { t.Parse("update_fraction=2"); }).find("update_fraction must be in 0..1"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("memory_limit=lots"); }).find("not a byte count"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("reuse_flow=maybe"); }).find("is not 0 or 1"), std::string::npos);
