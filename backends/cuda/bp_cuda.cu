@@ -1718,7 +1718,8 @@ std::string CudaRunner::Describe() const {
   std::string text = "GPU";
   if (m.config.schedule == Schedule::kTiled) {
     if (m.use_fast)
-      text += " (tile " + std::to_string(m.tile) + ", fast kernel: a chain per thread, " +
+      text += " (tile " + std::to_string(m.tile) + ", fast kernel: a chain per " +
+              (fast::ChainLanes(m.fast_support.words, m.fast_support.form) == 2 ? "pair of threads, " : "thread, ") +
               std::to_string(m.Lp) + " labels packed in 16 bits, " + ToString(m.launch) + " launch, " +
               std::to_string(m.shared_bytes / 1024) + " KB shared)";
     else
