@@ -57,13 +57,13 @@ struct CudaExpansionTuning {
   /// relabels (wave_relabel: 4-connected tiles relax a row or column per step). Its
   /// bfs_check_every, fused_bfs_start, cuda_graphs and max_push_rounds fields are not used (the
   /// solve kernel runs BFS rounds to their fixpoint and starts a fresh BFS fused). The defaults
-  /// differ from cuda-pr's: 32 local iterations and 4 push rounds per global relabel, 1.2-1.3x
-  /// faster than cuda-pr's 8 and 2 on Tsukuba and Venus, and wave relabels, 1.1-1.2x faster there
-  /// (docs/benchmarks.md has the sweeps).
+  /// differ from cuda-pr's: 32 local iterations per tile visit and wave relabels (1.1-1.2x faster
+  /// than hop-by-hop ones on Tsukuba and Venus, which made 2 push rounds per global relabel 1.04-1.1x
+  /// faster than the 4 measured best before); docs/benchmarks.md has the sweeps.
   PushRelabelTuning push_relabel = [] {
     PushRelabelTuning t;
     t.local_iterations = 32;
-    t.rounds_per_global_relabel = 4;
+    t.rounds_per_global_relabel = 2;
     t.wave_relabel = true;
     return t;
   }();

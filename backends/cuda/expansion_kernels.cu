@@ -250,8 +250,14 @@ __device__ bool Sync(Grid& grid, unsigned int* block_count, unsigned long long* 
     const unsigned long long need = static_cast<unsigned long long>(gridDim.x) << 32;
     __threadfence();  // this block's writes before the barrier are seen by every block after it
     atomicAdd(counter, (1ull << 32) + mine);
-    volatile unsigned long long* poll = counter;
-    unsigned long long v = *poll;
+    // Polled with device-scope relaxed loads (a volatile read is a system-scope load on Hopper); the
+    // fence after the wait orders what follows.
+    auto poll = [counter] {
+      unsigned long long value;
+      asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(counter) : "memory");
+      return value;
+    };
+    unsigned long long v = poll();
     std::int64_t start = 0;  // the clock is read only when the wait is long
     for (unsigned int spin = 1; v - grid.seen[p] < need; ++spin) {
       if ((spin & 1023u) == 0 && start == 0) start = Now();
@@ -260,7 +266,7 @@ __device__ bool Sync(Grid& grid, unsigned int* block_count, unsigned long long* 
         atomicAdd(&grid.g->arrive[0][0], 1ull << 56);  // releases every block, whichever counter it polls
         atomicAdd(&grid.g->arrive[1][0], 1ull << 56);
       }
-      v = *poll;
+      v = poll();
     }
     __threadfence();
     const unsigned long long d = v - grid.seen[p];
