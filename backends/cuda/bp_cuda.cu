@@ -669,7 +669,9 @@ __host__ __device__ constexpr int MaxSide(int words, int lanes) {
 
 // The most threads a fast block has: the chains of the largest tile and a loader warp. Each kernel's
 // launch bounds, so that the compiler's register budget fits the kernel's largest block.
-__host__ __device__ constexpr int MaxThreads(int words, int lanes) { return ComputeThreads(MaxSide(words, lanes), lanes) + 32; }
+__host__ __device__ constexpr int MaxThreads(int words, int lanes) {
+  return ComputeThreads(MaxSide(words, lanes), lanes) + 32;
+}
 // A wait longer than this many cycles (about a second) means a bug: report it instead of hanging.
 constexpr long long kSpinLimit = 2000000000LL;
 
@@ -769,7 +771,8 @@ __device__ void LoaderWarp(const fast::Params& P, const fast::Buffers& B, int sw
 }
 
 template <int NW, int F>
-__global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1) FastTileKernel(fast::Params P, int mode, int arg0, int arg1) {
+__global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1)
+    FastTileKernel(fast::Params P, int mode, int arg0, int arg1) {
   extern __shared__ int4 shared_words[];
   const fast::Buffers B = fast::Carve(reinterpret_cast<Word*>(shared_words), P.tile, NW, fast::ChainLanes(NW, F));
   const int compute = ComputeThreads(P.tile, fast::ChainLanes(NW, F));
@@ -1355,9 +1358,9 @@ struct CudaRunner::Impl {
     const std::size_t limit = CudaMaxSharedBytesPerBlock();
     if (use_fast) {
       tile = config.tile_size > 0 ? config.tile_size : AutoTileSize(L, problem.kind);  // fits (ChooseKernel)
-      shared_bytes = fast::SharedWords(tile, fast_support.words, fast::ChainLanes(fast_support.words, fast_support.form)) *
-                     sizeof(fast::Word);
-      threads = fastk::ComputeThreads(tile, fast::ChainLanes(fast_support.words, fast_support.form));
+      const int lanes = fast::ChainLanes(fast_support.words, fast_support.form);
+      shared_bytes = fast::SharedWords(tile, fast_support.words, lanes) * sizeof(fast::Word);
+      threads = fastk::ComputeThreads(tile, lanes);
       return;
     }
     auto fits = [&](int t) {

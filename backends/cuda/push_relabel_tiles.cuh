@@ -290,6 +290,30 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
   }
 }
 
+// Relaxes a tile hop by hop to its local fixpoint (the halo as read): every thread replaces its height
+// by step(its neighbours' heights) until no height changes, two block barriers a hop. Returns whether
+// this thread's height changed.
+template <int KIND, int HX, int HY, class Step>
+__device__ __forceinline__ bool HopsToFixpoint(int& h, int* sh_h, int hc, Step step) {
+  constexpr int D = KindTraits<KIND>::D;
+  bool changed_any = false;
+  for (;;) {
+    int nh[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
+    const int new_h = step(nh);
+    const bool changed = new_h != h;
+    __syncthreads();  // every thread has read sh_h
+    if (changed) {
+      h = new_h;
+      sh_h[hc] = h;
+    }
+    changed_any |= changed;
+    if (!__syncthreads_or(changed)) break;
+  }
+  return changed_any;
+}
+
 // One BFS visit of every tile with work: relax to the local fixpoint with the halo as read. Halo
 // heights of tiles changing in the same launch may be read old or new: distances only fall and
 // any order reaches the same fixpoint; a tile that changed marks itself, so its neighbours look
@@ -354,20 +378,8 @@ __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, in
     changed_any = new_h != h;  // heights only fall
     h = new_h;
   } else {
-    for (;;) {
-      int nh[D];
-#pragma unroll
-      for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
-      const int new_h = pr::BfsStep<D>(h, inf, mask, nh);
-      const bool changed = new_h != h;
-      __syncthreads();
-      if (changed) {
-        h = new_h;
-        sh_h[hc] = h;
-      }
-      changed_any |= changed;
-      if (!__syncthreads_or(changed)) break;
-    }
+    changed_any =
+        HopsToFixpoint<KIND, HX, HY>(h, sh_h, hc, [&](const auto& nh) { return pr::BfsStep<D>(h, inf, mask, nh); });
   }
   if ((changed_any || start) && in_grid) s.h[v] = h;
   const bool block_changed = __syncthreads_or(changed_any);
@@ -428,20 +440,8 @@ __device__ __forceinline__ void KillTile(const DeviceState& s, int tx, int ty, i
     h = new_h;
   } else {
     __syncthreads();
-    for (;;) {
-      int nh[D];
-#pragma unroll
-      for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
-      const int new_h = in_grid ? pr::KillStep<D>(x, h, inf, mask, nh) : inf;
-      const bool changed = new_h != h;
-      __syncthreads();
-      if (changed) {
-        h = new_h;
-        sh_h[hc] = h;
-      }
-      changed_any |= changed;
-      if (!__syncthreads_or(changed)) break;
-    }
+    changed_any = HopsToFixpoint<KIND, HX, HY>(
+        h, sh_h, hc, [&](const auto& nh) { return in_grid ? pr::KillStep<D>(x, h, inf, mask, nh) : inf; });
   }
   if (changed_any && in_grid) s.h[v] = h;
   const bool block_changed = __syncthreads_or(changed_any);
