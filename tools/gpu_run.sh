@@ -1,7 +1,7 @@
 #!/bin/bash
 # One GPU-machine session: the GPU tests, compute-sanitizer and the GPU benchmarks of docs/benchmarks.md and
 # docs/bp.md. Run from a folder holding bin/ (programs and test binaries), lib/ (libmrf, libtbb, libstb) and
-# data/ (middlebury/ and aloe/ images); logs go to $OUT.
+# data/ (middlebury/ and aloe/ images), as tools/gpu_stage.sh BUILD_DIR makes it; logs go to $OUT.
 # Usage: gpu_run.sh [parts...]   (default: tests memcheck racecheck)
 #   tests      every GPU test program (cuda-pr, cuda-bp, cuda-expansion, cuda-swap)
 #   memcheck   compute-sanitizer memcheck on each program's *Small* tests (fault injection excluded)
