@@ -2,7 +2,8 @@
 # Stages what tools/gpu_run.sh needs on the GPU machine into one folder that the device tool can carry:
 # bin/ (the programs and the GPU test programs of a CUDA build), lib/ (libmrf and the libraries the GPU
 # machine lacks: TBB, stb, Kolmogorov's maxflow when linked), data/ (the Middlebury images of ../shared/data and
-# Debian's Aloe pair when present) and gpu_run.sh itself. No object files travel, so the folder stays far under the 64 MiB limit.
+# Debian's Aloe pair when present) and gpu_run.sh itself. No object files travel, so the folder stays far under
+# the 64 MiB limit.
 # Usage: tools/gpu_stage.sh BUILD_DIR [STAGE_DIR]   (default stage: gpu-stage, ignored by git)
 set -euo pipefail
 cd "$(dirname "$0")/.."

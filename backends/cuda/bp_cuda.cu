@@ -773,9 +773,10 @@ __device__ void LoaderWarp(const fast::Params& P, const fast::Buffers& B, int sw
 template <int NW, int F>
 __global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1)
     FastTileKernel(fast::Params P, int mode, int arg0, int arg1) {
+  constexpr int kLanes = fast::ChainLanes(NW, F);
   extern __shared__ int4 shared_words[];
-  const fast::Buffers B = fast::Carve(reinterpret_cast<Word*>(shared_words), P.tile, NW, fast::ChainLanes(NW, F));
-  const int compute = ComputeThreads(P.tile, fast::ChainLanes(NW, F));
+  const fast::Buffers B = fast::Carve(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes);
+  const int compute = ComputeThreads(P.tile, kLanes);
   const int tid = threadIdx.x;
 
   if (mode == kPipeline) {
@@ -847,8 +848,6 @@ Kernel Pick(int words, int form) {
     default: return PickForm<16>(form);
   }
 }
-
-// Compute threads of a fast block for tile side T (whole warps).
 
 }  // namespace fastk
 
@@ -957,20 +956,20 @@ __global__ void UpsampleKernel(Messages coarse, int coarse_width, Messages fine,
 // (every padded label too: the parent's, 0, so that the border messages are written whole).
 __global__ void BordersFromCoarseKernel(Messages coarse, int coarse_width, TileParams P) {
   const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  const int L = P.Lp, Lp = P.Lp, W = P.width, H = P.height, T = P.tile;
-  const std::int64_t vertical = static_cast<std::int64_t>(P.tiles_x - 1) * H * L;
-  const std::int64_t horizontal = static_cast<std::int64_t>(P.tiles_y - 1) * W * L;
+  const int Lp = P.Lp, W = P.width, H = P.height, T = P.tile;
+  const std::int64_t vertical = static_cast<std::int64_t>(P.tiles_x - 1) * H * Lp;
+  const std::int64_t horizontal = static_cast<std::int64_t>(P.tiles_y - 1) * W * Lp;
   auto parent = [&](int x, int y) { return (static_cast<std::size_t>(y / 2) * coarse_width + x / 2) * Lp; };
   if (t < vertical) {
-    const int l = static_cast<int>(t % L);
-    const std::int64_t slot = t / L;
+    const int l = static_cast<int>(t % Lp);
+    const std::int64_t slot = t / Lp;
     const int border = static_cast<int>(slot / H) + 1, y = static_cast<int>(slot % H);
     P.border_right[slot * Lp + l] = coarse.m[0][parent(border * T, y) + l];
     P.border_left[slot * Lp + l] = coarse.m[1][parent(border * T - 1, y) + l];
   } else if (t < vertical + horizontal) {
     const std::int64_t u = t - vertical;
-    const int l = static_cast<int>(u % L);
-    const std::int64_t slot = u / L;
+    const int l = static_cast<int>(u % Lp);
+    const std::int64_t slot = u / Lp;
     const int border = static_cast<int>(slot / W) + 1, x = static_cast<int>(slot % W);
     P.border_down[slot * Lp + l] = coarse.m[2][parent(x, border * T) + l];
     P.border_up[slot * Lp + l] = coarse.m[3][parent(x, border * T - 1) + l];
@@ -1128,7 +1127,7 @@ struct CudaRunner::Impl {
     P.tile = tile;
     P.tiles_x = grid.tiles_x;
     P.tiles_y = grid.tiles_y;
-    P.row_stride = fast::RowStride(tile, fast_support.words, fast::ChainLanes(fast_support.words, fast_support.form));
+    P.row_stride = fast::RowStride(tile, fast_support.words, FastLanes());
     P.inner = config.inner_iterations;
     return P;
   }
@@ -1214,6 +1213,9 @@ struct CudaRunner::Impl {
     return r;
   }
 
+  // Threads a chain of the fast kernel is split over (fast::ChainLanes()).
+  int FastLanes() const { return fast::ChainLanes(fast_support.words, fast_support.form); }
+
   void ChooseKernel() {
     use_fast = false;
     if (config.schedule != Schedule::kTiled || tuning.kernel == CudaKernel::kGeneral) return;
@@ -1225,7 +1227,7 @@ struct CudaRunner::Impl {
     std::string why = fast_support.why;
     if (fast_support.ok) {
       const int t = config.tile_size > 0 ? config.tile_size : AutoTileSize(problem.num_labels, problem.kind);
-      const int lanes = fast::ChainLanes(fast_support.words, fast_support.form);
+      const int lanes = FastLanes();
       const std::size_t bytes = fast::SharedWords(t, fast_support.words, lanes) * sizeof(fast::Word);
       if (bytes > CudaMaxSharedBytesPerBlock() ||
           fastk::ComputeThreads(t, lanes) + 32 > fastk::MaxThreads(fast_support.words, lanes))
@@ -1358,7 +1360,7 @@ struct CudaRunner::Impl {
     const std::size_t limit = CudaMaxSharedBytesPerBlock();
     if (use_fast) {
       tile = config.tile_size > 0 ? config.tile_size : AutoTileSize(L, problem.kind);  // fits (ChooseKernel)
-      const int lanes = fast::ChainLanes(fast_support.words, fast_support.form);
+      const int lanes = FastLanes();
       shared_bytes = fast::SharedWords(tile, fast_support.words, lanes) * sizeof(fast::Word);
       threads = fastk::ComputeThreads(tile, lanes);
       return;
@@ -1722,7 +1724,7 @@ std::string CudaRunner::Describe() const {
   if (m.config.schedule == Schedule::kTiled) {
     if (m.use_fast)
       text += " (tile " + std::to_string(m.tile) + ", fast kernel: a chain per " +
-              (fast::ChainLanes(m.fast_support.words, m.fast_support.form) == 2 ? "pair of threads, " : "thread, ") +
+              (m.FastLanes() == 2 ? "pair of threads, " : "thread, ") +
               std::to_string(m.Lp) + " labels packed in 16 bits, " + ToString(m.launch) + " launch, " +
               std::to_string(m.shared_bytes / 1024) + " KB shared)";
     else
