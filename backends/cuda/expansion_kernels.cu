@@ -554,20 +554,6 @@ cudaError_t Dispatch(const TileLayout& L, const F& f) {
   return cudaErrorInvalidValue;
 }
 
-// Calls f.template operator()<KIND, TX, TY, TZ, WAVE>() with WAVE from the configuration, true only
-// where the tile shape has a wave instantiation (for Dispatch).
-template <class F>
-struct WithWave {
-  const F& f;
-  bool wave;
-  template <int K, int X, int Y, int Z>
-  cudaError_t operator()() const {
-    if constexpr (cuda_pr::HasWave<K, X, Z>())
-      if (wave) return f.template operator()<K, X, Y, Z, true>();
-    return f.template operator()<K, X, Y, Z, false>();
-  }
-};
-
 struct SolveOccupancy {
   int* per_sm;
   template <int K, int X, int Y, int Z, bool W>
@@ -634,7 +620,7 @@ int SolveBlocks(const DeviceState& s, const SolveConfig& config, cudaError_t* st
   if (*status != cudaSuccess) return 0;
   const TileLayout& L = s.layout;
   const SolveOccupancy probe{&per_sm};
-  *status = Dispatch(L, WithWave<SolveOccupancy>{probe, config.wave_relabel});
+  *status = Dispatch(L, cuda_pr::WithWave<SolveOccupancy>{probe, config.wave_relabel});
   if (*status != cudaSuccess || per_sm <= 0) return 0;
   const int tiles = L.num_tiles();
   return tiles < per_sm * sms ? tiles : per_sm * sms;
@@ -644,7 +630,7 @@ cudaError_t LaunchSolve(const DeviceExpansion& e, const DeviceState& s, const So
                         cudaStream_t stream) {
   cudaGetLastError();
   const SolveLaunch launch{e, s, config, blocks, stream};
-  return Dispatch(s.layout, WithWave<SolveLaunch>{launch, config.wave_relabel});
+  return Dispatch(s.layout, cuda_pr::WithWave<SolveLaunch>{launch, config.wave_relabel});
 }
 
 cudaError_t LaunchDelta(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {

@@ -200,23 +200,17 @@ struct BfsInitLaunch {
   }
 };
 
-// The wave instantiation only where the tile shape has one.
+// (Dispatched through WithWave: the wave instantiation only where the tile shape has one.)
 struct BfsRoundLaunch {
   const DeviceState& s;
   int counter;
   Gate gate;
   const std::uint8_t* dirty_in;
   std::uint8_t* dirty_out;
-  bool start, wave;
+  bool start;
   cudaStream_t stream;
-  template <int K, int X, int Y, int Z>
-  cudaError_t operator()() const {
-    if constexpr (HasWave<K, X, Z>())
-      if (wave) return Launch<K, X, Y, Z, true>();
-    return Launch<K, X, Y, Z, false>();
-  }
   template <int K, int X, int Y, int Z, bool W>
-  cudaError_t Launch() const {
+  cudaError_t operator()() const {
     const TileLayout& L = s.layout;
     cudaGetLastError();
     BfsTilesKernel<K, X, Y, Z, W><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(
@@ -231,16 +225,10 @@ struct KillRoundLaunch {
   Gate gate;
   const std::uint8_t* dirty_in;
   std::uint8_t* dirty_out;
-  bool refresh_masks, wave;
+  bool refresh_masks;
   cudaStream_t stream;
-  template <int K, int X, int Y, int Z>
-  cudaError_t operator()() const {
-    if constexpr (HasWave<K, X, Z>())
-      if (wave) return Launch<K, X, Y, Z, true>();
-    return Launch<K, X, Y, Z, false>();
-  }
   template <int K, int X, int Y, int Z, bool W>
-  cudaError_t Launch() const {
+  cudaError_t operator()() const {
     const TileLayout& L = s.layout;
     cudaGetLastError();
     KillTilesKernel<K, X, Y, Z, W><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z, 0, stream>>>(
@@ -294,12 +282,14 @@ cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream) {
 
 cudaError_t LaunchBfsRound(const DeviceState& s, int counter, Gate gate, const std::uint8_t* dirty_in,
                            std::uint8_t* dirty_out, bool start, bool wave, cudaStream_t stream) {
-  return Dispatch(s.layout, BfsRoundLaunch{s, counter, gate, dirty_in, dirty_out, start, wave, stream});
+  const BfsRoundLaunch launch{s, counter, gate, dirty_in, dirty_out, start, stream};
+  return Dispatch(s.layout, WithWave<BfsRoundLaunch>{launch, wave});
 }
 
 cudaError_t LaunchKillRound(const DeviceState& s, int counter, Gate gate, const std::uint8_t* dirty_in,
                             std::uint8_t* dirty_out, bool refresh_masks, bool wave, cudaStream_t stream) {
-  return Dispatch(s.layout, KillRoundLaunch{s, counter, gate, dirty_in, dirty_out, refresh_masks, wave, stream});
+  const KillRoundLaunch launch{s, counter, gate, dirty_in, dirty_out, refresh_masks, stream};
+  return Dispatch(s.layout, WithWave<KillRoundLaunch>{launch, wave});
 }
 
 cudaError_t LaunchCensus(const DeviceState& s, Gate gate, cudaStream_t stream) {

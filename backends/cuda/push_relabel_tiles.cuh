@@ -66,6 +66,21 @@ __host__ __device__ constexpr bool HasWave() {
   return KIND == pr::kKindGrid4 && TX == 32 && TZ == 1;
 }
 
+// For a tile-shape dispatch (calls f.operator()<KIND, TX, TY, TZ>()): calls
+// f.template operator()<KIND, TX, TY, TZ, WAVE>() with WAVE from the configuration, true only where the
+// tile shape has a wave instantiation.
+template <class F>
+struct WithWave {
+  const F& f;
+  bool wave;
+  template <int K, int X, int Y, int Z>
+  cudaError_t operator()() const {
+    if constexpr (HasWave<K, X, Z>())
+      if (wave) return f.template operator()<K, X, Y, Z, true>();
+    return f.template operator()<K, X, Y, Z, false>();
+  }
+};
+
 // Min-plus relaxation along segments of lanes (a row, or the columns of the transposed layout):
 // each lane ends with the least h(u) + |lane - u| over the lanes u it reaches, first from lower
 // lanes, then from higher ones. steps: pr::ScanSteps. SPAN: the longest segment.
