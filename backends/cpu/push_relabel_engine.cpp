@@ -43,7 +43,7 @@ std::string PushRelabelTuning::Describe() const {
     << (incremental_relabel == 0   ? ", full relabels"
         : incremental_relabel == 1 ? ", incremental relabels in re-solves"
                                    : ", incremental relabels")
-    << (wave_relabel ? ", wave relabels" : "");
+    << (wave_relabel ? ", wave relabels" : "") << (local_resolve ? ", local re-solves" : "");
   if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
   return s.str();
 }
@@ -73,12 +73,13 @@ void PushRelabelTuning::Parse(const std::string& overrides) {
     else if (name == "fused_bfs_start") fused_bfs_start = v != 0;
     else if (name == "incremental_relabel") incremental_relabel = v;
     else if (name == "wave_relabel") wave_relabel = v != 0;
+    else if (name == "local_resolve") local_resolve = v != 0;
     else if (name == "max_push_rounds") max_push_rounds = v;
     else
       throw Error("push-relabel tuning: unknown name '" + name +
                   "' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, local_iterations, "
                   "rounds_per_global_relabel, bfs_check_every, cuda_graphs, fused_bfs_start, incremental_relabel, "
-                  "wave_relabel, max_push_rounds)");
+                  "wave_relabel, local_resolve, max_push_rounds)");
   }
   std::string error;
   if (!IsValid(&error)) throw Error(error);
@@ -215,7 +216,30 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
       edge_changes.push_back({e, graph.edge_cap(e), graph.edge_rev_cap(e)});
   out->timings.setup_ms = MsSince(start);
   ApplyChanges(node_changes, edge_changes);
-  RunLoop(out, 0, true);
+  if (tuning_.local_resolve && edge_changes.empty()) {
+    // The last solve left a certified state (push_relabel_local.h): repair around the changes and check.
+    stats_ = PushRelabelStats{};
+    if (RepairLocally(node_changes)) {
+      FinishResult(out, "maximum flow found by local repairs of " + std::to_string(stats_.local_repairs) +
+                            " changed nodes (optimality certificate checked on every node)");
+      solved_ = true;
+      return;
+    }
+    // Not certified: the repaired state is a valid preflow and every tile a repair changed is marked,
+    // so the usual re-solve (push rounds, then relabels around the marked tiles) goes on from it.
+    const PushRelabelStats local = stats_;
+    RunLoop(out, 0, true);
+    stats_.local_repairs = local.local_repairs;
+    stats_.local_failures = local.local_failures;
+    stats_.local_violations = local.local_violations;
+    stats_.local_fallback = true;
+    out->message += "; local repairs of " + std::to_string(local.local_repairs) + " changed nodes were not enough (" +
+                    (local.local_failures ? std::to_string(local.local_failures) + " gave up at their bounds"
+                                          : std::to_string(local.local_violations) + " nodes failed the certificate") +
+                    ")";
+  } else {
+    RunLoop(out, 0, true);
+  }
   solved_ = stop_reason().empty();
 }
 
@@ -282,6 +306,13 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) 
                   " global relabels (internal error)");
   }
   if (stopped) return;  // step-by-step test: no cut wanted
+  FinishResult(out, (stop_reason().empty() ? "maximum flow found: " : "stopped early: ") +
+                        std::to_string(stats_.push_rounds) + " push rounds, " +
+                        std::to_string(stats_.global_relabels) + " global relabels (" +
+                        std::to_string(stats_.bfs_rounds) + " BFS rounds)");
+}
+
+void PushRelabelEngine::FinishResult(Result* out, const std::string& message) {
   std::vector<Label> sink_side;
   const std::int64_t residual = Finish(&sink_side);
   out->labels = std::move(sink_side);
@@ -290,10 +321,7 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) 
   const PhaseTimes times = Times();
   out->timings.transfer_ms = times.upload_ms + times.download_ms;
   out->timings.solve_ms = times.solve_ms;
-  out->message = (stop_reason().empty() ? "maximum flow found: " : "stopped early: ") +
-                 std::to_string(stats_.push_rounds) + " push rounds, " +
-                 std::to_string(stats_.global_relabels) + " global relabels (" + std::to_string(stats_.bfs_rounds) +
-                 " BFS rounds)";
+  out->message = message;
 }
 
 }  // namespace mrf

@@ -59,6 +59,10 @@ struct PushRelabelTuning {
   /// scene, whose paths inside a tile are short, waves made its solve slower (0.86 against 0.76 ms at
   /// 1024, H100); cuda-expansion turns it on (docs/benchmarks.md).
   bool wave_relabel = false;
+  /// Re-solves after terminal changes (no edge changes) first repair the state around each changed
+  /// node and check the optimality certificate in one pass (backends/common/push_relabel_local.h);
+  /// only when the check fails do they fall back to a global relabel from scratch.
+  bool local_resolve = true;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.
@@ -83,6 +87,10 @@ struct PushRelabelStats {
   std::int64_t bfs_tile_visits = 0;  ///< BFS visits of tiles (tiles processed in BFS rounds).
   double relabel_ms = 0;             ///< Time in global relabels (device time on the GPU).
   double push_ms = 0;                ///< Time in push rounds (device time on the GPU).
+  std::int64_t local_repairs = 0;    ///< Re-solve: changed nodes repaired locally.
+  std::int64_t local_failures = 0;   ///< Re-solve: local repairs that gave up.
+  std::int64_t local_violations = 0; ///< Re-solve: nodes failing the certificate after the repairs.
+  bool local_fallback = false;       ///< Re-solve: the local repairs were not enough (global relabels ran).
 };
 
 /// The raw state of the engine (for step-by-step comparisons of the two engines).
@@ -163,6 +171,10 @@ class PushRelabelEngine : public MaxFlowEngine {
   /// Copies the cut of the last global relabel (1 = sink side) and returns the total residual
   /// capacity left on the sink edges.
   virtual std::int64_t Finish(std::vector<Label>* sink_side) = 0;
+  /// Re-solve without global relabels: repairs the state around each changed node (their deltas
+  /// already applied by ApplyChanges), then checks the certificate on every node, writing the cut and
+  /// the sink residual for Finish(). Returns whether the certificate holds; fills the local_* stats.
+  virtual bool RepairLocally(const std::vector<NodeChange>& nodes) = 0;
   /// Times of the last solve's phases.
   virtual PhaseTimes Times() = 0;
   /// Bytes held by the workspace.
@@ -176,6 +188,7 @@ class PushRelabelEngine : public MaxFlowEngine {
   pr::TileLayout MakeLayout(const Topology& topology) const;
   void PrepareHost(const StGraph& graph);
   void RunLoop(Result* out, int max_push_rounds, bool resolve);
+  void FinishResult(Result* out, const std::string& message);
 
   std::vector<std::int64_t> sink_caps_;  // t per node at the last solve (flow = sum t - residual)
   std::int64_t sum_sink_caps_ = 0;

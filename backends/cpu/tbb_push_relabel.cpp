@@ -1,5 +1,7 @@
 #include "backends/cpu/tbb_push_relabel.h"
 
+#include "backends/common/push_relabel_local.h"
+
 #include <tbb/blocked_range.h>
 #include <tbb/combinable.h>
 #include <tbb/enumerable_thread_specific.h>
@@ -158,6 +160,18 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     stats_.push_ms += push_ms;
     times_.solve_ms += push_ms;
     return result;
+  }
+
+  bool RepairLocally(const std::vector<NodeChange>& nodes) override {
+    const auto start = std::chrono::steady_clock::now();
+    bool certified = false;
+    switch (layout_.kind) {
+      case pr::kKindGrid4: certified = RepairLocallyT<pr::kKindGrid4>(nodes); break;
+      case pr::kKindGrid8: certified = RepairLocallyT<pr::kKindGrid8>(nodes); break;
+      default: certified = RepairLocallyT<pr::kKindGrid3D6>(nodes); break;
+    }
+    times_.solve_ms += MsSince(start);
+    return certified;
   }
 
   std::int64_t Finish(std::vector<Label>* sink_side) override {
@@ -606,6 +620,43 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     sink_residual_ = residual.combine(std::plus<std::int64_t>());
     stats_.bfs_tile_visits = bfs_visits_.load();
     return active_nodes.combine(std::plus<std::int64_t>());
+  }
+
+  // Sequential repairs in node order, then the certificate on every node in parallel (it also
+  // writes the cut and the sink residual, as a census would).
+  template <int KIND>
+  bool RepairLocallyT(const std::vector<NodeChange>& nodes) {
+    constexpr int D = pr::NumDirs(KIND);
+    const pr::LocalState state{x_.data(), h_.data(), r_.data(), touched_.data(), active_.data(), layout_};
+    for (const NodeChange& c : nodes)
+      if (!pr::RepairNode<KIND, pr::HostLocalOps>(state, c.node)) ++stats_.local_failures;
+    stats_.local_repairs = static_cast<std::int64_t>(nodes.size());
+    if (stats_.local_failures) return false;
+    const TileLayout& L = layout_;
+    const std::int64_t n = L.num_nodes;
+    const int inf = L.inf;
+    tbb::combinable<std::int64_t> violations([] { return std::int64_t{0}; });
+    tbb::combinable<std::int64_t> residual([] { return std::int64_t{0}; });
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, 4096), [&](const tbb::blocked_range<std::int64_t>& range) {
+      std::int64_t bad = 0, res = 0;
+      for (std::int64_t v = range.begin(); v != range.end(); ++v) {
+        std::uint32_t r[D];
+        int nh[D];
+        for (int d = 0; d < D; ++d) {
+          std::int64_t w;
+          r[d] = r_[d * n + v];
+          nh[d] = pr::NeighbourOf(L, v, d, &w) ? h_[w] : inf;
+        }
+        bad += pr::CertifiedNode<D>(x_[v], h_[v], inf, r, nh) ? 0 : 1;
+        labels_[v] = h_[v] < inf ? 1 : 0;
+        res += x_[v] < 0 ? -x_[v] : 0;
+      }
+      violations.local() += bad;
+      residual.local() += res;
+    });
+    stats_.local_violations = violations.combine(std::plus<std::int64_t>());
+    sink_residual_ = residual.combine(std::plus<std::int64_t>());
+    return stats_.local_violations == 0;
   }
 
   std::vector<std::int64_t> x0_, x_;

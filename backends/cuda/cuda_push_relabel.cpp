@@ -135,12 +135,15 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   }
 
   void ApplyChanges(const std::vector<NodeChange>& nodes, const std::vector<EdgeChange>& edges) override {
-    std::vector<cuda_pr::NodeDelta> deltas(nodes.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i) deltas[i] = {nodes[i].node, nodes[i].delta};
-    std::vector<cuda_pr::EdgeUpdate> updates(edges.size());
-    for (std::size_t i = 0; i < edges.size(); ++i) updates[i] = {edges[i].slot, edges[i].cap, edges[i].rev_cap};
-    const std::size_t bytes = deltas.size() * sizeof(cuda_pr::NodeDelta) + updates.size() * sizeof(cuda_pr::EdgeUpdate);
+    // Members, not locals: the asynchronous copies read them after this returns.
+    host_deltas_.resize(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) host_deltas_[i] = {nodes[i].node, nodes[i].delta};
+    host_updates_.resize(edges.size());
+    for (std::size_t i = 0; i < edges.size(); ++i) host_updates_[i] = {edges[i].slot, edges[i].cap, edges[i].rev_cap};
+    const std::size_t delta_bytes = host_deltas_.size() * sizeof(cuda_pr::NodeDelta);
+    const std::size_t bytes = delta_bytes + host_updates_.size() * sizeof(cuda_pr::EdgeUpdate);
     if (bytes > change_bytes_) {
+      Sync("waiting for the GPU");  // the old buffer may still be read
       if (change_buffer_) cudaFree(change_buffer_);
       change_buffer_ = nullptr;
       change_bytes_ = 0;
@@ -149,21 +152,34 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       device_bytes_ -= bytes;
       change_bytes_ = bytes;
     }
-    auto* dev_deltas = reinterpret_cast<cuda_pr::NodeDelta*>(change_buffer_);
-    auto* dev_updates = reinterpret_cast<cuda_pr::EdgeUpdate*>(change_buffer_ + deltas.size() * sizeof(cuda_pr::NodeDelta));
+    dev_deltas_ = reinterpret_cast<cuda_pr::NodeDelta*>(change_buffer_);
+    auto* dev_updates = reinterpret_cast<cuda_pr::EdgeUpdate*>(change_buffer_ + delta_bytes);
     Record(kUploadStart);
-    if (!deltas.empty())
-      Check(cudaMemcpyAsync(dev_deltas, deltas.data(), deltas.size() * sizeof(cuda_pr::NodeDelta),
-                            cudaMemcpyHostToDevice, stream_), "uploading the terminal changes");
-    if (!updates.empty())
-      Check(cudaMemcpyAsync(dev_updates, updates.data(), updates.size() * sizeof(cuda_pr::EdgeUpdate),
+    if (!host_deltas_.empty())
+      Check(cudaMemcpyAsync(dev_deltas_, host_deltas_.data(), delta_bytes, cudaMemcpyHostToDevice, stream_),
+            "uploading the terminal changes");
+    if (!host_updates_.empty())
+      Check(cudaMemcpyAsync(dev_updates, host_updates_.data(), host_updates_.size() * sizeof(cuda_pr::EdgeUpdate),
                             cudaMemcpyHostToDevice, stream_), "uploading the edge changes");
     Record(kUploadEnd);
     Check(cudaMemsetAsync(dev_.totals, 0, cuda_pr::kNumTotals * sizeof(unsigned long long), stream_), "clearing totals");
-    Launched(cuda_pr::LaunchApplyNodeDeltas(dev_, dev_deltas, static_cast<int>(deltas.size()), stream_), "ApplyNodeDeltas");
-    Launched(cuda_pr::LaunchApplyEdgeUpdates(dev_, dev_updates, static_cast<int>(updates.size()), stream_), "ApplyEdgeUpdates");
-    // The host vectors must outlive the asynchronous copies.
-    Check(cudaStreamSynchronize(stream_), "applying the capacity changes");
+    Launched(cuda_pr::LaunchApplyNodeDeltas(dev_, dev_deltas_, static_cast<int>(host_deltas_.size()), stream_),
+             "ApplyNodeDeltas");
+    Launched(cuda_pr::LaunchApplyEdgeUpdates(dev_, dev_updates, static_cast<int>(host_updates_.size()), stream_),
+             "ApplyEdgeUpdates");
+  }
+
+  bool RepairLocally(const std::vector<NodeChange>& nodes) override {
+    // The totals were cleared by ApplyChanges; the repairs read the deltas it uploaded.
+    Launched(cuda_pr::LaunchLocalResolve(dev_, dev_deltas_, static_cast<int>(nodes.size()), stream_), "LocalResolve");
+    Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
+                          cudaMemcpyDeviceToHost, stream_), "reading the totals");
+    Sync("checking the local repairs");
+    stats_.local_repairs = static_cast<std::int64_t>(nodes.size());
+    stats_.local_failures = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalFailures]);
+    stats_.local_violations = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalViolations]);
+    sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
+    return stats_.local_failures == 0 && stats_.local_violations == 0;
   }
 
   CycleResult Cycle(int push_rounds, Relabel relabel) override {
@@ -450,6 +466,9 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   std::size_t device_bytes_ = 0;
   char* change_buffer_ = nullptr;
   std::size_t change_bytes_ = 0;
+  std::vector<cuda_pr::NodeDelta> host_deltas_;
+  std::vector<cuda_pr::EdgeUpdate> host_updates_;
+  cuda_pr::NodeDelta* dev_deltas_ = nullptr;  // in change_buffer_: the last re-solve's terminal changes
   std::int64_t* host_x0_ = nullptr;
   std::uint8_t* host_labels_ = nullptr;
   std::uint32_t* host_counters_ = nullptr;

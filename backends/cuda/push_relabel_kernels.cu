@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/push_relabel_kernels.h"
+#include "backends/common/push_relabel_local.h"
 #include "backends/cuda/push_relabel_tiles.cuh"
 
 namespace mrf::cuda_pr {
@@ -123,6 +124,87 @@ __global__ void ApplyEdgeUpdatesKernel(DeviceState s, const EdgeUpdate* updates,
   if (flow != kept) {
     atomicAdd(reinterpret_cast<unsigned long long*>(s.x + v), static_cast<unsigned long long>(flow - kept));
     atomicAdd(reinterpret_cast<unsigned long long*>(s.x + w), static_cast<unsigned long long>(kept - flow));
+  }
+}
+
+// ---- Local re-solve (backends/common/push_relabel_local.h) --------------------------------------
+
+// The repairs' memory operations on the device: every change of excess or residual is atomic, and
+// taking never goes below zero, so repairs that meet keep a valid preflow.
+struct DeviceLocalOps {
+  template <class T>
+  __device__ static T Load(const T* p) { return *const_cast<const volatile T*>(p); }
+  template <class T>
+  __device__ static void Store(T* p, T value) { *const_cast<volatile T*>(p) = value; }
+  __device__ static bool Take(std::int64_t* p, std::int64_t f) {
+    auto* q = reinterpret_cast<unsigned long long*>(p);
+    unsigned long long old = Load(q);
+    for (;;) {
+      const auto value = static_cast<std::int64_t>(old);
+      if (value < f) return false;
+      const unsigned long long seen = atomicCAS(q, old, static_cast<unsigned long long>(value - f));
+      if (seen == old) return true;
+      old = seen;
+    }
+  }
+  __device__ static bool Take(std::uint32_t* p, std::uint32_t f) {
+    unsigned int old = Load(p);
+    for (;;) {
+      if (old < f) return false;
+      const unsigned int seen = atomicCAS(p, old, old - f);
+      if (seen == old) return true;
+      old = seen;
+    }
+  }
+  __device__ static std::int64_t Add(std::int64_t* p, std::int64_t f) {
+    return static_cast<std::int64_t>(
+               atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(f))) + f;
+  }
+  __device__ static std::uint32_t Add(std::uint32_t* p, std::uint32_t f) { return atomicAdd(p, f) + f; }
+  __device__ static void Flag(std::uint8_t* p) { *p = 1; }
+};
+
+// A thread per changed node; repairs that give up are counted (the certificate is then skipped).
+template <int KIND>
+__global__ void RepairNodesKernel(DeviceState s, const NodeDelta* deltas, int count) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  const pr::LocalState state{s.x, s.h, s.r, s.touched, s.active, s.layout};
+  if (!pr::RepairNode<KIND, DeviceLocalOps>(state, deltas[i].node)) atomicAdd(&s.totals[kLocalFailures], 1ull);
+}
+
+// The certificate on every node, with the cut and the sink residual (a census for the local path).
+template <int KIND>
+__global__ void CertifyKernel(DeviceState s) {
+  constexpr int D = pr::NumDirs(KIND);
+  if (s.totals[kLocalFailures] != 0) return;
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  const int inf = L.inf;
+  unsigned long long residual = 0, bad = 0;
+  for (std::int64_t v = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; v < N;
+       v += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::uint32_t r[D];
+    int nh[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      std::int64_t w;
+      r[d] = s.r[d * N + v];
+      nh[d] = pr::NeighbourOf(L, v, d, &w) ? s.h[w] : inf;
+    }
+    const std::int64_t x = s.x[v];
+    const int h = s.h[v];
+    bad += pr::CertifiedNode<D>(x, h, inf, r, nh) ? 0 : 1;
+    s.labels[v] = h < inf ? 1 : 0;
+    residual += x < 0 ? static_cast<unsigned long long>(-x) : 0ull;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    residual += __shfl_down_sync(0xffffffffu, residual, offset);
+    bad += __shfl_down_sync(0xffffffffu, bad, offset);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    if (residual) atomicAdd(&s.totals[kSinkResidual], residual);
+    if (bad) atomicAdd(&s.totals[kLocalViolations], bad);
   }
 }
 
@@ -301,6 +383,24 @@ cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas,
   cudaGetLastError();
   ApplyNodeDeltasKernel<<<(count + 255) / 256, 256, 0, stream>>>(s, deltas, count);
   return cudaGetLastError();
+}
+
+struct LocalResolveLaunch {
+  DeviceState s;
+  const NodeDelta* deltas;
+  int count;
+  cudaStream_t stream;
+  template <int KIND>
+  cudaError_t operator()() const {
+    if (count > 0) RepairNodesKernel<KIND><<<(count + 127) / 128, 128, 0, stream>>>(s, deltas, count);
+    CertifyKernel<KIND><<<NodeBlocks(s.layout.num_nodes), 256, 0, stream>>>(s);
+    return cudaGetLastError();
+  }
+};
+
+cudaError_t LaunchLocalResolve(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream) {
+  cudaGetLastError();
+  return DispatchKind(s.layout.kind, LocalResolveLaunch{s, deltas, count, stream});
 }
 
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream) {

@@ -17,7 +17,9 @@ enum Total : int {
   kTileVisits = 2,      ///< Push visits of tiles with work (whole solve).
   kTileIterations = 3,  ///< Local iterations of those visits (whole solve).
   kBfsTileVisits = 4,   ///< BFS visits of tiles (whole solve).
-  kNumTotals = 5
+  kLocalFailures = 5,   ///< Local re-solve: repairs that gave up.
+  kLocalViolations = 6, ///< Local re-solve: nodes failing the certificate.
+  kNumTotals = 7
 };
 
 /// Device pointers of the workspace, passed by value to every kernel.
@@ -93,5 +95,9 @@ cudaError_t LaunchCensus(const DeviceState& s, Gate gate, cudaStream_t stream);
 /// Re-solve: terminal changes, then edge changes; both flag the tiles they touch.
 cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream);
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream);
+/// Local re-solve: a repair per changed node (s.totals[kLocalFailures] counts those that gave up),
+/// then, if none gave up, the certificate on every node with the cut and the sink residual
+/// (s.totals[kLocalViolations], [kSinkResidual]; all three cleared before).
+cudaError_t LaunchLocalResolve(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream);
 
 }  // namespace mrf::cuda_pr

@@ -369,6 +369,62 @@ TEST(CudaPushRelabel, SmallSanitizerSolvesAndResolves) {
   }
 }
 
+// Local re-solves (terminal changes only): a thread per changed node repairs around it, then the
+// certificate is checked on every node; the flow equals Boost's and the cut tbb-pr's (which repairs
+// the same changes one after another) and a fresh solve's, on both the local and the fallback path.
+void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint64_t seed, int* local, int* fallback) {
+  std::mt19937_64 rng(seed);
+  StGraph g = test::GridFlowCase(rng, shape, profile);
+  StGraph twin = Copy(g);
+  ASSERT_TRUE(g.maxflow("cuda-pr").ok);
+  ASSERT_TRUE(twin.maxflow("tbb-pr").ok);
+  const NodeId n = shape.num_nodes();
+  auto pick = [&](std::int64_t k) { return std::uniform_int_distribution<std::int64_t>(0, k - 1)(rng); };
+  for (int step = 0; step < 5; ++step) {
+    const std::int64_t count = step == 4 ? n / 2 : step % 2 ? 1 + n / 100 : 1 + n / 20;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const NodeId v = static_cast<NodeId>(step == 4 ? i : pick(n)), donor = static_cast<NodeId>(pick(n));
+      const Energy s = step == 4 ? 5000 : g.source_cap(donor), t = step == 4 ? 0 : g.sink_cap(donor);
+      g.set_tweights(v, s, t);
+      twin.set_tweights(v, s, t);
+    }
+    const std::string what = shape.Describe() + ", " + test::ToString(profile) + ", step " + std::to_string(step);
+    const Result again = g.maxflow("cuda-pr");
+    ASSERT_TRUE(again.ok) << what << ": " << again.message;
+    (again.message.rfind("maximum flow found by local repairs", 0) == 0 ? *local : *fallback) += 1;
+    const Result cpu_again = twin.maxflow("tbb-pr");
+    ASSERT_TRUE(cpu_again.ok) << cpu_again.message;
+    const Result fresh = Copy(g).maxflow("cuda-pr");
+    EXPECT_EQ(again.flow, Copy(g).maxflow("boost-bk").flow) << what << ": " << again.message;
+    EXPECT_EQ(again.flow, cpu_again.flow) << what;
+    EXPECT_EQ(again.labels, cpu_again.labels) << what;
+    EXPECT_EQ(again.labels, fresh.labels) << what;
+  }
+}
+
+TEST(CudaPushRelabel, SmallSanitizerLocalResolves) {
+  MRF_SKIP_WITHOUT_CUDA();
+  int local = 0, fallback = 0;
+  CheckLocalResolve(Topology::Grid2D(40, 31, 4), CapacityProfile::kSegmentation, 5, &local, &fallback);
+  CheckLocalResolve(Topology::Grid2D(23, 19, 8), CapacityProfile::kUniform, 6, &local, &fallback);
+  CheckLocalResolve(Topology::Grid3D(9, 8, 7), CapacityProfile::kSegmentation, 7, &local, &fallback);
+  EXPECT_GT(local, 0);
+}
+
+TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
+  MRF_SKIP_WITHOUT_CUDA();
+  int local = 0, fallback = 0;
+  std::uint64_t seed = 90;
+  for (const Topology& shape : {Topology::Grid2D(130, 97, 4), Topology::Grid2D(300, 1, 4), Topology::Grid2D(77, 64, 8),
+                                Topology::Grid3D(20, 21, 19), Topology::Grid2D(512, 512, 4)})
+    for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kSparse,
+                              CapacityProfile::kHuge})
+      CheckLocalResolve(shape, p, seed++, &local, &fallback);
+  std::printf("local re-solves certified: %d, fallbacks: %d\n", local, fallback);
+  EXPECT_GT(local, 20);
+  EXPECT_GT(fallback, 0);
+}
+
 // The segmentation program runs on cuda-pr by name and through auto, with the CPU's energy.
 TEST(CudaPushRelabel, MrfSegmentRunsOnTheGpu) {
   MRF_SKIP_WITHOUT_CUDA();

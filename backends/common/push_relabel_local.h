@@ -1,0 +1,358 @@
+#pragma once
+/// @file push_relabel_local.h
+/// @brief Local re-solves of grid push-relabel: repairs around changed terminal weights, and the
+/// certificate that proves a state optimal. Written once for tbb-pr (sequential repairs) and
+/// cuda-pr (a thread per changed node, atomics), like push_relabel_steps.h.
+///
+/// **The certificate.** A state (netted excess x, heights h, residuals r) holds a maximum preflow,
+/// and its finite-height nodes are exactly the sink side of the sink-minimal cut, when every node v
+/// satisfies
+///   - (C1) for every residual edge v -> w: h(v) <= h(w) + 1, where an inf node may only point at
+///          inf nodes;
+///   - (C2) x(v) > 0 implies h(v) = inf (no excess where the sink can be reached);
+///   - (C3) h(v) finite implies x(v) < 0 or a residual edge to a lower neighbour;
+///   - (C4) x(v) < 0 implies h(v) finite.
+/// By C1 an inf node reaches only inf nodes, and by C4 no node with residual capacity to the sink is
+/// one of them: inf nodes cannot reach the sink. By C3, following lower neighbours from a finite node
+/// ends at a node with x < 0: finite nodes reach the sink. With C2 no excess can reach the sink.
+/// Each condition reads only a node and its neighbours' heights, so one pass checks a whole grid.
+/// A solve's final state satisfies it (exact distances after its last global relabel, no active
+/// node); after a re-solve's repairs it is checked again, so the repairs need not be proven right:
+/// when the check fails the engine falls back to a global relabel from scratch.
+///
+/// **The repairs** (RepairNode, one changed node at a time). Heights are kept, flow is moved along
+/// short paths, and support is restored around the node:
+///   - a node that can reach the sink and now holds excess runs a small push-relabel around itself:
+///     excess moves to lower neighbours, nodes left with excess are discharged in turn and rise when
+///     nothing below them is left;
+///   - a node that cannot reach the sink and now has residual capacity to it takes excess from nodes
+///     that cannot reach the sink either, found by a small breadth-first search backwards; if some of
+///     its capacity is left and the search closed, the searched region joins the sink side;
+///   - nodes that may have lost their support (the changed node, saturated path edges, filled sink
+///     capacity) are re-checked: unsupported ones get inf, their dependants are re-checked, and the
+///     dropped nodes are then relaxed (Bellman-Ford over the few of them) from their neighbours.
+/// Each step has a small bound (discharges, searches, dropped nodes); beyond it the repair gives up.
+///
+/// Concurrency (cuda-pr): repairs of nearby nodes may meet. Every transfer of flow first takes the
+/// excess and residual it needs with compare-and-swap (never below zero) and adds to the other side
+/// afterwards, so the flow stays a valid preflow whatever the interleaving; heights written by two
+/// repairs may disagree, which the certificate then catches.
+
+#include <cstdint>
+
+#include "backends/common/push_relabel_steps.h"
+
+namespace mrf::pr {
+
+/// Bounds of one repair; past them the repair reports failure (and the engine falls back).
+constexpr int kLocalMaxPaths = 16;     ///< Augmenting searches for one node's sink capacity.
+constexpr int kLocalMaxDischarges = 64;   ///< Discharges of nodes with excess around one node.
+constexpr int kLocalMaxChecks = 128;   ///< Nodes whose support is re-checked.
+constexpr int kLocalMaxDropped = 24;   ///< Nodes that lose their height.
+constexpr int kLocalMaxRegion = 32;    ///< Nodes of the search around a node that joins the sink side.
+
+/// The state the repairs work on (device or host pointers).
+struct LocalState {
+  std::int64_t* x = nullptr;
+  std::int32_t* h = nullptr;
+  std::uint32_t* r = nullptr;
+  std::uint8_t* touched = nullptr;  ///< Per tile: set where a repair changed something (relabels start there).
+  std::uint8_t* active = nullptr;   ///< Per tile: set there too (push rounds visit it if the check fails).
+  TileLayout layout;
+};
+
+/// The neighbour of v in direction d, or false past the grid's edge.
+MRF_HD bool NeighbourOf(const TileLayout& L, std::int64_t v, int d, std::int64_t* w) {
+  const int x = static_cast<int>(v % L.width);
+  const std::int64_t rest = v / L.width;
+  const int y = static_cast<int>(rest % L.height), z = static_cast<int>(rest / L.height);
+  const int nx = x + DirX(L.kind, d), ny = y + DirY(L.kind, d), nz = z + DirZ(L.kind, d);
+  if (!L.InGrid(nx, ny, nz)) return false;
+  *w = L.Node(nx, ny, nz);
+  return true;
+}
+
+/// The certificate at one node (C1-C4 above); nh[d] is inf where there is no neighbour.
+template <int D>
+MRF_HD bool CertifiedNode(std::int64_t x, int h, int inf, const std::uint32_t (&r)[D], const int (&nh)[D]) {
+  if (x > 0 && h < inf) return false;   // C2
+  if (x < 0 && h >= inf) return false;  // C4
+  bool lower = x < 0;
+MRF_UNROLL
+  for (int d = 0; d < D; ++d) {
+    if (r[d] == 0 || nh[d] >= inf) continue;
+    if (h >= inf || h > nh[d] + 1) return false;  // C1
+    lower |= nh[d] < h;
+  }
+  return h >= inf || lower;  // C3
+}
+
+namespace local_detail {
+
+template <class Ops>
+MRF_HD void Touch(const LocalState& s, std::int64_t v) {
+  const int tile = s.layout.TileOfNode(v);
+  if (s.touched) Ops::Flag(s.touched + tile);
+  if (s.active) Ops::Flag(s.active + tile);
+}
+
+// Index of u among the first n entries of list, or -1.
+MRF_HD int IndexIn(const std::int64_t* list, int n, std::int64_t u) {
+  for (int i = 0; i < n; ++i)
+    if (list[i] == u) return i;
+  return -1;
+}
+
+// Adds u to the nodes to re-check (once); false when the list is full.
+MRF_HD bool NoteCheck(std::int64_t u, std::int64_t* check, int& checks) {
+  if (IndexIn(check, checks, u) >= 0) return true;
+  if (checks == kLocalMaxChecks) return false;
+  check[checks++] = u;
+  return true;
+}
+
+// Queues the nodes that may have leant on u (residual edge into u, finite height above old_h) after
+// u's height rose from old_h.
+template <int KIND, class Ops>
+MRF_HD bool QueueDependants(const LocalState& s, std::int64_t u, int old_h, std::int64_t* check, int& checks) {
+  const TileLayout& L = s.layout;
+  for (int d = 0; d < NumDirs(KIND); ++d) {
+    std::int64_t w;
+    if (!NeighbourOf(L, u, d, &w) || Ops::Load(s.r + Opposite(KIND, d) * L.num_nodes + w) == 0) continue;
+    const int hw = Ops::Load(s.h + w);
+    if (hw < L.inf && hw > old_h && !NoteCheck(w, check, checks)) return false;
+  }
+  return true;
+}
+
+// A small push-relabel around v (finite height, excess): a queue of nodes with excess, each
+// discharged in turn: it pushes to lower neighbours over residual edges (which may leave them with
+// excess in turn), and with none left below it rises to one above its lowest residual neighbour, or
+// to inf when none can reach the sink (it then keeps its excess). Flow spreads ring by ring, so the
+// serial steps are the nodes it passes, not the paths. Nodes that may have lost their support (sink
+// capacity used up, a saturated edge, a neighbour that rose) go to `check`.
+template <int KIND, class Ops>
+MRF_HD bool DischargeLocally(const LocalState& s, std::int64_t v, std::int64_t* check, int& checks) {
+  constexpr int D = NumDirs(KIND);
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  const int inf = L.inf;
+  std::int64_t queue[kLocalMaxDischarges];
+  int head = 0, tail = 0;
+  queue[tail++] = v;
+  while (head < tail) {
+    const std::int64_t u = queue[head++];
+    std::int64_t xu = Ops::Load(s.x + u);
+    int hu = Ops::Load(s.h + u);
+    if (xu <= 0 || hu >= inf) continue;
+    std::int64_t w[D];
+    int hw[D];
+    std::uint32_t ru[D];
+    int lowest = inf;
+MRF_UNROLL
+    for (int d = 0; d < D; ++d) {
+      hw[d] = inf;
+      ru[d] = 0;
+      if (!NeighbourOf(L, u, d, &w[d])) continue;
+      ru[d] = Ops::Load(s.r + d * N + u);
+      if (ru[d] == 0) continue;
+      hw[d] = Ops::Load(s.h + w[d]);
+      lowest = hw[d] < lowest ? hw[d] : lowest;
+    }
+    if (lowest >= hu) {  // relabel
+      const int lifted = lowest >= inf - 1 ? inf : lowest + 1;
+      Ops::Store(s.h + u, lifted);
+      Touch<Ops>(s, u);
+      if (!QueueDependants<KIND, Ops>(s, u, hu, check, checks)) return false;
+      if (lifted >= inf) continue;  // no way to the sink is left: u keeps its excess, dead
+      hu = lifted;
+    }
+    bool saturated = false;
+    for (int d = 0; d < D && xu > 0; ++d) {
+      if (ru[d] == 0 || hw[d] >= hu) continue;
+      const std::int64_t f = xu < ru[d] ? xu : ru[d];
+      if (!Ops::Take(s.x + u, f)) return false;
+      if (!Ops::Take(s.r + d * N + u, static_cast<std::uint32_t>(f))) {
+        Ops::Add(s.x + u, f);
+        return false;
+      }
+      Ops::Add(s.r + Opposite(KIND, d) * N + w[d], static_cast<std::uint32_t>(f));
+      const std::int64_t xw = Ops::Add(s.x + w[d], f);
+      Touch<Ops>(s, w[d]);
+      xu -= f;
+      saturated |= f == ru[d];
+      // Every transfer above completes before a bound is reported, so the flow stays consistent.
+      if (xw - f < 0 && xw >= 0 && !NoteCheck(w[d], check, checks)) return false;  // its sink capacity is used up
+      if (xw > 0) {
+        if (tail == kLocalMaxDischarges) return false;
+        queue[tail++] = w[d];
+      }
+    }
+    if (saturated && !NoteCheck(u, check, checks)) return false;
+    if (xu > 0) {  // pushed all it could at this height: it rises on its next turn
+      if (tail == kLocalMaxDischarges) return false;
+      queue[tail++] = u;
+    }
+  }
+  return true;
+}
+
+// v cannot reach the sink and now has residual capacity to it. A breadth-first search backwards
+// from v over nodes that cannot reach the sink either (residual edges into the searched region)
+// finds excess and sends it to v along the search tree; the search starts again until v's capacity
+// is used up. If the search closes (no such node left outside the region) with capacity left, the
+// region can reach the sink only through v: it joins the sink side with its search distances.
+template <int KIND, class Ops>
+MRF_HD bool FillFromDeadRegion(const LocalState& s, std::int64_t v) {
+  constexpr int D = NumDirs(KIND);
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  const int inf = L.inf;
+  std::int64_t node[kLocalMaxRegion];
+  int parent[kLocalMaxRegion], dir[kLocalMaxRegion], depth[kLocalMaxRegion];
+  std::int64_t xv = Ops::Load(s.x + v);
+  for (int attempt = 0; attempt < kLocalMaxPaths && xv < 0; ++attempt) {
+    node[0] = v;
+    parent[0] = -1;
+    depth[0] = 0;
+    int size = 1, found = -1;
+    for (int head = 0; head < size && found < 0; ++head) {
+      const std::int64_t u = node[head];
+      for (int d = 0; d < D && found < 0; ++d) {
+        std::int64_t w;
+        if (!NeighbourOf(L, u, d, &w) || Ops::Load(s.r + Opposite(KIND, d) * N + w) == 0) continue;
+        if (Ops::Load(s.h + w) < inf || IndexIn(node, size, w) >= 0) continue;
+        if (size == kLocalMaxRegion) return false;
+        node[size] = w;
+        parent[size] = head;
+        dir[size] = Opposite(KIND, d);  // w -> u
+        depth[size] = depth[head] + 1;
+        if (Ops::Load(s.x + w) > 0) found = size;
+        ++size;
+      }
+    }
+    if (found < 0) {
+      // Closed: every node that can reach v is in the region and holds no excess.
+      for (int i = 0; i < size; ++i) {
+        Ops::Store(s.h + node[i], depth[i] + 1);
+        Touch<Ops>(s, node[i]);
+      }
+      return true;
+    }
+    // Send min(excess, residuals, capacity) from node[found] to v along the tree.
+    std::int64_t f = Ops::Load(s.x + node[found]);
+    f = f < -xv ? f : -xv;
+    for (int i = found; i > 0; i = parent[i]) {
+      const std::uint32_t ri = Ops::Load(s.r + dir[i] * N + node[i]);
+      f = f < ri ? f : ri;
+    }
+    if (f <= 0 || !Ops::Take(s.x + node[found], f)) return false;
+    for (int i = found; i > 0; i = parent[i]) {
+      if (Ops::Take(s.r + dir[i] * N + node[i], static_cast<std::uint32_t>(f))) continue;
+      for (int j = found; j != i; j = parent[j]) Ops::Add(s.r + dir[j] * N + node[j], static_cast<std::uint32_t>(f));
+      Ops::Add(s.x + node[found], f);
+      return false;
+    }
+    for (int i = found; i > 0; i = parent[i]) {
+      Ops::Add(s.r + Opposite(KIND, dir[i]) * N + node[parent[i]], static_cast<std::uint32_t>(f));
+      Touch<Ops>(s, node[i]);
+    }
+    xv = Ops::Add(s.x + v, f);
+  }
+  return xv >= 0;
+}
+
+// Re-checks the support (C3) of the nodes in `check`: an unsupported node drops to inf and its
+// dependants are checked in turn; the dropped nodes are then relaxed from their neighbours.
+template <int KIND, class Ops>
+MRF_HD bool RestoreSupport(const LocalState& s, std::int64_t* check, int checks) {
+  constexpr int D = NumDirs(KIND);
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  const int inf = L.inf;
+  std::int64_t dropped[kLocalMaxDropped];
+  int dropped_count = 0;
+  for (int head = 0; head < checks; ++head) {
+    const std::int64_t u = check[head];
+    const int hu = Ops::Load(s.h + u);
+    if (hu >= inf) continue;
+    bool supported = Ops::Load(s.x + u) < 0;
+MRF_UNROLL
+    for (int d = 0; d < D; ++d) {
+      std::int64_t w;
+      if (!supported && NeighbourOf(L, u, d, &w) && Ops::Load(s.r + d * N + u) > 0) supported = Ops::Load(s.h + w) < hu;
+    }
+    if (supported) continue;
+    if (dropped_count == kLocalMaxDropped) return false;
+    dropped[dropped_count++] = u;
+    Ops::Store(s.h + u, inf);
+    Touch<Ops>(s, u);
+    // Only a higher neighbour pointing at u can have leant on it.
+    if (!QueueDependants<KIND, Ops>(s, u, hu, check, checks)) return false;
+  }
+  // Bellman-Ford over the dropped nodes: one more than the lowest residual neighbour.
+  int height[kLocalMaxDropped];
+  for (int i = 0; i < dropped_count; ++i) height[i] = inf;
+  for (int round = 0; round <= dropped_count; ++round) {
+    bool changed = false;
+    for (int i = 0; i < dropped_count; ++i) {
+      const std::int64_t u = dropped[i];
+      int lowest = inf;
+      for (int d = 0; d < D; ++d) {
+        std::int64_t w;
+        if (!NeighbourOf(L, u, d, &w) || Ops::Load(s.r + d * N + u) == 0) continue;
+        const int j = IndexIn(dropped, dropped_count, w);
+        const int hw = j >= 0 ? height[j] : Ops::Load(s.h + w);
+        lowest = hw < lowest ? hw : lowest;
+      }
+      const int candidate = lowest >= inf - 1 ? inf : lowest + 1;
+      if (candidate < height[i]) {
+        height[i] = candidate;
+        changed = true;
+      }
+    }
+    if (!changed) break;
+  }
+  for (int i = 0; i < dropped_count; ++i) Ops::Store(s.h + dropped[i], height[i]);
+  return true;
+}
+
+}  // namespace local_detail
+
+/// Repairs the state around node v after its terminal weights changed (x already updated). Returns
+/// false when a bound was hit or a concurrent repair got in the way; the state is then still a valid
+/// preflow, but the engine must not trust it without a global relabel.
+template <int KIND, class Ops>
+MRF_HD bool RepairNode(const LocalState& s, std::int64_t v) {
+  const int inf = s.layout.inf;
+  std::int64_t check[kLocalMaxChecks];
+  int checks = 0;
+  const int hv = Ops::Load(s.h + v);
+  const std::int64_t xv = Ops::Load(s.x + v);
+  local_detail::Touch<Ops>(s, v);
+  if (hv >= inf) return xv >= 0 || local_detail::FillFromDeadRegion<KIND, Ops>(s, v);
+  if (xv > 0 && !local_detail::DischargeLocally<KIND, Ops>(s, v, check, checks)) return false;
+  if (!local_detail::NoteCheck(v, check, checks)) return false;  // support may be gone (it had residual capacity to the sink, or sent flow away)
+  return local_detail::RestoreSupport<KIND, Ops>(s, check, checks);
+}
+
+/// Plain memory operations for sequential repairs on the host.
+struct HostLocalOps {
+  template <class T>
+  static T Load(const T* p) { return *p; }
+  template <class T>
+  static void Store(T* p, T value) { *p = value; }
+  /// Subtracts f when at least f is there.
+  template <class T>
+  static bool Take(T* p, T f) {
+    if (*p < f) return false;
+    *p -= f;
+    return true;
+  }
+  /// Adds f and returns the new value.
+  template <class T>
+  static T Add(T* p, T f) { return *p += f; }
+  static void Flag(std::uint8_t* p) { *p = 1; }
+};
+
+}  // namespace mrf::pr

@@ -1,0 +1,191 @@
+// Local re-solves of the grid push-relabel engines (backends/common/push_relabel_local.h), on tbb-pr:
+// - the optimality certificate holds on every solved state, its finite nodes are the cut, and each
+//   kind of broken state (excess that can reach the sink, sink capacity on a node marked dead, a
+//   height too far above a residual neighbour, a height with no way down) fails it;
+// - re-solves after terminal changes equal Boost Graph's max-flow and a fresh solve's cut, whether
+//   the local repairs were certified or fell back to global relabels (both paths are exercised).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "backends/common/push_relabel_local.h"
+#include "backends/cpu/tbb_push_relabel.h"
+#include "mrf/st_graph.h"
+#include "support/grid_flow_cases.h"
+
+namespace mrf {
+namespace {
+
+using test::CapacityProfile;
+
+constexpr const char* kLocalPrefix = "maximum flow found by local repairs";
+
+pr::TileLayout LayoutOf(const Topology& t) {
+  pr::TileLayout L;
+  L.kind = static_cast<int>(t.kind());
+  L.width = t.width();
+  L.height = t.height();
+  L.depth = t.depth();
+  L.num_nodes = t.num_nodes();
+  L.inf = static_cast<int>(L.num_nodes + 1);
+  L.tile_x = L.tile_y = L.tile_z = 1 << 20;  // one tile: TileOfNode is not used here
+  L.tiles_x = L.tiles_y = L.tiles_z = 1;
+  return L;
+}
+
+// Nodes that fail the certificate.
+template <int KIND>
+std::int64_t ViolationsT(const PushRelabelState& s, const pr::TileLayout& L) {
+  constexpr int D = pr::NumDirs(KIND);
+  std::int64_t bad = 0;
+  for (std::int64_t v = 0; v < L.num_nodes; ++v) {
+    std::uint32_t r[D];
+    int nh[D];
+    for (int d = 0; d < D; ++d) {
+      std::int64_t w;
+      r[d] = s.r[d * L.num_nodes + v];
+      nh[d] = pr::NeighbourOf(L, v, d, &w) ? s.h[w] : L.inf;
+    }
+    bad += pr::CertifiedNode<D>(s.x[v], s.h[v], L.inf, r, nh) ? 0 : 1;
+  }
+  return bad;
+}
+
+std::int64_t Violations(const PushRelabelState& s, const pr::TileLayout& L) {
+  if (L.kind == pr::kKindGrid4) return ViolationsT<pr::kKindGrid4>(s, L);
+  if (L.kind == pr::kKindGrid8) return ViolationsT<pr::kKindGrid8>(s, L);
+  return ViolationsT<pr::kKindGrid3D6>(s, L);
+}
+
+Energy ReferenceFlow(const StGraph& graph) {
+  StGraph copy(graph.topology());
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) copy.add_tweights(v, graph.source_cap(v), graph.sink_cap(v));
+  graph.topology().ForEachEdge(
+      [&](EdgeId e, NodeId, NodeId) { copy.add_to_edge_slot(e, graph.edge_cap(e), graph.edge_rev_cap(e)); });
+  const Result r = copy.maxflow("boost-bk");
+  if (!r.ok) throw Error("boost-bk failed: " + r.message);
+  return r.flow;
+}
+
+const Topology kShapes[] = {Topology::Grid2D(41, 33, 4), Topology::Grid2D(29, 26, 8), Topology::Grid3D(11, 9, 8)};
+
+TEST(PushRelabelLocal, SolvedStatesAreCertifiedAndBrokenOnesAreNot) {
+  std::mt19937_64 rng(3);
+  int broken_kinds_seen[4] = {0, 0, 0, 0};
+  for (const Topology& shape : kShapes)
+    for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kSparse}) {
+      const std::string what = shape.Describe() + ", " + test::ToString(p);
+      StGraph g = test::GridFlowCase(rng, shape, p);
+      auto engine = MakeTbbPushRelabelEngine();
+      Result result;
+      engine->Solve(g, &result);
+      ASSERT_EQ(result.flow, ReferenceFlow(g)) << what << ": " << result.message;
+      const PushRelabelState solved = engine->DownloadState();
+      const pr::TileLayout L = LayoutOf(shape);
+      EXPECT_EQ(Violations(solved, L), 0) << what;
+      for (NodeId v = 0; v < shape.num_nodes(); ++v)
+        ASSERT_EQ(result.labels[v], solved.h[v] < L.inf ? 1 : 0) << what << ": the finite nodes are the sink side";
+      // Each way of breaking it, at the first node where it applies.
+      const int D = pr::NumDirs(L.kind);
+      for (std::int64_t v = 0; v < L.num_nodes; ++v) {
+        const int h = solved.h[v];
+        if (h < L.inf && !broken_kinds_seen[0]++) {  // excess where the sink can be reached (C2)
+          PushRelabelState s = solved;
+          s.x[v] = 1;
+          EXPECT_GT(Violations(s, L), 0) << what << ": excess at a finite node";
+        }
+        if (solved.x[v] < 0) {  // sink capacity on a node marked dead (C4)
+          PushRelabelState s = solved;
+          s.h[v] = L.inf;
+          EXPECT_GT(Violations(s, L), 0) << what << ": sink capacity at an inf node";
+          ++broken_kinds_seen[1];
+        }
+        for (int d = 0; d < D; ++d) {
+          std::int64_t w;
+          if (!pr::NeighbourOf(L, v, d, &w) || solved.r[d * L.num_nodes + v] == 0 || solved.h[w] >= L.inf) continue;
+          if (h < L.inf) {  // two above a residual neighbour (C1)
+            PushRelabelState s = solved;
+            s.h[v] = solved.h[w] + 2;
+            EXPECT_GT(Violations(s, L), 0) << what << ": height two above a residual neighbour";
+            ++broken_kinds_seen[2];
+          }
+          if (solved.x[v] >= 0 && h < L.inf) {  // no way down (C3): every residual neighbour raised to h
+            PushRelabelState s = solved;
+            for (int e = 0; e < D; ++e) {
+              std::int64_t u;
+              if (pr::NeighbourOf(L, v, e, &u) && solved.r[e * L.num_nodes + v] > 0 && s.h[u] < h) s.h[u] = h;
+            }
+            EXPECT_GT(Violations(s, L), 0) << what << ": a finite node with no lower residual neighbour";
+            ++broken_kinds_seen[3];
+          }
+          break;
+        }
+        if (broken_kinds_seen[1] && broken_kinds_seen[2] > 3 && broken_kinds_seen[3] > 3) break;
+      }
+    }
+  for (int k = 0; k < 4; ++k) EXPECT_GT(broken_kinds_seen[k], 0) << "broken state kind " << k << " never built";
+}
+
+// Terminal-only edits (a few nodes, 1%, 5%; weights of another node or random ones), re-solved from
+// the residual graph; then a large block repainted, which the local repairs cannot absorb.
+TEST(PushRelabelLocal, ResolvesEqualBoostAndFreshSolves) {
+  std::mt19937_64 rng(21);
+  int local = 0, fallback = 0;
+  for (const Topology& shape : kShapes)
+    for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kSparse,
+                              CapacityProfile::kHuge, CapacityProfile::kZero}) {
+      StGraph g = test::GridFlowCase(rng, shape, p);
+      ASSERT_TRUE(g.maxflow("tbb-pr").ok);
+      const NodeId n = shape.num_nodes();
+      auto pick = [&](std::int64_t k) { return std::uniform_int_distribution<std::int64_t>(0, k - 1)(rng); };
+      for (int step = 0; step < 7; ++step) {
+        const std::string what = shape.Describe() + ", " + test::ToString(p) + ", step " + std::to_string(step);
+        if (step < 6) {
+          const std::int64_t count = step % 3 == 0 ? 1 + pick(3) : step % 3 == 1 ? 1 + n / 100 : 1 + n / 20;
+          for (std::int64_t i = 0; i < count; ++i) {
+            const NodeId v = static_cast<NodeId>(pick(n));
+            if (step < 3) {
+              const NodeId donor = static_cast<NodeId>(pick(n));
+              g.set_tweights(v, g.source_cap(donor), g.sink_cap(donor));
+            } else {
+              g.set_tweights(v, pick(1000), pick(1000));
+            }
+          }
+        } else {
+          for (NodeId v = 0; v < n / 2; ++v) g.set_tweights(v, 5000, 0);  // half the grid forced to the source
+        }
+        const Result again = g.maxflow("tbb-pr");  // from the residual graph
+        ASSERT_TRUE(again.ok) << what << ": " << again.message;
+        (again.message.rfind(kLocalPrefix, 0) == 0 ? local : fallback) += 1;
+        EXPECT_EQ(again.flow, ReferenceFlow(g)) << what << ": " << again.message;
+        const Result fresh = g.maxflow("tbb-pr", /*reuse=*/false);
+        ASSERT_TRUE(fresh.ok) << fresh.message;
+        EXPECT_EQ(again.labels, fresh.labels) << what << ": the sink-minimal cut (" << again.message << ")";
+      }
+    }
+  std::printf("local re-solves certified: %d, fallbacks: %d\n", local, fallback);
+  EXPECT_GT(local, 40) << "the local path should certify most small edits";
+  EXPECT_GT(fallback, 0) << "the fallback path was never exercised";
+}
+
+TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {
+  setenv("MRF_PR_TUNING", "local_resolve=0", 1);  // read when the registry makes the engine
+  std::mt19937_64 rng(8);
+  StGraph g = test::GridFlowCase(rng, Topology::Grid2D(30, 30, 4), CapacityProfile::kSegmentation);
+  ASSERT_TRUE(g.maxflow("tbb-pr").ok);
+  g.set_tweights(17, 0, 900);
+  const Result again = g.maxflow("tbb-pr");
+  unsetenv("MRF_PR_TUNING");
+  ASSERT_TRUE(again.ok) << again.message;
+  EXPECT_NE(again.message.rfind(kLocalPrefix, 0), 0u) << again.message;
+  EXPECT_EQ(again.flow, ReferenceFlow(g));
+  PushRelabelTuning t;
+  EXPECT_TRUE(t.local_resolve);
+  t.Parse("local_resolve=0");
+  EXPECT_FALSE(t.local_resolve);
+  EXPECT_EQ(t.Describe().find("local re-solves"), std::string::npos) << t.Describe();
+}
+
+}  // namespace
+}  // namespace mrf
