@@ -27,7 +27,8 @@
 ///     nothing below them is left;
 ///   - a node that cannot reach the sink and now has residual capacity to it takes excess from nodes
 ///     that cannot reach the sink either, found by a small breadth-first search backwards; if some of
-///     its capacity is left and the search closed, the searched region joins the sink side;
+///     its capacity is left and the search closed, the searched region joins the sink side (at
+///     heights no finite node pointing into it is more than one above);
 ///   - nodes that may have lost their support (the changed node, saturated path edges, filled sink
 ///     capacity) are re-checked: unsupported ones get inf, their dependants are re-checked, and the
 ///     dropped nodes are then relaxed (Bellman-Ford over the few of them) from their neighbours.
@@ -103,9 +104,10 @@ MRF_HD int IndexIn(const std::int64_t* list, int n, std::int64_t u) {
   return -1;
 }
 
-// Adds u to the nodes to re-check (once); false when the list is full.
-MRF_HD bool NoteCheck(std::int64_t u, std::int64_t* check, int& checks) {
-  if (IndexIn(check, checks, u) >= 0) return true;
+// Adds u to the nodes to re-check unless it waits there already (entries from `from` on are not
+// checked yet); false when the list is full.
+MRF_HD bool NoteCheck(std::int64_t u, std::int64_t* check, int& checks, int from = 0) {
+  if (IndexIn(check + from, checks - from, u) >= 0) return true;
   if (checks == kLocalMaxChecks) return false;
   check[checks++] = u;
   return true;
@@ -114,14 +116,52 @@ MRF_HD bool NoteCheck(std::int64_t u, std::int64_t* check, int& checks) {
 // Queues the nodes that may have leant on u (residual edge into u, finite height above old_h) after
 // u's height rose from old_h.
 template <int KIND, class Ops>
-MRF_HD bool QueueDependants(const LocalState& s, std::int64_t u, int old_h, std::int64_t* check, int& checks) {
+MRF_HD bool QueueDependants(const LocalState& s, std::int64_t u, int old_h, std::int64_t* check, int& checks,
+                            int from = 0) {
   const TileLayout& L = s.layout;
   for (int d = 0; d < NumDirs(KIND); ++d) {
     std::int64_t w;
     if (!NeighbourOf(L, u, d, &w) || Ops::Load(s.r + Opposite(KIND, d) * L.num_nodes + w) == 0) continue;
     const int hw = Ops::Load(s.h + w);
-    if (hw < L.inf && hw > old_h && !NoteCheck(w, check, checks)) return false;
+    if (hw < L.inf && hw > old_h && !NoteCheck(w, check, checks, from)) return false;
   }
+  return true;
+}
+
+// Excess bouncing between a few nodes (each rising above the other) means they may be cut off from
+// the sink: a search forwards from u over residual edges to finite nodes, bounded to
+// kLocalMaxRegion nodes, that closes without meeting sink capacity proves it, and the region
+// drops to inf (keeping its excess). Returns whether it dropped; false also when the bound was hit.
+template <int KIND, class Ops>
+MRF_HD bool DropClosedRegion(const LocalState& s, std::int64_t u, std::int64_t* check, int& checks, bool* full) {
+  constexpr int D = NumDirs(KIND);
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  std::int64_t node[kLocalMaxRegion];
+  int old_h[kLocalMaxRegion];
+  int size = 1;
+  node[0] = u;
+  old_h[0] = Ops::Load(s.h + u);
+  for (int head = 0; head < size; ++head) {
+    const std::int64_t a = node[head];
+    if (Ops::Load(s.x + a) < 0) return false;  // reaches sink capacity
+    for (int d = 0; d < D; ++d) {
+      std::int64_t w;
+      if (!NeighbourOf(L, a, d, &w) || Ops::Load(s.r + d * N + a) == 0) continue;
+      const int hw = Ops::Load(s.h + w);
+      if (hw >= L.inf || IndexIn(node, size, w) >= 0) continue;
+      if (size == kLocalMaxRegion) return false;
+      node[size] = w;
+      old_h[size] = hw;
+      ++size;
+    }
+  }
+  for (int i = 0; i < size; ++i) {
+    Ops::Store(s.h + node[i], L.inf);
+    Touch<Ops>(s, node[i]);
+  }
+  for (int i = 0; i < size; ++i)
+    if (!QueueDependants<KIND, Ops>(s, node[i], old_h[i], check, checks)) *full = true;
   return true;
 }
 
@@ -160,6 +200,12 @@ MRF_UNROLL
       lowest = hw[d] < lowest ? hw[d] : lowest;
     }
     if (lowest >= hu) {  // relabel
+      if (IndexIn(queue, head - 1, u) >= 0) {  // its second rise: is it cut off?
+        bool full = false;
+        const bool dropped = DropClosedRegion<KIND, Ops>(s, u, check, checks, &full);
+        if (full) return false;
+        if (dropped) continue;
+      }
       const int lifted = lowest >= inf - 1 ? inf : lowest + 1;
       Ops::Store(s.h + u, lifted);
       Touch<Ops>(s, u);
@@ -232,9 +278,20 @@ MRF_HD bool FillFromDeadRegion(const LocalState& s, std::int64_t v) {
       }
     }
     if (found < 0) {
-      // Closed: every node that can reach v is in the region and holds no excess.
+      // Closed: every node that cannot reach the sink but can reach v is in the region, and none
+      // holds excess. The region gets heights base + depth: each node one above its parent, and the
+      // base high enough that no finite node pointing into the region is more than one above it.
+      int base = 1;
+      for (int i = 0; i < size; ++i)
+        for (int d = 0; d < D; ++d) {
+          std::int64_t w;
+          if (!NeighbourOf(L, node[i], d, &w) || Ops::Load(s.r + Opposite(KIND, d) * N + w) == 0) continue;
+          const int hw = Ops::Load(s.h + w);
+          if (hw < inf && hw - 1 - depth[i] > base) base = hw - 1 - depth[i];
+        }
+      if (base + depth[size - 1] >= inf) return false;
       for (int i = 0; i < size; ++i) {
-        Ops::Store(s.h + node[i], depth[i] + 1);
+        Ops::Store(s.h + node[i], base + depth[i]);
         Touch<Ops>(s, node[i]);
       }
       return true;
@@ -287,8 +344,8 @@ MRF_UNROLL
     dropped[dropped_count++] = u;
     Ops::Store(s.h + u, inf);
     Touch<Ops>(s, u);
-    // Only a higher neighbour pointing at u can have leant on it.
-    if (!QueueDependants<KIND, Ops>(s, u, hu, check, checks)) return false;
+    // Only a higher neighbour pointing at u can have leant on it (checked again if it was before).
+    if (!QueueDependants<KIND, Ops>(s, u, hu, check, checks, head + 1)) return false;
   }
   // Bellman-Ford over the dropped nodes: one more than the lowest residual neighbour.
   int height[kLocalMaxDropped];
