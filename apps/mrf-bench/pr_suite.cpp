@@ -112,6 +112,7 @@ struct ResolveRow {
   double resolve_ms = -1, resolve_transfer_ms = -1, fresh_ms = -1;
   Energy flow = -1;
   int runs = 0, local_runs = 0;  // timed re-solves, and those certified by local repairs alone
+  std::string last_message;      // the engine's message of the last re-solve
 };
 
 ResolveRow TimeResolve(const std::string& solver, const std::string& edit, const StGraph& original, int size,
@@ -151,6 +152,7 @@ ResolveRow TimeResolve(const std::string& solver, const std::string& edit, const
     row.flow = again.flow;
     if (k < 0) continue;  // warm-up
     ++row.runs;
+    row.last_message = again.message;
     if (again.message.rfind("maximum flow found by local repairs", 0) == 0) ++row.local_runs;
     resolve.push_back(again.timings.solve_ms);
     transfer.push_back(std::max(0.0, again.timings.transfer_ms));
@@ -265,9 +267,10 @@ int RunPushRelabel(const BenchOptions& options) {
                                        [entry] { return entry->make_engine(); }));
         const ResolveRow& r = resolves.back();
         std::printf("%5d %-8s re-solve after a %s edit (%lld pixels): %.3f ms (+%.3f ms transfer), fresh %.3f ms, "
-                    "%.1fx, %d of %d certified locally\n",
+                    "%.1fx, %d of %d certified locally\n#   last: %s\n",
                     r.size, r.solver.c_str(), edit, static_cast<long long>(r.changed), r.resolve_ms,
-                    r.resolve_transfer_ms, r.fresh_ms, r.fresh_ms / r.resolve_ms, r.local_runs, r.runs);
+                    r.resolve_transfer_ms, r.fresh_ms, r.fresh_ms / r.resolve_ms, r.local_runs, r.runs,
+                    r.last_message.c_str());
         std::fflush(stdout);
       }
     }

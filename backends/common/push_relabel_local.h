@@ -376,11 +376,12 @@ MRF_UNROLL
 
 }  // namespace local_detail
 
-/// Repairs the state around node v after its terminal weights changed (x already updated). Returns
-/// false when a bound was hit or a concurrent repair got in the way; the state is then still a valid
-/// preflow, but the engine must not trust it without a global relabel.
+/// Repairs the state around node v after its terminal weights changed (x already updated); with
+/// `dead_only`, only if v cannot reach the sink. Returns false when a bound was hit or a concurrent
+/// repair got in the way; the state is then still a valid preflow, but the engine must not trust it
+/// without a global relabel.
 template <int KIND, class Ops>
-MRF_HD bool RepairNode(const LocalState& s, std::int64_t v) {
+MRF_HD bool RepairNode(const LocalState& s, std::int64_t v, bool dead_only = false) {
   const int inf = s.layout.inf;
   std::int64_t check[kLocalMaxChecks];
   int checks = 0;
@@ -388,6 +389,7 @@ MRF_HD bool RepairNode(const LocalState& s, std::int64_t v) {
   const std::int64_t xv = Ops::Load(s.x + v);
   local_detail::Touch<Ops>(s, v);
   if (hv >= inf) return xv >= 0 || local_detail::FillFromDeadRegion<KIND, Ops>(s, v);
+  if (dead_only) return true;
   if (xv > 0 && !local_detail::DischargeLocally<KIND, Ops>(s, v, check, checks)) return false;
   if (!local_detail::NoteCheck(v, check, checks)) return false;  // support may be gone (it had residual capacity to the sink, or sent flow away)
   return local_detail::RestoreSupport<KIND, Ops>(s, check, checks);

@@ -29,6 +29,8 @@ bool PushRelabelTuning::IsValid(std::string* error) const {
   if (bfs_check_every < 2 || bfs_check_every > 512 || bfs_check_every % 2 != 0)
     return fail("bfs_check_every must be even and in 2..512 (got " + std::to_string(bfs_check_every) + ")");
   if (max_push_rounds < 0) return fail("max_push_rounds must not be negative");
+  if (local_resolve < -1 || local_resolve > 2)
+    return fail("local_resolve must be -1, 0, 1 or 2 (got " + std::to_string(local_resolve) + ")");
   if (incremental_relabel < 0 || incremental_relabel > 2)
     return fail("incremental_relabel must be 0, 1 or 2 (got " + std::to_string(incremental_relabel) + ")");
   return true;
@@ -43,7 +45,11 @@ std::string PushRelabelTuning::Describe() const {
     << (incremental_relabel == 0   ? ", full relabels"
         : incremental_relabel == 1 ? ", incremental relabels in re-solves"
                                    : ", incremental relabels")
-    << (wave_relabel ? ", wave relabels" : "") << (local_resolve ? ", local re-solves" : "");
+    << (wave_relabel ? ", wave relabels" : "")
+    << (local_resolve == 0   ? ", no local re-solves"
+        : local_resolve == 1 ? ", local re-solves"
+        : local_resolve == 2 ? ", local fills before re-solves"
+                             : "");
   if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
   return s.str();
 }
@@ -73,7 +79,7 @@ void PushRelabelTuning::Parse(const std::string& overrides) {
     else if (name == "fused_bfs_start") fused_bfs_start = v != 0;
     else if (name == "incremental_relabel") incremental_relabel = v;
     else if (name == "wave_relabel") wave_relabel = v != 0;
-    else if (name == "local_resolve") local_resolve = v != 0;
+    else if (name == "local_resolve") local_resolve = v;
     else if (name == "max_push_rounds") max_push_rounds = v;
     else
       throw Error("push-relabel tuning: unknown name '" + name +
@@ -214,12 +220,15 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   for (EdgeId e : slots)
     if (graph.topology().edge_endpoints(e, &from, &to))
       edge_changes.push_back({e, graph.edge_cap(e), graph.edge_rev_cap(e)});
+  const int mode = edge_changes.empty() ? (tuning_.local_resolve < 0 ? DefaultLocalResolve() : tuning_.local_resolve) : 0;
+  RepairSchedule schedule;
+  if (mode > 0) schedule = ScheduleRepairs(&node_changes);
   out->timings.setup_ms = MsSince(start);
   ApplyChanges(node_changes, edge_changes);
-  if (tuning_.local_resolve && edge_changes.empty()) {
-    // The last solve left a certified state (push_relabel_local.h): repair around the changes and check.
+  if (mode > 0) {
+    // The last solve left a certified state (push_relabel_local.h): repair around the changes (and check).
     stats_ = PushRelabelStats{};
-    if (RepairLocally(node_changes)) {
+    if (RepairLocally(node_changes, schedule, mode == 2)) {
       FinishResult(out, "maximum flow found by local repairs of " + std::to_string(stats_.local_repairs) +
                             " changed nodes (optimality certificate checked on every node)");
       solved_ = true;
@@ -232,15 +241,48 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
     stats_.local_repairs = local.local_repairs;
     stats_.local_failures = local.local_failures;
     stats_.local_violations = local.local_violations;
-    stats_.local_fallback = true;
-    out->message += "; local repairs of " + std::to_string(local.local_repairs) + " changed nodes were not enough (" +
-                    (local.local_failures ? std::to_string(local.local_failures) + " gave up at their bounds"
-                                          : std::to_string(local.local_violations) + " nodes failed the certificate") +
-                    ")";
+    stats_.local_fallback = mode == 1;
+    if (mode == 2)
+      out->message += "; before it, local repairs of the changed nodes that could not reach the sink";
+    else
+      out->message += "; local repairs of " + std::to_string(local.local_repairs) + " changed nodes were not enough (" +
+                      (local.local_failures ? std::to_string(local.local_failures) + " gave up at their bounds"
+                                            : std::to_string(local.local_violations) + " nodes failed the certificate") +
+                      ")";
   } else {
     RunLoop(out, 0, true);
   }
   solved_ = stop_reason().empty();
+}
+
+PushRelabelEngine::RepairSchedule PushRelabelEngine::ScheduleRepairs(std::vector<NodeChange>* nodes) const {
+  const pr::TileLayout& L = layout_;
+  const int B = kRepairBlock;
+  const std::int64_t blocks_x = (L.width + B - 1) / B, blocks_y = (L.height + B - 1) / B;
+  const int colours = L.kind == pr::kKindGrid3D6 ? 8 : 4;
+  struct Keyed {
+    std::int64_t key;
+    NodeChange change;
+  };
+  std::vector<Keyed> keyed(nodes->size());
+  for (std::size_t i = 0; i < nodes->size(); ++i) {
+    const std::int64_t v = (*nodes)[i].node;
+    const std::int64_t bx = v % L.width / B, by = v / L.width % L.height / B, bz = v / L.width / L.height / B;
+    const std::int64_t colour = (bx & 1) | (by & 1) << 1 | (bz & 1) << 2;
+    keyed[i] = {colour * (std::int64_t{1} << 40) + bx + blocks_x * (by + blocks_y * bz), (*nodes)[i]};
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) { return a.key < b.key; });
+  RepairSchedule schedule;
+  schedule.colour_start.assign(colours + 1, 0);
+  for (std::size_t i = 0; i < keyed.size(); ++i) {
+    (*nodes)[i] = keyed[i].change;
+    if (i > 0 && keyed[i].key == keyed[i - 1].key) continue;
+    const int colour = static_cast<int>(keyed[i].key >> 40);
+    for (int c = colour + 1; c <= colours; ++c) schedule.colour_start[c] = static_cast<std::int32_t>(schedule.group_start.size() + 1);
+    schedule.group_start.push_back(static_cast<std::int32_t>(i));
+  }
+  schedule.group_start.push_back(static_cast<std::int32_t>(keyed.size()));
+  return schedule;
 }
 
 void PushRelabelEngine::RunForTest(const StGraph& graph, int push_rounds) {

@@ -59,10 +59,13 @@ struct PushRelabelTuning {
   /// scene, whose paths inside a tile are short, waves made its solve slower (0.86 against 0.76 ms at
   /// 1024, H100); cuda-expansion turns it on (docs/benchmarks.md).
   bool wave_relabel = false;
-  /// Re-solves after terminal changes (no edge changes) first repair the state around each changed
-  /// node and check the optimality certificate in one pass (backends/common/push_relabel_local.h);
-  /// only when the check fails do they fall back to a global relabel from scratch.
-  bool local_resolve = true;
+  /// Re-solves after terminal changes only (backends/common/push_relabel_local.h). 1: repair the
+  /// state around each changed node, then check the optimality certificate on every node; only when
+  /// it fails, go on with push rounds and relabels around the changed tiles. 2: only the repairs of
+  /// changed nodes that cannot reach the sink (they would otherwise revive whole regions in the next
+  /// relabel), then the usual re-solve. 0: the usual re-solve. -1 (the default): the engine's choice:
+  /// 1 for tbb-pr, 2 for cuda-pr, where a thread's serial repairs are latency-bound (docs/benchmarks.md).
+  int local_resolve = -1;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.
@@ -171,10 +174,24 @@ class PushRelabelEngine : public MaxFlowEngine {
   /// Copies the cut of the last global relabel (1 = sink side) and returns the total residual
   /// capacity left on the sink edges.
   virtual std::int64_t Finish(std::vector<Label>* sink_side) = 0;
+  /// Order of local repairs: changes grouped by blocks of kRepairBlock nodes a side, blocks coloured
+  /// so that two blocks of one colour are a block apart. The repairs of one colour may run in
+  /// parallel (a thread per group, its changes in order), the colours one after another: repairs
+  /// that run together rarely meet, and the certificate catches it when they do.
+  static constexpr int kRepairBlock = 16;
+  struct RepairSchedule {
+    std::vector<std::int32_t> group_start;   ///< Per group: index of its first change; then the end.
+    std::vector<std::int32_t> colour_start;  ///< Per colour: index of its first group; then the end.
+  };
   /// Re-solve without global relabels: repairs the state around each changed node (their deltas
-  /// already applied by ApplyChanges), then checks the certificate on every node, writing the cut and
-  /// the sink residual for Finish(). Returns whether the certificate holds; fills the local_* stats.
-  virtual bool RepairLocally(const std::vector<NodeChange>& nodes) = 0;
+  /// already applied by ApplyChanges, `nodes` in schedule order), then checks the certificate on
+  /// every node, writing the cut and the sink residual for Finish(). Returns whether the certificate
+  /// holds; fills the local_* stats.
+  /// With `dead_only`, only changed nodes that cannot reach the sink are repaired and nothing is
+  /// checked (returns false).
+  virtual bool RepairLocally(const std::vector<NodeChange>& nodes, const RepairSchedule& schedule, bool dead_only) = 0;
+  /// The local re-solve mode that local_resolve = -1 stands for on this engine.
+  virtual int DefaultLocalResolve() const { return 1; }
   /// Times of the last solve's phases.
   virtual PhaseTimes Times() = 0;
   /// Bytes held by the workspace.
@@ -189,6 +206,7 @@ class PushRelabelEngine : public MaxFlowEngine {
   void PrepareHost(const StGraph& graph);
   void RunLoop(Result* out, int max_push_rounds, bool resolve);
   void FinishResult(Result* out, const std::string& message);
+  RepairSchedule ScheduleRepairs(std::vector<NodeChange>* nodes) const;
 
   std::vector<std::int64_t> sink_caps_;  // t per node at the last solve (flow = sum t - residual)
   std::int64_t sum_sink_caps_ = 0;

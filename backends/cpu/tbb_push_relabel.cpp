@@ -162,13 +162,14 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     return result;
   }
 
-  bool RepairLocally(const std::vector<NodeChange>& nodes) override {
+  // The changes one after another, in schedule order (the GPU runs each colour's groups at once).
+  bool RepairLocally(const std::vector<NodeChange>& nodes, const RepairSchedule&, bool dead_only) override {
     const auto start = std::chrono::steady_clock::now();
     bool certified = false;
     switch (layout_.kind) {
-      case pr::kKindGrid4: certified = RepairLocallyT<pr::kKindGrid4>(nodes); break;
-      case pr::kKindGrid8: certified = RepairLocallyT<pr::kKindGrid8>(nodes); break;
-      default: certified = RepairLocallyT<pr::kKindGrid3D6>(nodes); break;
+      case pr::kKindGrid4: certified = RepairLocallyT<pr::kKindGrid4>(nodes, dead_only); break;
+      case pr::kKindGrid8: certified = RepairLocallyT<pr::kKindGrid8>(nodes, dead_only); break;
+      default: certified = RepairLocallyT<pr::kKindGrid3D6>(nodes, dead_only); break;
     }
     times_.solve_ms += MsSince(start);
     return certified;
@@ -625,13 +626,13 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
   // Sequential repairs in node order, then the certificate on every node in parallel (it also
   // writes the cut and the sink residual, as a census would).
   template <int KIND>
-  bool RepairLocallyT(const std::vector<NodeChange>& nodes) {
+  bool RepairLocallyT(const std::vector<NodeChange>& nodes, bool dead_only) {
     constexpr int D = pr::NumDirs(KIND);
     const pr::LocalState state{x_.data(), h_.data(), r_.data(), touched_.data(), active_.data(), layout_};
     for (const NodeChange& c : nodes)
-      if (!pr::RepairNode<KIND, pr::HostLocalOps>(state, c.node)) ++stats_.local_failures;
+      if (!pr::RepairNode<KIND, pr::HostLocalOps>(state, c.node, dead_only)) ++stats_.local_failures;
     stats_.local_repairs = static_cast<std::int64_t>(nodes.size());
-    if (stats_.local_failures) return false;
+    if (stats_.local_failures || dead_only) return false;
     const TileLayout& L = layout_;
     const std::int64_t n = L.num_nodes;
     const int inf = L.inf;

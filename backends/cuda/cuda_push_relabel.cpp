@@ -169,13 +169,37 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
              "ApplyEdgeUpdates");
   }
 
-  bool RepairLocally(const std::vector<NodeChange>& nodes) override {
-    // The totals were cleared by ApplyChanges; the repairs read the deltas it uploaded.
-    Launched(cuda_pr::LaunchLocalResolve(dev_, dev_deltas_, static_cast<int>(nodes.size()), stream_), "LocalResolve");
+  // A thread per changed node would wait on memory at every step of its repair: cuda-pr only fills
+  // the new sink capacity of nodes that cannot reach the sink, then re-solves as usual.
+  int DefaultLocalResolve() const override { return 2; }
+
+  bool RepairLocally(const std::vector<NodeChange>& nodes, const RepairSchedule& schedule, bool dead_only) override {
+    // The totals were cleared by ApplyChanges; the repairs read the deltas it uploaded, in schedule order.
+    host_groups_ = schedule.group_start;
+    const std::size_t bytes = host_groups_.size() * sizeof(std::int32_t);
+    if (bytes > group_bytes_) {
+      Sync("waiting for the GPU");  // the old buffer may still be read
+      if (group_buffer_) cudaFree(group_buffer_);
+      group_buffer_ = nullptr;
+      group_bytes_ = 0;
+      group_buffer_ = Allocate<std::int32_t>(host_groups_.size(), "the repair schedule");
+      device_blocks_.pop_back();  // owned by group_buffer_, freed on its own
+      device_bytes_ -= bytes;
+      group_bytes_ = bytes;
+    }
+    Check(cudaMemcpyAsync(group_buffer_, host_groups_.data(), bytes, cudaMemcpyHostToDevice, stream_),
+          "uploading the repair schedule");
+    for (std::size_t c = 0; c + 1 < schedule.colour_start.size(); ++c)
+      Launched(cuda_pr::LaunchRepairGroups(dev_, dev_deltas_, group_buffer_ + schedule.colour_start[c],
+                                           schedule.colour_start[c + 1] - schedule.colour_start[c], dead_only,
+                                           stream_),
+               "RepairGroups");
+    stats_.local_repairs = static_cast<std::int64_t>(nodes.size());
+    if (dead_only) return false;  // the usual re-solve goes on, on the same stream
+    Launched(cuda_pr::LaunchCertify(dev_, stream_), "Certify");
     Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
                           cudaMemcpyDeviceToHost, stream_), "reading the totals");
     Sync("checking the local repairs");
-    stats_.local_repairs = static_cast<std::int64_t>(nodes.size());
     stats_.local_failures = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalFailures]);
     stats_.local_violations = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalViolations]);
     sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
@@ -251,7 +275,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     return t;
   }
 
-  std::size_t WorkspaceBytes() const override { return device_bytes_ + change_bytes_; }
+  std::size_t WorkspaceBytes() const override { return device_bytes_ + change_bytes_ + group_bytes_; }
 
  private:
   enum Event { kUploadStart, kUploadEnd, kCycleStart, kCensusDone, kCycleEnd, kDownloadStart, kDownloadEnd, kNumEvents };
@@ -326,6 +350,9 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     for (void* p : device_blocks_) cudaFree(p);
     for (void* p : host_blocks_) cudaFreeHost(p);
     if (change_buffer_) cudaFree(change_buffer_);
+    if (group_buffer_) cudaFree(group_buffer_);
+    group_buffer_ = nullptr;
+    group_bytes_ = 0;
     device_blocks_.clear();
     host_blocks_.clear();
     change_buffer_ = nullptr;
@@ -469,6 +496,9 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   std::vector<cuda_pr::NodeDelta> host_deltas_;
   std::vector<cuda_pr::EdgeUpdate> host_updates_;
   cuda_pr::NodeDelta* dev_deltas_ = nullptr;  // in change_buffer_: the last re-solve's terminal changes
+  std::vector<std::int32_t> host_groups_;     // the repair schedule's group starts (read by an async copy)
+  std::int32_t* group_buffer_ = nullptr;
+  std::size_t group_bytes_ = 0;
   std::int64_t* host_x0_ = nullptr;
   std::uint8_t* host_labels_ = nullptr;
   std::uint32_t* host_counters_ = nullptr;

@@ -164,13 +164,18 @@ struct DeviceLocalOps {
   __device__ static void Flag(std::uint8_t* p) { *p = 1; }
 };
 
-// A thread per changed node; repairs that give up are counted (the certificate is then skipped).
+// A thread per group of one colour, its changes in order; repairs that give up are counted (the
+// certificate is then skipped).
 template <int KIND>
-__global__ void RepairNodesKernel(DeviceState s, const NodeDelta* deltas, int count) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= count) return;
+__global__ void RepairGroupsKernel(DeviceState s, const NodeDelta* deltas, const std::int32_t* group_start, int groups,
+                                   bool dead_only) {
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= groups) return;
   const pr::LocalState state{s.x, s.h, s.r, s.touched, s.active, s.layout};
-  if (!pr::RepairNode<KIND, DeviceLocalOps>(state, deltas[i].node)) atomicAdd(&s.totals[kLocalFailures], 1ull);
+  unsigned long long failed = 0;
+  for (int i = group_start[g]; i < group_start[g + 1]; ++i)
+    failed += pr::RepairNode<KIND, DeviceLocalOps>(state, deltas[i].node, dead_only) ? 0 : 1;
+  if (failed) atomicAdd(&s.totals[kLocalFailures], failed);
 }
 
 // The certificate on every node, with the cut and the sink residual (a census for the local path).
@@ -385,22 +390,40 @@ cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas,
   return cudaGetLastError();
 }
 
-struct LocalResolveLaunch {
+struct RepairGroupsLaunch {
   DeviceState s;
   const NodeDelta* deltas;
-  int count;
+  const std::int32_t* group_start;
+  int groups;
+  bool dead_only;
   cudaStream_t stream;
   template <int KIND>
   cudaError_t operator()() const {
-    if (count > 0) RepairNodesKernel<KIND><<<(count + 127) / 128, 128, 0, stream>>>(s, deltas, count);
+    RepairGroupsKernel<KIND><<<(groups + 63) / 64, 64, 0, stream>>>(s, deltas, group_start, groups, dead_only);
+    return cudaGetLastError();
+  }
+};
+
+struct CertifyLaunch {
+  DeviceState s;
+  cudaStream_t stream;
+  template <int KIND>
+  cudaError_t operator()() const {
     CertifyKernel<KIND><<<NodeBlocks(s.layout.num_nodes), 256, 0, stream>>>(s);
     return cudaGetLastError();
   }
 };
 
-cudaError_t LaunchLocalResolve(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream) {
+cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, const std::int32_t* group_start,
+                               int groups, bool dead_only, cudaStream_t stream) {
+  if (groups <= 0) return cudaSuccess;
   cudaGetLastError();
-  return DispatchKind(s.layout.kind, LocalResolveLaunch{s, deltas, count, stream});
+  return DispatchKind(s.layout.kind, RepairGroupsLaunch{s, deltas, group_start, groups, dead_only, stream});
+}
+
+cudaError_t LaunchCertify(const DeviceState& s, cudaStream_t stream) {
+  cudaGetLastError();
+  return DispatchKind(s.layout.kind, CertifyLaunch{s, stream});
 }
 
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream) {

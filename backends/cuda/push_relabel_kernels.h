@@ -95,9 +95,13 @@ cudaError_t LaunchCensus(const DeviceState& s, Gate gate, cudaStream_t stream);
 /// Re-solve: terminal changes, then edge changes; both flag the tiles they touch.
 cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream);
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream);
-/// Local re-solve: a repair per changed node (s.totals[kLocalFailures] counts those that gave up),
-/// then, if none gave up, the certificate on every node with the cut and the sink residual
-/// (s.totals[kLocalViolations], [kSinkResidual]; all three cleared before).
-cudaError_t LaunchLocalResolve(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream);
+/// Local re-solve, one colour of the repair schedule: a thread per group repairs its changes in
+/// order (deltas[group_start[g] .. group_start[g + 1]) for g < groups; with `dead_only` only those
+/// that cannot reach the sink); s.totals[kLocalFailures] counts the repairs that gave up.
+cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, const std::int32_t* group_start,
+                               int groups, bool dead_only, cudaStream_t stream);
+/// Local re-solve, then: unless a repair gave up, the certificate on every node with the cut and the
+/// sink residual (s.totals[kLocalViolations], [kSinkResidual]; cleared before).
+cudaError_t LaunchCertify(const DeviceState& s, cudaStream_t stream);
 
 }  // namespace mrf::cuda_pr

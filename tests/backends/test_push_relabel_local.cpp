@@ -128,10 +128,10 @@ TEST(PushRelabelLocal, SolvedStatesAreCertifiedAndBrokenOnesAreNot) {
 }
 
 // Terminal-only edits (a few nodes, 1%, 5%; weights of another node or random ones), re-solved from
-// the residual graph; then a large block repainted, which the local repairs cannot absorb.
-TEST(PushRelabelLocal, ResolvesEqualBoostAndFreshSolves) {
-  std::mt19937_64 rng(21);
-  int local = 0, fallback = 0;
+// the residual graph; then a large block repainted, which the local repairs cannot absorb. Counts the
+// re-solves certified locally and those that went on with relabels.
+void CheckResolves(std::uint64_t seed, int* local, int* fallback) {
+  std::mt19937_64 rng(seed);
   for (const Topology& shape : kShapes)
     for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kSparse,
                               CapacityProfile::kHuge, CapacityProfile::kZero}) {
@@ -157,16 +157,30 @@ TEST(PushRelabelLocal, ResolvesEqualBoostAndFreshSolves) {
         }
         const Result again = g.maxflow("tbb-pr");  // from the residual graph
         ASSERT_TRUE(again.ok) << what << ": " << again.message;
-        (again.message.rfind(kLocalPrefix, 0) == 0 ? local : fallback) += 1;
+        (again.message.rfind(kLocalPrefix, 0) == 0 ? *local : *fallback) += 1;
         EXPECT_EQ(again.flow, ReferenceFlow(g)) << what << ": " << again.message;
         const Result fresh = g.maxflow("tbb-pr", /*reuse=*/false);
         ASSERT_TRUE(fresh.ok) << fresh.message;
         EXPECT_EQ(again.labels, fresh.labels) << what << ": the sink-minimal cut (" << again.message << ")";
       }
     }
+}
+
+TEST(PushRelabelLocal, ResolvesEqualBoostAndFreshSolves) {
+  int local = 0, fallback = 0;
+  CheckResolves(21, &local, &fallback);  // tbb-pr's default: repairs and the certificate
   std::printf("local re-solves certified: %d, fallbacks: %d\n", local, fallback);
   EXPECT_GT(local, 40) << "the local path should certify most small edits";
   EXPECT_GT(fallback, 0) << "the fallback path was never exercised";
+}
+
+TEST(PushRelabelLocal, FillsBeforeUsualResolvesEqualBoostAndFreshSolves) {
+  setenv("MRF_PR_TUNING", "local_resolve=2", 1);  // cuda-pr's default: fills only, then relabels
+  int local = 0, fallback = 0;
+  CheckResolves(22, &local, &fallback);
+  unsetenv("MRF_PR_TUNING");
+  EXPECT_EQ(local, 0) << "fills alone are never certified";
+  EXPECT_GT(fallback, 100);
 }
 
 TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {
@@ -181,10 +195,11 @@ TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {
   EXPECT_NE(again.message.rfind(kLocalPrefix, 0), 0u) << again.message;
   EXPECT_EQ(again.flow, ReferenceFlow(g));
   PushRelabelTuning t;
-  EXPECT_TRUE(t.local_resolve);
+  EXPECT_EQ(t.local_resolve, -1);
   t.Parse("local_resolve=0");
-  EXPECT_FALSE(t.local_resolve);
-  EXPECT_EQ(t.Describe().find("local re-solves"), std::string::npos) << t.Describe();
+  EXPECT_EQ(t.local_resolve, 0);
+  EXPECT_NE(t.Describe().find("no local re-solves"), std::string::npos) << t.Describe();
+  EXPECT_THROW(t.Parse("local_resolve=3"), Error);
 }
 
 }  // namespace
