@@ -64,7 +64,7 @@ struct PushRelabelTuning {
   /// it fails, go on with push rounds and relabels around the changed tiles. 2: only the repairs of
   /// changed nodes that cannot reach the sink (they would otherwise revive whole regions in the next
   /// relabel), then the usual re-solve. 0: the usual re-solve. -1 (the default): the engine's choice:
-  /// 1 for tbb-pr, 2 for cuda-pr, where a thread's serial repairs are latency-bound (docs/benchmarks.md).
+  /// 1 for tbb-pr, 0 for cuda-pr, where a thread's serial repairs are latency-bound (docs/benchmarks.md).
   int local_resolve = -1;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 

@@ -169,9 +169,9 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
              "ApplyEdgeUpdates");
   }
 
-  // A thread per changed node would wait on memory at every step of its repair: cuda-pr only fills
-  // the new sink capacity of nodes that cannot reach the sink, then re-solves as usual.
-  int DefaultLocalResolve() const override { return 2; }
+  // A GPU thread repairing its changes waits on memory at every step: measured slower than the
+  // tile-parallel re-solve in both modes on the 1024 scene (docs/benchmarks.md), so off by default.
+  int DefaultLocalResolve() const override { return 0; }
 
   bool RepairLocally(const std::vector<NodeChange>& nodes, const RepairSchedule& schedule, bool dead_only) override {
     // The totals were cleared by ApplyChanges; the repairs read the deltas it uploaded, in schedule order.

@@ -402,8 +402,16 @@ void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint
   }
 }
 
+// cuda-pr's default is the tile-parallel re-solve; these tests ask for the local modes (both engines
+// read MRF_PR_TUNING when the registry makes them).
+struct LocalResolveMode {
+  explicit LocalResolveMode(int mode) { setenv("MRF_PR_TUNING", ("local_resolve=" + std::to_string(mode)).c_str(), 1); }
+  ~LocalResolveMode() { unsetenv("MRF_PR_TUNING"); }
+};
+
 TEST(CudaPushRelabel, SmallSanitizerLocalResolves) {
   MRF_SKIP_WITHOUT_CUDA();
+  const LocalResolveMode mode(1);
   int local = 0, fallback = 0;
   CheckLocalResolve(Topology::Grid2D(40, 31, 4), CapacityProfile::kSegmentation, 5, &local, &fallback);
   CheckLocalResolve(Topology::Grid2D(23, 19, 8), CapacityProfile::kUniform, 6, &local, &fallback);
@@ -413,17 +421,21 @@ TEST(CudaPushRelabel, SmallSanitizerLocalResolves) {
 
 TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
   MRF_SKIP_WITHOUT_CUDA();
-  int local = 0, fallback = 0;
-  std::uint64_t seed = 90;
-  for (const Topology& shape : {Topology::Grid2D(130, 97, 4), Topology::Grid2D(300, 1, 4), Topology::Grid2D(77, 64, 8),
-                                Topology::Grid3D(20, 21, 19)})
-    for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kSparse,
-                              CapacityProfile::kHuge})
-      CheckLocalResolve(shape, p, seed++, &local, &fallback);
-  CheckLocalResolve(Topology::Grid2D(400, 300, 4), CapacityProfile::kSegmentation, seed++, &local, &fallback);
-  std::printf("local re-solves certified: %d, fallbacks: %d\n", local, fallback);
-  EXPECT_GT(local, 20);
-  EXPECT_GT(fallback, 0);
+  for (int m : {1, 2}) {  // repairs and certificate; fills only, then the usual re-solve
+    const LocalResolveMode mode(m);
+    int local = 0, fallback = 0;
+    std::uint64_t seed = 90;
+    for (const Topology& shape : {Topology::Grid2D(130, 97, 4), Topology::Grid2D(300, 1, 4),
+                                  Topology::Grid2D(77, 64, 8), Topology::Grid3D(20, 21, 19)})
+      for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kSparse,
+                                CapacityProfile::kHuge})
+        CheckLocalResolve(shape, p, seed++, &local, &fallback);
+    CheckLocalResolve(Topology::Grid2D(400, 300, 4), CapacityProfile::kSegmentation, seed++, &local, &fallback);
+    std::printf("local_resolve=%d: re-solves certified locally %d, went on with relabels %d\n", m, local, fallback);
+    if (m == 1) EXPECT_GT(local, 20);
+    else EXPECT_EQ(local, 0);
+    EXPECT_GT(fallback, 0);
+  }
 }
 
 // The segmentation program runs on cuda-pr by name and through auto, with the CPU's energy.
