@@ -2,7 +2,8 @@
 /// @file push_relabel_wave.h
 /// @brief Wave relaxation of a 4-connected 2-D tile: the per-lane and per-word rules of cuda-pr's
 /// scan-based BFS and kill loops (backends/cuda/push_relabel_tiles.cuh), written once so that a
-/// host emulation of the warps (tests/backends/test_push_relabel_wave.cpp) runs the same rules.
+/// host emulation of the warps (tests/backends/test_push_relabel_wave.cpp) runs the same rules; and
+/// the rules of wave pushes (PushRelabelTuning::wave_push), which tbb-pr runs lane after lane.
 ///
 /// The hop-by-hop loops (BfsStep, KillStep to a fixpoint) need one iteration per node of the
 /// longest path inside the tile. A wave iteration relaxes whole rows, then whole columns, so the
@@ -152,5 +153,78 @@ MRF_UNROLL
   for (int k = 1; k < 32; k *= 2) SpreadStep(alive, takes, alive >> k, takes >> k);
   return alive;
 }
+
+// ---- Push -----------------------------------------------------------------------------------------
+//
+// A wave push carries excess along a row (or column) of a tile in one pass: heights are fixed while
+// it runs, so the admissible edges in one direction (residual > 0, neighbour exactly one lower) form
+// chains, and the flow f_i that node i sends to node i + 1 obeys f_i = min(c_i, max(0, x_i + f_{i-1}))
+// with c_i the link's capacity (0 where the edge is not admissible) and x_i the netted excess:
+// a node forwards what arrives plus its own excess, and a node with residual capacity to the sink
+// (x < 0) keeps what it can absorb. Each step is a push of push-relabel (admissible edge, amount
+// at most the excess and the residual), so conservation and capacities hold exactly. The CPU twin
+// runs the recurrence lane after lane (WaveCarry); a warp composes the per-lane maps (WaveMap) in
+// log steps and reaches the same integers.
+
+/// A node's excess as the wave maps see it: flows in and out are below 2^32, so clamping x to
+/// +-2^32 changes no flow and keeps sums over a warp far from int64 overflow.
+constexpr std::int64_t kWaveExcessBound = std::int64_t{1} << 32;
+
+/// Capacity of a node's link along one direction in a wave push: its residual to that neighbour
+/// when the neighbour lies inside the tile (`inside`) and the edge is admissible, else 0.
+MRF_HD std::uint32_t WaveLinkCap(int h, int inf, std::uint32_t r, int nh, bool inside) {
+  return inside && h < inf && r > 0 && nh == h - 1 ? r : 0u;
+}
+
+/// The flow a node passes on: min(cap, max(0, x + in)) for `in` arriving from the previous node.
+MRF_HD std::uint32_t WaveCarry(std::int64_t x, std::uint32_t cap, std::uint32_t in) {
+  const std::int64_t have = x + static_cast<std::int64_t>(in);
+  return have <= 0 ? 0u : have < static_cast<std::int64_t>(cap) ? static_cast<std::uint32_t>(have) : cap;
+}
+
+/// The node's side of a wave step: `in` arrived from the previous node (the edge back to it gains
+/// residual), `out` left to the next one.
+MRF_HD void WaveApply(std::int64_t& x, std::uint32_t& r_out, std::uint32_t& r_back, std::uint32_t in,
+                      std::uint32_t out) {
+  x += static_cast<std::int64_t>(in) - static_cast<std::int64_t>(out);
+  r_out -= out;
+  r_back += in;
+}
+
+/// What a run of nodes passes on as a function of what enters it: y -> min(hi, max(lo, a + y)),
+/// 0 <= lo <= hi < 2^32. One node is WaveNode(x, cap) (WaveCarry as a map); such maps stay of this
+/// form under composition, which is associative, so prefixes compose in log steps.
+struct WaveMap {
+  std::int64_t a = 0;
+  std::uint32_t lo = 0, hi = 0;
+};
+
+/// Clamps v into [lo, hi].
+MRF_HD std::uint32_t WaveClamp(std::int64_t v, std::uint32_t lo, std::uint32_t hi) {
+  return v <= static_cast<std::int64_t>(lo)   ? lo
+         : v >= static_cast<std::int64_t>(hi) ? hi
+                                              : static_cast<std::uint32_t>(v);
+}
+
+/// The map of one node.
+MRF_HD WaveMap WaveNode(std::int64_t x, std::uint32_t cap) {
+  WaveMap m;
+  m.a = x < -kWaveExcessBound ? -kWaveExcessBound : x > kWaveExcessBound ? kWaveExcessBound : x;
+  m.hi = cap;
+  return m;
+}
+
+/// `first`, then `then` (first feeds then): clamping twice is clamping once into the second range's
+/// image of the first one.
+MRF_HD WaveMap WaveThen(const WaveMap& first, const WaveMap& then) {
+  WaveMap m;
+  m.a = first.a + then.a;
+  m.lo = WaveClamp(then.a + first.lo, then.lo, then.hi);
+  m.hi = WaveClamp(then.a + first.hi, then.lo, then.hi);
+  return m;
+}
+
+/// What a prefix passes on when nothing enters its first node (a line starts at the tile's edge).
+MRF_HD std::uint32_t WaveFlow(const WaveMap& m) { return WaveClamp(m.a, m.lo, m.hi); }
 
 }  // namespace mrf::pr

@@ -59,6 +59,13 @@ struct PushRelabelTuning {
   /// scene, whose paths inside a tile are short, waves made its solve slower (0.86 against 0.76 ms at
   /// 1024, H100); cuda-expansion turns it on (docs/benchmarks.md).
   bool wave_relabel = false;
+  /// cuda-pr and tbb-pr (the same states either way between the two): each local iteration of a
+  /// push visit on a 4-connected tile first carries excess across whole rows (rightwards, then
+  /// leftwards), then whole columns (downwards, then upwards) along admissible edges in one pass
+  /// (wave pushes: scans across a warp on the GPU, backends/common/push_relabel_wave.h), then runs
+  /// the usual push / pull / relabel. Other grids ignore it; cuda-expansion does not use it.
+  /// Off by default: measured slower on the segmentation scene (docs/benchmarks.md).
+  bool wave_push = false;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.

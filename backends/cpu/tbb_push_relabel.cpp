@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 
+#include "backends/common/push_relabel_wave.h"
+
 namespace mrf {
 namespace {
 
@@ -269,6 +271,36 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
         }
   }
 
+  // The wave pushes that start a local iteration on a 4-connected tile (tuning wave_push): every row
+  // carries excess rightwards, then leftwards, then every column downwards, then upwards, node after
+  // node along admissible edges of the current heights (push_relabel_wave.h; the CUDA block composes
+  // the same steps across a warp and reaches the same integers).
+  void WavePushTile(const TileFrame& f, TileScratch& s) const {
+    constexpr int D = 4;  // directions of kKindGrid4: +x, +y, -x, -y
+    const int inf = layout_.inf;
+    // One line of `count` tile nodes from `first`, `step` apart, sending along d_out (d_back points back).
+    auto line = [&](int first, int step, int count, int d_out, int d_back) {
+      std::uint32_t in = 0;
+      for (int k = 0, l = first; k < count; ++k, l += step) {
+        const bool inside = k + 1 < count;
+        const int nh = inside ? s.h[l + step] : inf;
+        const std::uint32_t cap = pr::WaveLinkCap(s.h[l], inf, s.r[l * D + d_out], nh, inside);
+        const std::uint32_t out = pr::WaveCarry(s.x[l], cap, in);
+        pr::WaveApply(s.x[l], s.r[l * D + d_out], s.r[l * D + d_back], in, out);
+        in = out;
+      }
+    };
+    const int tx = f.tile_x, ty = f.tile_y;
+    for (int ly = 0; ly < ty; ++ly) {
+      line(ly * tx, 1, tx, 0, 2);
+      line(ly * tx + tx - 1, -1, tx, 2, 0);
+    }
+    for (int lx = 0; lx < tx; ++lx) {
+      line(lx, tx, ty, 1, 3);
+      line(lx + (ty - 1) * tx, -tx, ty, 3, 1);
+    }
+  }
+
   // One visit of a tile: up to local_iterations push/pull/relabel iterations, the same steps as the
   // CUDA block's loop. The GPU runs every node each iteration; here only the active nodes and those
   // that received flow are touched, which changes nothing (the steps are no-ops on the others).
@@ -307,6 +339,14 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     int iterations = 0;
     while (iterations < tuning_.local_iterations) {
       ++iterations;
+      if constexpr (KIND == pr::kKindGrid4) {
+        if (tuning_.wave_push) {
+          WavePushTile(f, s);  // moves excess through inactive nodes too: the work list is made again
+          s.active.clear();
+          for (int l = 0; l < f.n; ++l)
+            if (pr::IsActive(s.x[l], s.h[l], inf)) s.active.push_back(l);
+        }
+      }
       // Push (heights fixed): flow for tile nodes becomes messages, flow leaving the tile waits.
       s.messages.clear();
       for (int l : s.active) {

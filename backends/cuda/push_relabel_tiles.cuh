@@ -60,7 +60,8 @@ __device__ bool FlaggedNear(const TileLayout& L, const std::uint8_t* flags, int 
 
 constexpr unsigned kFullWarp = 0xffffffffu;
 
-// Tiles whose BFS and kill visits can relax by waves: 4-connected 2-D tiles one warp wide.
+// Tiles whose BFS and kill visits can relax by waves, and whose push visits can push by waves:
+// 4-connected 2-D tiles one warp wide.
 template <int KIND, int TX, int TZ>
 __host__ __device__ constexpr bool HasWave() {
   return KIND == pr::kKindGrid4 && TX == 32 && TZ == 1;
@@ -203,8 +204,76 @@ __device__ __forceinline__ int KillWave(std::int64_t x, int h, int inf, std::uin
   return pr::KillWaveHeight(x, h, inf, (sh_alive[ly] >> lx) & 1u);
 }
 
+// ---- Wave pushes (backends/common/push_relabel_wave.h) -------------------------------------------
+
+// The flows of lines of lanes carrying excess towards higher lanes (UP) or lower ones: each lane
+// composes the maps of the lanes before it on its line (pos: its place on a line of SPAN lanes) and
+// returns what it passes on, the value WaveCarry gives lane after lane.
+template <int SPAN, bool UP>
+__device__ __forceinline__ std::uint32_t WaveFlows(pr::WaveMap m, int pos) {
+#pragma unroll
+  for (int j = 0; (1 << j) < SPAN; ++j) {
+    const int k = 1 << j;
+    pr::WaveMap before;
+    before.a = UP ? __shfl_up_sync(kFullWarp, m.a, k) : __shfl_down_sync(kFullWarp, m.a, k);
+    before.lo = UP ? __shfl_up_sync(kFullWarp, m.lo, k) : __shfl_down_sync(kFullWarp, m.lo, k);
+    before.hi = UP ? __shfl_up_sync(kFullWarp, m.hi, k) : __shfl_down_sync(kFullWarp, m.hi, k);
+    if (UP ? pos >= k : pos + k < SPAN) m = pr::WaveThen(before, m);
+  }
+  return pr::WaveFlow(m);
+}
+
+// One wave along lines of lanes (link capacities `cap`, pr::WaveLinkCap): the lane's excess and its
+// residuals along the line (r_out towards the next lane, r_back towards the previous) take the flows.
+// A warp where no lane can start a flow (excess and a link) moves nothing and skips the scan.
+template <int SPAN, bool UP>
+__device__ __forceinline__ void WaveLine(std::int64_t& x, std::uint32_t& r_out, std::uint32_t& r_back,
+                                         std::uint32_t cap, int pos) {
+  if (!__any_sync(kFullWarp, x > 0 && cap > 0)) return;
+  const std::uint32_t out = WaveFlows<SPAN, UP>(pr::WaveNode(x, cap), pos);
+  std::uint32_t in = UP ? __shfl_up_sync(kFullWarp, out, 1) : __shfl_down_sync(kFullWarp, out, 1);
+  if (UP ? pos == 0 : pos == SPAN - 1) in = 0;  // a line starts at the tile's edge
+  pr::WaveApply(x, r_out, r_back, in, out);
+}
+
+// The wave pushes of a local iteration on a 32 x TY tile of a 4-connected grid (wave_push): rows
+// carry excess rightwards, then leftwards (warp = row), then columns downwards, then upwards (in
+// the transposed layout of BfsWave, through shared memory), along admissible edges of the heights
+// published in sh_h. tbb-pr runs the same steps lane after lane. Two more block barriers when some
+// column can move flow, one otherwise.
+template <int TY>
+__device__ __forceinline__ void WavePush(std::int64_t& x, std::uint32_t (&r)[4], int h, int inf, const int* sh_h,
+                                         int hc, int lx, int ly) {
+  constexpr int HX = 32 + 2, G = 32 / TY, P = 32 + G;
+  __shared__ std::int64_t sh_x[TY * P];
+  __shared__ std::uint32_t sh_down[TY * P], sh_up[TY * P];
+  WaveLine<32, true>(x, r[0], r[2], pr::WaveLinkCap(h, inf, r[0], sh_h[hc + 1], lx + 1 < 32), lx);
+  WaveLine<32, false>(x, r[2], r[0], pr::WaveLinkCap(h, inf, r[2], sh_h[hc - 1], lx > 0), lx);
+  // The up links: an edge that takes flow downwards is not admissible upwards, so these caps hold
+  // after the downward wave too.
+  const std::uint32_t down = pr::WaveLinkCap(h, inf, r[1], sh_h[hc + HX], ly + 1 < TY);
+  const std::uint32_t up = pr::WaveLinkCap(h, inf, r[3], sh_h[hc - HX], ly > 0);
+  const int own = ly * P + lx, cell = (lx % TY) * P + ly * G + lx / TY, pos = lx % TY;
+  sh_x[own] = x;
+  sh_down[own] = down;
+  sh_up[own] = up;
+  if (!__syncthreads_or(x > 0 && (down > 0 || up > 0))) return;  // no column moves anything
+  std::int64_t cx = sh_x[cell];
+  std::uint32_t dr_down = 0, dr_up = 0;  // residual changes (mod 2^32) of the cell's node
+  WaveLine<TY, true>(cx, dr_down, dr_up, sh_down[cell], pos);
+  WaveLine<TY, false>(cx, dr_up, dr_down, sh_up[cell], pos);
+  sh_x[cell] = cx;
+  sh_down[cell] = dr_down;
+  sh_up[cell] = dr_up;
+  __syncthreads();
+  x = sh_x[own];
+  r[1] += sh_down[own];
+  r[3] += sh_up[own];
+}
+
 // One block visits tile (tx, ty, tz); a visit that found work counts itself in *work.
-template <int KIND, int TX, int TY, int TZ>
+// WAVE: each local iteration starts with wave pushes where the tile allows it (HasWave).
+template <int KIND, int TX, int TY, int TZ, bool WAVE = false>
 __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, int tz, int iterations,
                                          std::uint32_t* work) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
@@ -243,6 +312,7 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
   }
   int it = 0;
   while (it < iterations) {
+    if constexpr (WAVE && HasWave<KIND, TX, TZ>()) WavePush<TY>(x, r, h, inf, sh_h, hc, lx, ly);
     int nh[D];
     std::uint32_t o[D];
     const bool act = pr::IsActive(x, h, inf);
