@@ -159,16 +159,13 @@ MRF_UNROLL
 // A wave push carries excess along a row (or column) of a tile in one pass: heights are fixed while
 // it runs, so the admissible edges in one direction (residual > 0, neighbour exactly one lower) form
 // chains, and the flow f_i that node i sends to node i + 1 obeys f_i = min(c_i, max(0, x_i + f_{i-1}))
-// with c_i the link's capacity (0 where the edge is not admissible) and x_i the netted excess:
-// a node forwards what arrives plus its own excess, and a node with residual capacity to the sink
-// (x < 0) keeps what it can absorb. Each step is a push of push-relabel (admissible edge, amount
-// at most the excess and the residual), so conservation and capacities hold exactly. The CPU twin
-// runs the recurrence lane after lane (WaveCarry); a warp composes the per-lane maps (WaveMap) in
-// log steps and reaches the same integers.
-
-/// A node's excess as the wave maps see it: flows in and out are below 2^32, so clamping x to
-/// +-2^32 changes no flow and keeps sums over a warp far from int64 overflow.
-constexpr std::int64_t kWaveExcessBound = std::int64_t{1} << 32;
+// (WaveCarry), with c_i the link's capacity (0 where the edge is not admissible) and x_i the netted
+// excess: a node passes on what arrives plus its own excess, and a node with residual capacity to
+// the sink (x < 0) keeps what it can absorb. Each step is a push of push-relabel (admissible edge,
+// amount at most the excess and the residual), so conservation and capacities hold exactly. tbb-pr
+// runs the recurrence node after node; a warp relaxes it hop by hop (every lane recomputes its flow
+// from its predecessor's until none changes: flows only rise, and after t steps the first t lanes of
+// a line are exact), which reaches the same integers in as many steps as the flow travels.
 
 /// Capacity of a node's link along one direction in a wave push: its residual to that neighbour
 /// when the neighbour lies inside the tile (`inside`) and the edge is admissible, else 0.
@@ -190,41 +187,5 @@ MRF_HD void WaveApply(std::int64_t& x, std::uint32_t& r_out, std::uint32_t& r_ba
   r_out -= out;
   r_back += in;
 }
-
-/// What a run of nodes passes on as a function of what enters it: y -> min(hi, max(lo, a + y)),
-/// 0 <= lo <= hi < 2^32. One node is WaveNode(x, cap) (WaveCarry as a map); such maps stay of this
-/// form under composition, which is associative, so prefixes compose in log steps.
-struct WaveMap {
-  std::int64_t a = 0;
-  std::uint32_t lo = 0, hi = 0;
-};
-
-/// Clamps v into [lo, hi].
-MRF_HD std::uint32_t WaveClamp(std::int64_t v, std::uint32_t lo, std::uint32_t hi) {
-  return v <= static_cast<std::int64_t>(lo)   ? lo
-         : v >= static_cast<std::int64_t>(hi) ? hi
-                                              : static_cast<std::uint32_t>(v);
-}
-
-/// The map of one node.
-MRF_HD WaveMap WaveNode(std::int64_t x, std::uint32_t cap) {
-  WaveMap m;
-  m.a = x < -kWaveExcessBound ? -kWaveExcessBound : x > kWaveExcessBound ? kWaveExcessBound : x;
-  m.hi = cap;
-  return m;
-}
-
-/// `first`, then `then` (first feeds then): clamping twice is clamping once into the second range's
-/// image of the first one.
-MRF_HD WaveMap WaveThen(const WaveMap& first, const WaveMap& then) {
-  WaveMap m;
-  m.a = first.a + then.a;
-  m.lo = WaveClamp(then.a + first.lo, then.lo, then.hi);
-  m.hi = WaveClamp(then.a + first.hi, then.lo, then.hi);
-  return m;
-}
-
-/// What a prefix passes on when nothing enters its first node (a line starts at the tile's edge).
-MRF_HD std::uint32_t WaveFlow(const WaveMap& m) { return WaveClamp(m.a, m.lo, m.hi); }
 
 }  // namespace mrf::pr

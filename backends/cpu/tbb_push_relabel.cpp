@@ -271,33 +271,35 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
         }
   }
 
-  // The wave pushes that start a local iteration on a 4-connected tile (tuning wave_push): every row
-  // carries excess rightwards, then leftwards, then every column downwards, then upwards, node after
-  // node along admissible edges of the current heights (push_relabel_wave.h; the CUDA block composes
-  // the same steps across a warp and reaches the same integers).
-  void WavePushTile(const TileFrame& f, TileScratch& s) const {
+  // Wave pushes of a 4-connected tile (tuning wave_push; push_relabel_wave.h): each line carries
+  // excess node after node along admissible edges of the iteration's heights. The CUDA block relaxes
+  // the same recurrence across a warp and reaches the same integers.
+  // One line of `count` tile nodes from `first`, `step` apart, sending along d_out (d_back points back).
+  void WaveLine(TileScratch& s, int first, int step, int count, int d_out, int d_back) const {
     constexpr int D = 4;  // directions of kKindGrid4: +x, +y, -x, -y
     const int inf = layout_.inf;
-    // One line of `count` tile nodes from `first`, `step` apart, sending along d_out (d_back points back).
-    auto line = [&](int first, int step, int count, int d_out, int d_back) {
-      std::uint32_t in = 0;
-      for (int k = 0, l = first; k < count; ++k, l += step) {
-        const bool inside = k + 1 < count;
-        const int nh = inside ? s.h[l + step] : inf;
-        const std::uint32_t cap = pr::WaveLinkCap(s.h[l], inf, s.r[l * D + d_out], nh, inside);
-        const std::uint32_t out = pr::WaveCarry(s.x[l], cap, in);
-        pr::WaveApply(s.x[l], s.r[l * D + d_out], s.r[l * D + d_back], in, out);
-        in = out;
-      }
-    };
-    const int tx = f.tile_x, ty = f.tile_y;
-    for (int ly = 0; ly < ty; ++ly) {
-      line(ly * tx, 1, tx, 0, 2);
-      line(ly * tx + tx - 1, -1, tx, 2, 0);
+    std::uint32_t in = 0;
+    for (int k = 0, l = first; k < count; ++k, l += step) {
+      const bool inside = k + 1 < count;
+      const int nh = inside ? s.h[l + step] : inf;
+      const std::uint32_t cap = pr::WaveLinkCap(s.h[l], inf, s.r[l * D + d_out], nh, inside);
+      const std::uint32_t out = pr::WaveCarry(s.x[l], cap, in);
+      pr::WaveApply(s.x[l], s.r[l * D + d_out], s.r[l * D + d_back], in, out);
+      in = out;
     }
-    for (int lx = 0; lx < tx; ++lx) {
-      line(lx, tx, ty, 1, 3);
-      line(lx + (ty - 1) * tx, -tx, ty, 3, 1);
+  }
+  // Every row rightwards, then leftwards (before the push of a local iteration).
+  void WaveRows(const TileFrame& f, TileScratch& s) const {
+    for (int ly = 0; ly < f.tile_y; ++ly) {
+      WaveLine(s, ly * f.tile_x, 1, f.tile_x, 0, 2);
+      WaveLine(s, ly * f.tile_x + f.tile_x - 1, -1, f.tile_x, 2, 0);
+    }
+  }
+  // Every column downwards, then upwards (after the pull).
+  void WaveColumns(const TileFrame& f, TileScratch& s) const {
+    for (int lx = 0; lx < f.tile_x; ++lx) {
+      WaveLine(s, lx, f.tile_x, f.tile_y, 1, 3);
+      WaveLine(s, lx + (f.tile_y - 1) * f.tile_x, -f.tile_x, f.tile_y, 3, 1);
     }
   }
 
@@ -339,13 +341,12 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     int iterations = 0;
     while (iterations < tuning_.local_iterations) {
       ++iterations;
-      if constexpr (KIND == pr::kKindGrid4) {
-        if (tuning_.wave_push) {
-          WavePushTile(f, s);  // moves excess through inactive nodes too: the work list is made again
-          s.active.clear();
-          for (int l = 0; l < f.n; ++l)
-            if (pr::IsActive(s.x[l], s.h[l], inf)) s.active.push_back(l);
-        }
+      const bool wave = KIND == pr::kKindGrid4 && tuning_.wave_push;
+      if (wave) {
+        WaveRows(f, s);  // moves excess through inactive nodes too: the work list is made again
+        s.active.clear();
+        for (int l = 0; l < f.n; ++l)
+          if (pr::IsActive(s.x[l], s.h[l], inf)) s.active.push_back(l);
       }
       // Push (heights fixed): flow for tile nodes becomes messages, flow leaving the tile waits.
       s.messages.clear();
@@ -379,6 +380,11 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
           s.stamp[m.target] = iterations;
           s.candidates.push_back(m.target);
         }
+      }
+      if (wave) {
+        WaveColumns(f, s);  // then every node may have excess
+        s.candidates.resize(f.n);
+        for (int l = 0; l < f.n; ++l) s.candidates[l] = l;
       }
       // Relabel decisions read the heights of before this iteration; then publish them.
       for (int l : s.candidates) {

@@ -206,53 +206,51 @@ __device__ __forceinline__ int KillWave(std::int64_t x, int h, int inf, std::uin
 
 // ---- Wave pushes (backends/common/push_relabel_wave.h) -------------------------------------------
 
-// The flows of lines of lanes carrying excess towards higher lanes (UP) or lower ones: each lane
-// composes the maps of the lanes before it on its line (pos: its place on a line of SPAN lanes) and
-// returns what it passes on, the value WaveCarry gives lane after lane.
-template <int SPAN, bool UP>
-__device__ __forceinline__ std::uint32_t WaveFlows(pr::WaveMap m, int pos) {
-#pragma unroll
-  for (int j = 0; (1 << j) < SPAN; ++j) {
-    const int k = 1 << j;
-    pr::WaveMap before;
-    before.a = UP ? __shfl_up_sync(kFullWarp, m.a, k) : __shfl_down_sync(kFullWarp, m.a, k);
-    before.lo = UP ? __shfl_up_sync(kFullWarp, m.lo, k) : __shfl_down_sync(kFullWarp, m.lo, k);
-    before.hi = UP ? __shfl_up_sync(kFullWarp, m.hi, k) : __shfl_down_sync(kFullWarp, m.hi, k);
-    if (UP ? pos >= k : pos + k < SPAN) m = pr::WaveThen(before, m);
-  }
-  return pr::WaveFlow(m);
-}
-
-// One wave along lines of lanes (link capacities `cap`, pr::WaveLinkCap): the lane's excess and its
-// residuals along the line (r_out towards the next lane, r_back towards the previous) take the flows.
-// A warp where no lane can start a flow (excess and a link) moves nothing and skips the scan.
+// One wave along lines of lanes, towards higher lanes (UP) or lower ones (pos: the lane's place on
+// its line of SPAN lanes; cap: its link's capacity, pr::WaveLinkCap): every lane passes on
+// WaveCarry of what its predecessor passes on, relaxed hop by hop with shuffles until no flow
+// changes; the lane's excess and its residuals along the line (r_out towards the next lane, r_back
+// towards the previous one) then take the flows. No block barrier; a warp where no lane can start
+// a flow (excess and a link) skips it.
 template <int SPAN, bool UP>
 __device__ __forceinline__ void WaveLine(std::int64_t& x, std::uint32_t& r_out, std::uint32_t& r_back,
                                          std::uint32_t cap, int pos) {
   if (!__any_sync(kFullWarp, x > 0 && cap > 0)) return;
-  const std::uint32_t out = WaveFlows<SPAN, UP>(pr::WaveNode(x, cap), pos);
-  std::uint32_t in = UP ? __shfl_up_sync(kFullWarp, out, 1) : __shfl_down_sync(kFullWarp, out, 1);
-  if (UP ? pos == 0 : pos == SPAN - 1) in = 0;  // a line starts at the tile's edge
+  const bool first = UP ? pos == 0 : pos == SPAN - 1;  // a line starts at the tile's edge
+  std::uint32_t out = pr::WaveCarry(x, cap, 0), in = 0;
+  for (;;) {
+    in = UP ? __shfl_up_sync(kFullWarp, out, 1) : __shfl_down_sync(kFullWarp, out, 1);
+    if (first) in = 0;
+    const std::uint32_t next = pr::WaveCarry(x, cap, in);
+    if (!__any_sync(kFullWarp, next != out)) break;  // out is the fixpoint, and `in` matches it
+    out = next;
+  }
   pr::WaveApply(x, r_out, r_back, in, out);
 }
 
-// The wave pushes of a local iteration on a 32 x TY tile of a 4-connected grid (wave_push): rows
-// carry excess rightwards, then leftwards (warp = row), then columns downwards, then upwards (in
-// the transposed layout of BfsWave, through shared memory), along admissible edges of the heights
-// published in sh_h. tbb-pr runs the same steps lane after lane. Two more block barriers when some
-// column can move flow, one otherwise.
+// The row waves of a local iteration on a 4-connected tile one warp wide (warp = row): rightwards,
+// then leftwards. nh: the neighbours' heights (d: +x, +y, -x, -y).
+__device__ __forceinline__ void WaveRows(std::int64_t& x, std::uint32_t (&r)[4], int h, int inf, const int (&nh)[4],
+                                         int lx) {
+  WaveLine<32, true>(x, r[0], r[2], pr::WaveLinkCap(h, inf, r[0], nh[0], lx + 1 < 32), lx);
+  WaveLine<32, false>(x, r[2], r[0], pr::WaveLinkCap(h, inf, r[2], nh[2], lx > 0), lx);
+}
+
+// The column waves of a local iteration on a 32 x TY tile of a 4-connected grid: downwards, then
+// upwards, in the transposed layout of BfsWave (each group of TY lanes holds one column) through
+// shared memory. Its first block barrier (a vote) comes after every read of sh_h and sh_out of the
+// iteration, so the caller needs no barrier of its own before publishing heights; a second one
+// when some column moves flow.
 template <int TY>
-__device__ __forceinline__ void WavePush(std::int64_t& x, std::uint32_t (&r)[4], int h, int inf, const int* sh_h,
-                                         int hc, int lx, int ly) {
-  constexpr int HX = 32 + 2, G = 32 / TY, P = 32 + G;
+__device__ __forceinline__ void WaveColumns(std::int64_t& x, std::uint32_t (&r)[4], int h, int inf,
+                                            const int (&nh)[4], int lx, int ly) {
+  constexpr int G = 32 / TY, P = 32 + G;
   __shared__ std::int64_t sh_x[TY * P];
   __shared__ std::uint32_t sh_down[TY * P], sh_up[TY * P];
-  WaveLine<32, true>(x, r[0], r[2], pr::WaveLinkCap(h, inf, r[0], sh_h[hc + 1], lx + 1 < 32), lx);
-  WaveLine<32, false>(x, r[2], r[0], pr::WaveLinkCap(h, inf, r[2], sh_h[hc - 1], lx > 0), lx);
-  // The up links: an edge that takes flow downwards is not admissible upwards, so these caps hold
-  // after the downward wave too.
-  const std::uint32_t down = pr::WaveLinkCap(h, inf, r[1], sh_h[hc + HX], ly + 1 < TY);
-  const std::uint32_t up = pr::WaveLinkCap(h, inf, r[3], sh_h[hc - HX], ly > 0);
+  // An edge that takes flow downwards is not admissible upwards, so the up links hold after the
+  // downward wave too.
+  const std::uint32_t down = pr::WaveLinkCap(h, inf, r[1], nh[1], ly + 1 < TY);
+  const std::uint32_t up = pr::WaveLinkCap(h, inf, r[3], nh[3], ly > 0);
   const int own = ly * P + lx, cell = (lx % TY) * P + ly * G + lx / TY, pos = lx % TY;
   sh_x[own] = x;
   sh_down[own] = down;
@@ -272,7 +270,8 @@ __device__ __forceinline__ void WavePush(std::int64_t& x, std::uint32_t (&r)[4],
 }
 
 // One block visits tile (tx, ty, tz); a visit that found work counts itself in *work.
-// WAVE: each local iteration starts with wave pushes where the tile allows it (HasWave).
+// WAVE: wave pushes where the tile allows it (HasWave): each local iteration carries excess along
+// the rows before the push, and along the columns after the pull (tbb-pr: the same order).
 template <int KIND, int TX, int TY, int TZ, bool WAVE = false>
 __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, int tz, int iterations,
                                          std::uint32_t* work) {
@@ -311,13 +310,19 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
     return;
   }
   int it = 0;
+  constexpr bool kWavePush = WAVE && HasWave<KIND, TX, TZ>();
   while (it < iterations) {
-    if constexpr (WAVE && HasWave<KIND, TX, TZ>()) WavePush<TY>(x, r, h, inf, sh_h, hc, lx, ly);
     int nh[D];
     std::uint32_t o[D];
-    const bool act = pr::IsActive(x, h, inf);
+    if constexpr (kWavePush) {
 #pragma unroll
-    for (int d = 0; d < D; ++d) nh[d] = act ? sh_h[hc + HaloOffset<KIND, HX, HY>(d)] : inf;
+      for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];  // for the whole iteration
+      WaveRows(x, r, h, inf, nh, lx);
+    } else {
+      const bool act = pr::IsActive(x, h, inf);
+#pragma unroll
+      for (int d = 0; d < D; ++d) nh[d] = act ? sh_h[hc + HaloOffset<KIND, HX, HY>(d)] : inf;
+    }
     pr::PushStep<D>(x, h, inf, r, nh, o);
 #pragma unroll
     for (int d = 0; d < D; ++d) {
@@ -334,12 +339,17 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
       if (inside) pr::PullStep(x, r[d], sh_out[pr::Opposite(KIND, d)][tid + TileOffset<KIND, TX, TY>(d)]);
     }
     int new_h = h;
-    if (pr::IsActive(x, h, inf)) {
+    if constexpr (kWavePush) {
+      WaveColumns<TY>(x, r, h, inf, nh, lx, ly);  // its barriers: every thread has read sh_h and sh_out
+      if (pr::IsActive(x, h, inf)) new_h = pr::RelabelStep<D>(x, h, inf, r, nh);
+    } else {
+      if (pr::IsActive(x, h, inf)) {
 #pragma unroll
-      for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
-      new_h = pr::RelabelStep<D>(x, h, inf, r, nh);
+        for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
+        new_h = pr::RelabelStep<D>(x, h, inf, r, nh);
+      }
+      __syncthreads();  // every thread has read sh_h and sh_out
     }
-    __syncthreads();  // every thread has read sh_h and sh_out
     if (new_h != h) {
       h = new_h;
       sh_h[hc] = h;
