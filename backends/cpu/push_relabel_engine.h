@@ -59,12 +59,15 @@ struct PushRelabelTuning {
   /// scene, whose paths inside a tile are short, waves made its solve slower (0.86 against 0.76 ms at
   /// 1024, H100); cuda-expansion turns it on (docs/benchmarks.md).
   bool wave_relabel = false;
-  /// cuda-pr and tbb-pr (the same states either way between the two): each local iteration of a
-  /// push visit on a 4-connected tile first carries excess across whole rows (rightwards, then
-  /// leftwards), then whole columns (downwards, then upwards) along admissible edges in one pass
-  /// (wave pushes: scans across a warp on the GPU, backends/common/push_relabel_wave.h), then runs
-  /// the usual push / pull / relabel. Other grids ignore it; cuda-expansion does not use it.
-  /// Off by default: measured slower on the segmentation scene (docs/benchmarks.md).
+  /// Wave pushes (cuda-pr, tbb-pr, cuda-expansion): each local iteration of a push visit on a
+  /// 4-connected tile carries excess along admissible edges across whole rows before the push
+  /// (rightwards, then leftwards) and whole columns after the pull (downwards, then upwards), so it
+  /// crosses a tile in one iteration (backends/common/push_relabel_wave.h; relaxed across a warp on
+  /// the GPU, node after node in tbb-pr, bit-identical). Other grids, and cuda-expansion's 32x32
+  /// tiles, ignore it. Off: on the H100 it saved a cycle but made push iterations dearer, even at
+  /// 1024 and 11% slower at 4096 on the segmentation scene (0.77 / 8.3 against 0.75 / 7.4 ms), and
+  /// 11-16% slower in cuda-expansion on Tsukuba and Venus (even with 16 local iterations there);
+  /// docs/benchmarks.md has the sweep.
   bool wave_push = false;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
