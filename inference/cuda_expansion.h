@@ -54,7 +54,8 @@ struct CudaExpansionTuning {
   bool check_energy = false;
   /// The push-relabel engine's tuning: tiles, local iterations, push rounds per global relabel,
   /// incremental relabels (1: in re-solves, 2: also in fresh solves after the first), wave
-  /// relabels (wave_relabel: 4-connected tiles relax a row or column per step). Its
+  /// relabels (wave_relabel: 4-connected tiles relax a row or column per step), wave pushes
+  /// (wave_push, off: measured slower, docs/benchmarks.md; not on 32x32 tiles). Its
   /// bfs_check_every, fused_bfs_start, cuda_graphs and max_push_rounds fields are not used (the
   /// solve kernel runs BFS rounds to their fixpoint and starts a fresh BFS fused). The defaults
   /// differ from cuda-pr's: 32 local iterations per tile visit and wave relabels (1.1-1.2x faster

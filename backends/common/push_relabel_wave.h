@@ -2,7 +2,8 @@
 /// @file push_relabel_wave.h
 /// @brief Wave relaxation of a 4-connected 2-D tile: the per-lane and per-word rules of cuda-pr's
 /// scan-based BFS and kill loops (backends/cuda/push_relabel_tiles.cuh), written once so that a
-/// host emulation of the warps (tests/backends/test_push_relabel_wave.cpp) runs the same rules.
+/// host emulation of the warps (tests/backends/test_push_relabel_wave.cpp) runs the same rules; and
+/// the rules of wave pushes (PushRelabelTuning::wave_push), which tbb-pr runs lane after lane.
 ///
 /// The hop-by-hop loops (BfsStep, KillStep to a fixpoint) need one iteration per node of the
 /// longest path inside the tile. A wave iteration relaxes whole rows, then whole columns, so the
@@ -151,6 +152,40 @@ MRF_HD std::uint32_t SpreadDown(std::uint32_t alive, std::uint32_t takes) {
 MRF_UNROLL
   for (int k = 1; k < 32; k *= 2) SpreadStep(alive, takes, alive >> k, takes >> k);
   return alive;
+}
+
+// ---- Push -----------------------------------------------------------------------------------------
+//
+// A wave push carries excess along a row (or column) of a tile in one pass: heights are fixed while
+// it runs, so the admissible edges in one direction (residual > 0, neighbour exactly one lower) form
+// chains, and the flow f_i that node i sends to node i + 1 obeys f_i = min(c_i, max(0, x_i + f_{i-1}))
+// (WaveCarry), with c_i the link's capacity (0 where the edge is not admissible) and x_i the netted
+// excess: a node passes on what arrives plus its own excess, and a node with residual capacity to
+// the sink (x < 0) keeps what it can absorb. Each step is a push of push-relabel (admissible edge,
+// amount at most the excess and the residual), so conservation and capacities hold exactly. tbb-pr
+// runs the recurrence node after node; a warp relaxes it hop by hop (every lane recomputes its flow
+// from its predecessor's until none changes: flows only rise, and after t steps the first t lanes of
+// a line are exact), which reaches the same integers in as many steps as the flow travels.
+
+/// Capacity of a node's link along one direction in a wave push: its residual to that neighbour
+/// when the neighbour lies inside the tile (`inside`) and the edge is admissible, else 0.
+MRF_HD std::uint32_t WaveLinkCap(int h, int inf, std::uint32_t r, int nh, bool inside) {
+  return inside && h < inf && r > 0 && nh == h - 1 ? r : 0u;
+}
+
+/// The flow a node passes on: min(cap, max(0, x + in)) for `in` arriving from the previous node.
+MRF_HD std::uint32_t WaveCarry(std::int64_t x, std::uint32_t cap, std::uint32_t in) {
+  const std::int64_t have = x + static_cast<std::int64_t>(in);
+  return have <= 0 ? 0u : have < static_cast<std::int64_t>(cap) ? static_cast<std::uint32_t>(have) : cap;
+}
+
+/// The node's side of a wave step: `in` arrived from the previous node (the edge back to it gains
+/// residual), `out` left to the next one.
+MRF_HD void WaveApply(std::int64_t& x, std::uint32_t& r_out, std::uint32_t& r_back, std::uint32_t in,
+                      std::uint32_t out) {
+  x += static_cast<std::int64_t>(in) - static_cast<std::int64_t>(out);
+  r_out -= out;
+  r_back += in;
 }
 
 }  // namespace mrf::pr

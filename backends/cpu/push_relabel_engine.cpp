@@ -45,7 +45,7 @@ std::string PushRelabelTuning::Describe() const {
     << (incremental_relabel == 0   ? ", full relabels"
         : incremental_relabel == 1 ? ", incremental relabels in re-solves"
                                    : ", incremental relabels")
-    << (wave_relabel ? ", wave relabels" : "")
+    << (wave_relabel ? ", wave relabels" : "") << (wave_push ? ", wave pushes" : "")
     << (local_resolve == 0   ? ", no local re-solves"
         : local_resolve == 1 ? ", local re-solves"
         : local_resolve == 2 ? ", local fills before re-solves"
@@ -80,12 +80,13 @@ void PushRelabelTuning::Parse(const std::string& overrides) {
     else if (name == "incremental_relabel") incremental_relabel = v;
     else if (name == "wave_relabel") wave_relabel = v != 0;
     else if (name == "local_resolve") local_resolve = v;
+    else if (name == "wave_push") wave_push = v != 0;
     else if (name == "max_push_rounds") max_push_rounds = v;
     else
       throw Error("push-relabel tuning: unknown name '" + name +
                   "' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, local_iterations, "
                   "rounds_per_global_relabel, bfs_check_every, cuda_graphs, fused_bfs_start, incremental_relabel, "
-                  "wave_relabel, local_resolve, max_push_rounds)");
+                  "wave_relabel, wave_push, local_resolve, max_push_rounds)");
   }
   std::string error;
   if (!IsValid(&error)) throw Error(error);

@@ -59,6 +59,16 @@ struct PushRelabelTuning {
   /// scene, whose paths inside a tile are short, waves made its solve slower (0.86 against 0.76 ms at
   /// 1024, H100); cuda-expansion turns it on (docs/benchmarks.md).
   bool wave_relabel = false;
+  /// Wave pushes (cuda-pr, tbb-pr, cuda-expansion): each local iteration of a push visit on a
+  /// 4-connected tile carries excess along admissible edges across whole rows before the push
+  /// (rightwards, then leftwards) and whole columns after the pull (downwards, then upwards), so it
+  /// crosses a tile in one iteration (backends/common/push_relabel_wave.h; relaxed across a warp on
+  /// the GPU, node after node in tbb-pr, bit-identical). Other grids, and cuda-expansion's 32x32
+  /// tiles, ignore it. Off: on the H100 it saved a cycle but made push iterations dearer, even at
+  /// 1024 and 11% slower at 4096 on the segmentation scene (0.77 / 8.3 against 0.75 / 7.4 ms), and
+  /// 11-16% slower in cuda-expansion on Tsukuba and Venus (even with 16 local iterations there);
+  /// docs/benchmarks.md has the sweep.
+  bool wave_push = false;
   /// Re-solves after terminal changes only (backends/common/push_relabel_local.h). 1: repair the
   /// state around each changed node, then check the optimality certificate on every node; only when
   /// it fails, go on with push rounds and relabels around the changed tiles. 2: only the repairs of

@@ -11,6 +11,8 @@
 #include <atomic>
 #include <chrono>
 
+#include "backends/common/push_relabel_wave.h"
+
 namespace mrf {
 namespace {
 
@@ -284,6 +286,38 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
         }
   }
 
+  // Wave pushes of a 4-connected tile (tuning wave_push; push_relabel_wave.h): each line carries
+  // excess node after node along admissible edges of the iteration's heights. The CUDA block relaxes
+  // the same recurrence across a warp and reaches the same integers.
+  // One line of `count` tile nodes from `first`, `step` apart, sending along d_out (d_back points back).
+  void WaveLine(TileScratch& s, int first, int step, int count, int d_out, int d_back) const {
+    constexpr int D = 4;  // directions of kKindGrid4: +x, +y, -x, -y
+    const int inf = layout_.inf;
+    std::uint32_t in = 0;
+    for (int k = 0, l = first; k < count; ++k, l += step) {
+      const bool inside = k + 1 < count;
+      const int nh = inside ? s.h[l + step] : inf;
+      const std::uint32_t cap = pr::WaveLinkCap(s.h[l], inf, s.r[l * D + d_out], nh, inside);
+      const std::uint32_t out = pr::WaveCarry(s.x[l], cap, in);
+      pr::WaveApply(s.x[l], s.r[l * D + d_out], s.r[l * D + d_back], in, out);
+      in = out;
+    }
+  }
+  // Every row rightwards, then leftwards (before the push of a local iteration).
+  void WaveRows(const TileFrame& f, TileScratch& s) const {
+    for (int ly = 0; ly < f.tile_y; ++ly) {
+      WaveLine(s, ly * f.tile_x, 1, f.tile_x, 0, 2);
+      WaveLine(s, ly * f.tile_x + f.tile_x - 1, -1, f.tile_x, 2, 0);
+    }
+  }
+  // Every column downwards, then upwards (after the pull).
+  void WaveColumns(const TileFrame& f, TileScratch& s) const {
+    for (int lx = 0; lx < f.tile_x; ++lx) {
+      WaveLine(s, lx, f.tile_x, f.tile_y, 1, 3);
+      WaveLine(s, lx + (f.tile_y - 1) * f.tile_x, -f.tile_x, f.tile_y, 3, 1);
+    }
+  }
+
   // One visit of a tile: up to local_iterations push/pull/relabel iterations, the same steps as the
   // CUDA block's loop. The GPU runs every node each iteration; here only the active nodes and those
   // that received flow are touched, which changes nothing (the steps are no-ops on the others).
@@ -322,6 +356,13 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     int iterations = 0;
     while (iterations < tuning_.local_iterations) {
       ++iterations;
+      const bool wave = KIND == pr::kKindGrid4 && tuning_.wave_push;
+      if (wave) {
+        WaveRows(f, s);  // moves excess through inactive nodes too: the work list is made again
+        s.active.clear();
+        for (int l = 0; l < f.n; ++l)
+          if (pr::IsActive(s.x[l], s.h[l], inf)) s.active.push_back(l);
+      }
       // Push (heights fixed): flow for tile nodes becomes messages, flow leaving the tile waits.
       s.messages.clear();
       for (int l : s.active) {
@@ -354,6 +395,11 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
           s.stamp[m.target] = iterations;
           s.candidates.push_back(m.target);
         }
+      }
+      if (wave) {
+        WaveColumns(f, s);  // then every node may have excess
+        s.candidates.resize(f.n);
+        for (int l = 0; l < f.n; ++l) s.candidates[l] = l;
       }
       // Relabel decisions read the heights of before this iteration; then publish them.
       for (int l : s.candidates) {

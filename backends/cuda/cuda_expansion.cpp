@@ -222,6 +222,7 @@ class Runner {
     solve_config_.resolve_push_rounds = t_.resolve_push_rounds;
     solve_config_.incremental_relabel = pr.incremental_relabel;
     solve_config_.wave_relabel = pr.wave_relabel;
+    solve_config_.wave_push = pr.wave_push;
     describe_ = topo.Describe() + ", " + std::to_string(labels_) + " labels";
     if (!cuda_pr::HasKernels(L))
       throw Error(name_ + ": no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +

@@ -398,7 +398,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       EnqueueCycleBatch(kind, push);
     } else {
       const auto key = std::make_tuple(static_cast<int>(kind) + (tuning_.fused_bfs_start ? 8 : 0) +
-                                           (tuning_.wave_relabel ? 16 : 0),
+                                           (tuning_.wave_relabel ? 16 : 0) + (tuning_.wave_push ? 32 : 0),
                                        tuning_.bfs_check_every, push, tuning_.local_iterations);
       auto found = graphs_.find(key);
       if (found == graphs_.end()) {
@@ -477,7 +477,9 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       Gate gate{Gate::kIfPreviousChanged, counter - 1, 1};
       if (k == 0) gate = kind == kPushOnly ? Gate{} : Gate{Gate::kIfConvergedAndActive, kill, bfs};
       for (int colour = 0; colour < layout_.num_colours(); ++colour)
-        Launched(cuda_pr::LaunchPushColour(dev_, colour, counter, gate, tuning_.local_iterations, stream_), "PushTiles");
+        Launched(cuda_pr::LaunchPushColour(dev_, colour, counter, gate, tuning_.local_iterations, tuning_.wave_push,
+                                           stream_),
+                 "PushTiles");
     }
     Check(cudaMemcpyAsync(host_counters_, dev_.counters, counters * sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
                           stream_), "reading round counters");

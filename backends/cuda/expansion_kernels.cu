@@ -294,8 +294,9 @@ constexpr int SolveMinBlocks() {
   return KIND == pr::kKindGrid4 && TX * TY * TZ <= 256 ? 3 : TX * TY * TZ <= 512 ? 2 : 1;
 }
 
-// WAVE: BFS and kill visits relax by waves (SolveConfig::wave_relabel; compiled where HasWave).
-template <int KIND, int TX, int TY, int TZ, bool WAVE>
+// WAVE: BFS and kill visits relax by waves (SolveConfig::wave_relabel); WAVE_PUSH: push visits push
+// by waves (SolveConfig::wave_push); both compiled where HasWave.
+template <int KIND, int TX, int TY, int TZ, bool WAVE, bool WAVE_PUSH>
 __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>())
     SolveKernel(DeviceExpansion e, DeviceState s, SolveConfig cfg) {
   xp::MoveControl* c = e.ctl;
@@ -324,7 +325,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
         int tx, ty, tz;
         if (!L.ColourTile(colour, i % gx, (i / gx) % gy, i / (gx * gy), &tx, &ty, &tz)) continue;
         __syncthreads();  // the previous visit's shared memory is free
-        cuda_pr::PushTile<KIND, TX, TY, TZ>(s, tx, ty, tz, cfg.local_iterations, &block_count);
+        cuda_pr::PushTile<KIND, TX, TY, TZ, WAVE_PUSH>(s, tx, ty, tz, cfg.local_iterations, &block_count);
       }
       unsigned long long tiles = 0;
       if (!Sync(grid, &block_count, &tiles)) return false;
@@ -554,11 +555,32 @@ cudaError_t Dispatch(const TileLayout& L, const F& f) {
   return cudaErrorInvalidValue;
 }
 
+// For a tile-shape dispatch: calls f.template operator()<KIND, TX, TY, TZ, WAVE, WAVE_PUSH>() with the
+// configuration's wave choices, true only where the tile shape has wave instantiations (HasWave), and
+// wave pushes only on tiles of up to 512 nodes (32x32 tiles with both waves would need more than the
+// 48 KiB of static shared memory a block may have).
+template <class F>
+struct WithWaves {
+  const F& f;
+  bool wave_relabel, wave_push;
+  template <int K, int X, int Y, int Z>
+  cudaError_t operator()() const {
+    if constexpr (cuda_pr::HasWave<K, X, Z>()) {
+      if constexpr (X * Y * Z <= 512) {
+        if (wave_relabel && wave_push) return f.template operator()<K, X, Y, Z, true, true>();
+        if (wave_push) return f.template operator()<K, X, Y, Z, false, true>();
+      }
+      if (wave_relabel) return f.template operator()<K, X, Y, Z, true, false>();
+    }
+    return f.template operator()<K, X, Y, Z, false, false>();
+  }
+};
+
 struct SolveOccupancy {
   int* per_sm;
-  template <int K, int X, int Y, int Z, bool W>
+  template <int K, int X, int Y, int Z, bool W, bool WP>
   cudaError_t operator()() const {
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, SolveKernel<K, X, Y, Z, W>, X * Y * Z, 0);
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, SolveKernel<K, X, Y, Z, W, WP>, X * Y * Z, 0);
   }
 };
 
@@ -568,9 +590,9 @@ struct SolveLaunch {
   const SolveConfig& config;
   int blocks;
   cudaStream_t stream;
-  template <int K, int X, int Y, int Z, bool W>
+  template <int K, int X, int Y, int Z, bool W, bool WP>
   cudaError_t operator()() const {
-    SolveKernel<K, X, Y, Z, W><<<blocks, X * Y * Z, 0, stream>>>(e, s, config);
+    SolveKernel<K, X, Y, Z, W, WP><<<blocks, X * Y * Z, 0, stream>>>(e, s, config);
     return cudaGetLastError();
   }
 };
@@ -620,7 +642,7 @@ int SolveBlocks(const DeviceState& s, const SolveConfig& config, cudaError_t* st
   if (*status != cudaSuccess) return 0;
   const TileLayout& L = s.layout;
   const SolveOccupancy probe{&per_sm};
-  *status = Dispatch(L, cuda_pr::WithWave<SolveOccupancy>{probe, config.wave_relabel});
+  *status = Dispatch(L, WithWaves<SolveOccupancy>{probe, config.wave_relabel, config.wave_push});
   if (*status != cudaSuccess || per_sm <= 0) return 0;
   const int tiles = L.num_tiles();
   return tiles < per_sm * sms ? tiles : per_sm * sms;
@@ -630,7 +652,7 @@ cudaError_t LaunchSolve(const DeviceExpansion& e, const DeviceState& s, const So
                         cudaStream_t stream) {
   cudaGetLastError();
   const SolveLaunch launch{e, s, config, blocks, stream};
-  return Dispatch(s.layout, cuda_pr::WithWave<SolveLaunch>{launch, config.wave_relabel});
+  return Dispatch(s.layout, WithWaves<SolveLaunch>{launch, config.wave_relabel, config.wave_push});
 }
 
 cudaError_t LaunchDelta(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {

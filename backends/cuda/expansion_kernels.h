@@ -29,6 +29,7 @@ struct SolveConfig {
   int resolve_push_rounds = 0;  ///< Push rounds before the first relabel of a re-solve.
   int incremental_relabel = 1;  ///< As PushRelabelTuning::incremental_relabel.
   bool wave_relabel = true;     ///< As PushRelabelTuning::wave_relabel.
+  bool wave_push = false;       ///< As PushRelabelTuning::wave_push.
 };
 
 /// Indices into MoveControl::blocks_done (last-block detection of multi-block kernels).

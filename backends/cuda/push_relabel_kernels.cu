@@ -20,13 +20,13 @@ __device__ bool Open(const DeviceState& s, Gate gate) {
 }
 
 // ---- Push: up to `iterations` synchronous push / pull / relabel iterations on one tile ----------
-template <int KIND, int TX, int TY, int TZ>
+template <int KIND, int TX, int TY, int TZ, bool WAVE>
 __global__ void __launch_bounds__(TX* TY* TZ)
     PushTilesKernel(DeviceState s, int colour, int counter, Gate gate, int iterations) {
   if (!Open(s, gate)) return;  // decided the same way by every block: nothing to do costs one launch
   int tx, ty, tz;
   if (!s.layout.ColourTile(colour, blockIdx.x, blockIdx.y, blockIdx.z, &tx, &ty, &tz)) return;
-  PushTile<KIND, TX, TY, TZ>(s, tx, ty, tz, iterations, &s.counters[counter]);
+  PushTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, iterations, &s.counters[counter]);
 }
 
 // ---- Global relabel ---------------------------------------------------------------------------
@@ -260,18 +260,19 @@ struct BuildResidualsLaunch {
   }
 };
 
+// (Dispatched through WithWave, as the BFS and kill rounds: wave pushes where the tile shape has them.)
 struct PushColourLaunch {
   const DeviceState& s;
   int colour, counter;
   Gate gate;
   int iterations;
   cudaStream_t stream;
-  template <int K, int X, int Y, int Z>
+  template <int K, int X, int Y, int Z, bool W>
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
     const dim3 grid(L.ColourGridX(), L.ColourGridY(), L.ColourGridZ());
     cudaGetLastError();
-    PushTilesKernel<K, X, Y, Z><<<grid, X * Y * Z, 0, stream>>>(s, colour, counter, gate, iterations);
+    PushTilesKernel<K, X, Y, Z, W><<<grid, X * Y * Z, 0, stream>>>(s, colour, counter, gate, iterations);
     return cudaGetLastError();
   }
 };
@@ -358,9 +359,10 @@ cudaError_t LaunchBuildResiduals(const DeviceState& s, bool bad_config, cudaStre
   return DispatchKind(s.layout.kind, BuildResidualsLaunch{s, bad_config, stream});
 }
 
-cudaError_t LaunchPushColour(const DeviceState& s, int colour, int counter, Gate gate, int local_iterations,
+cudaError_t LaunchPushColour(const DeviceState& s, int colour, int counter, Gate gate, int local_iterations, bool wave,
                              cudaStream_t stream) {
-  return Dispatch(s.layout, PushColourLaunch{s, colour, counter, gate, local_iterations, stream});
+  const PushColourLaunch launch{s, colour, counter, gate, local_iterations, stream};
+  return Dispatch(s.layout, WithWave<PushColourLaunch>{launch, wave});
 }
 
 cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream) {

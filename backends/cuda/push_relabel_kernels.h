@@ -73,8 +73,10 @@ bool HasKernels(const pr::TileLayout& layout);
 /// Residuals from the slot capacities in s.cap / s.rev (the first kernel of a solve).
 /// `bad_config` launches with an invalid block size: a real launch failure (fault injection).
 cudaError_t LaunchBuildResiduals(const DeviceState& s, bool bad_config, cudaStream_t stream);
-/// One colour of a push round whose counter is s.counters[counter] (tiles that had work).
-cudaError_t LaunchPushColour(const DeviceState& s, int colour, int counter, Gate gate, int local_iterations,
+/// One colour of a push round whose counter is s.counters[counter] (tiles that had work). With
+/// `wave`, local iterations on tiles of 4-connected grids start with wave pushes
+/// (PushRelabelTuning::wave_push).
+cudaError_t LaunchPushColour(const DeviceState& s, int colour, int counter, Gate gate, int local_iterations, bool wave,
                              cudaStream_t stream);
 /// Start of a global relabel: heights 1 or inf, residual bitmasks.
 cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream);

@@ -60,7 +60,8 @@ __device__ bool FlaggedNear(const TileLayout& L, const std::uint8_t* flags, int 
 
 constexpr unsigned kFullWarp = 0xffffffffu;
 
-// Tiles whose BFS and kill visits can relax by waves: 4-connected 2-D tiles one warp wide.
+// Tiles whose BFS and kill visits can relax by waves, and whose push visits can push by waves:
+// 4-connected 2-D tiles one warp wide.
 template <int KIND, int TX, int TZ>
 __host__ __device__ constexpr bool HasWave() {
   return KIND == pr::kKindGrid4 && TX == 32 && TZ == 1;
@@ -203,8 +204,75 @@ __device__ __forceinline__ int KillWave(std::int64_t x, int h, int inf, std::uin
   return pr::KillWaveHeight(x, h, inf, (sh_alive[ly] >> lx) & 1u);
 }
 
+// ---- Wave pushes (backends/common/push_relabel_wave.h) -------------------------------------------
+
+// One wave along lines of lanes, towards higher lanes (UP) or lower ones (pos: the lane's place on
+// its line of SPAN lanes; cap: its link's capacity, pr::WaveLinkCap): every lane passes on
+// WaveCarry of what its predecessor passes on, relaxed hop by hop with shuffles until no flow
+// changes; the lane's excess and its residuals along the line (r_out towards the next lane, r_back
+// towards the previous one) then take the flows. No block barrier; a warp where no lane can start
+// a flow (excess and a link) skips it.
+template <int SPAN, bool UP>
+__device__ __forceinline__ void WaveLine(std::int64_t& x, std::uint32_t& r_out, std::uint32_t& r_back,
+                                         std::uint32_t cap, int pos) {
+  if (!__any_sync(kFullWarp, x > 0 && cap > 0)) return;
+  const bool first = UP ? pos == 0 : pos == SPAN - 1;  // a line starts at the tile's edge
+  std::uint32_t out = pr::WaveCarry(x, cap, 0), in = 0;
+  for (;;) {
+    in = UP ? __shfl_up_sync(kFullWarp, out, 1) : __shfl_down_sync(kFullWarp, out, 1);
+    if (first) in = 0;
+    const std::uint32_t next = pr::WaveCarry(x, cap, in);
+    if (!__any_sync(kFullWarp, next != out)) break;  // out is the fixpoint, and `in` matches it
+    out = next;
+  }
+  pr::WaveApply(x, r_out, r_back, in, out);
+}
+
+// The row waves of a local iteration on a 4-connected tile one warp wide (warp = row): rightwards,
+// then leftwards. nh: the neighbours' heights (d: +x, +y, -x, -y).
+__device__ __forceinline__ void WaveRows(std::int64_t& x, std::uint32_t (&r)[4], int h, int inf, const int (&nh)[4],
+                                         int lx) {
+  WaveLine<32, true>(x, r[0], r[2], pr::WaveLinkCap(h, inf, r[0], nh[0], lx + 1 < 32), lx);
+  WaveLine<32, false>(x, r[2], r[0], pr::WaveLinkCap(h, inf, r[2], nh[2], lx > 0), lx);
+}
+
+// The column waves of a local iteration on a 32 x TY tile of a 4-connected grid: downwards, then
+// upwards, in the transposed layout of BfsWave (each group of TY lanes holds one column) through
+// shared memory. Its first block barrier (a vote) comes after every read of sh_h and sh_out of the
+// iteration, so the caller needs no barrier of its own before publishing heights; a second one
+// when some column moves flow.
+template <int TY>
+__device__ __forceinline__ void WaveColumns(std::int64_t& x, std::uint32_t (&r)[4], int h, int inf,
+                                            const int (&nh)[4], int lx, int ly) {
+  constexpr int G = 32 / TY, P = 32 + G;
+  __shared__ std::int64_t sh_x[TY * P];
+  __shared__ std::uint32_t sh_down[TY * P], sh_up[TY * P];
+  // An edge that takes flow downwards is not admissible upwards, so the up links hold after the
+  // downward wave too.
+  const std::uint32_t down = pr::WaveLinkCap(h, inf, r[1], nh[1], ly + 1 < TY);
+  const std::uint32_t up = pr::WaveLinkCap(h, inf, r[3], nh[3], ly > 0);
+  const int own = ly * P + lx, cell = (lx % TY) * P + ly * G + lx / TY, pos = lx % TY;
+  sh_x[own] = x;
+  sh_down[own] = down;
+  sh_up[own] = up;
+  if (!__syncthreads_or(x > 0 && (down > 0 || up > 0))) return;  // no column moves anything
+  std::int64_t cx = sh_x[cell];
+  std::uint32_t dr_down = 0, dr_up = 0;  // residual changes (mod 2^32) of the cell's node
+  WaveLine<TY, true>(cx, dr_down, dr_up, sh_down[cell], pos);
+  WaveLine<TY, false>(cx, dr_up, dr_down, sh_up[cell], pos);
+  sh_x[cell] = cx;
+  sh_down[cell] = dr_down;
+  sh_up[cell] = dr_up;
+  __syncthreads();
+  x = sh_x[own];
+  r[1] += sh_down[own];
+  r[3] += sh_up[own];
+}
+
 // One block visits tile (tx, ty, tz); a visit that found work counts itself in *work.
-template <int KIND, int TX, int TY, int TZ>
+// WAVE: wave pushes where the tile allows it (HasWave): each local iteration carries excess along
+// the rows before the push, and along the columns after the pull (tbb-pr: the same order).
+template <int KIND, int TX, int TY, int TZ, bool WAVE = false>
 __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, int tz, int iterations,
                                          std::uint32_t* work) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
@@ -242,12 +310,19 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
     return;
   }
   int it = 0;
+  constexpr bool kWavePush = WAVE && HasWave<KIND, TX, TZ>();
   while (it < iterations) {
     int nh[D];
     std::uint32_t o[D];
-    const bool act = pr::IsActive(x, h, inf);
+    if constexpr (kWavePush) {
 #pragma unroll
-    for (int d = 0; d < D; ++d) nh[d] = act ? sh_h[hc + HaloOffset<KIND, HX, HY>(d)] : inf;
+      for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];  // for the whole iteration
+      WaveRows(x, r, h, inf, nh, lx);
+    } else {
+      const bool act = pr::IsActive(x, h, inf);
+#pragma unroll
+      for (int d = 0; d < D; ++d) nh[d] = act ? sh_h[hc + HaloOffset<KIND, HX, HY>(d)] : inf;
+    }
     pr::PushStep<D>(x, h, inf, r, nh, o);
 #pragma unroll
     for (int d = 0; d < D; ++d) {
@@ -264,12 +339,17 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
       if (inside) pr::PullStep(x, r[d], sh_out[pr::Opposite(KIND, d)][tid + TileOffset<KIND, TX, TY>(d)]);
     }
     int new_h = h;
-    if (pr::IsActive(x, h, inf)) {
+    if constexpr (kWavePush) {
+      WaveColumns<TY>(x, r, h, inf, nh, lx, ly);  // its barriers: every thread has read sh_h and sh_out
+      if (pr::IsActive(x, h, inf)) new_h = pr::RelabelStep<D>(x, h, inf, r, nh);
+    } else {
+      if (pr::IsActive(x, h, inf)) {
 #pragma unroll
-      for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
-      new_h = pr::RelabelStep<D>(x, h, inf, r, nh);
+        for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
+        new_h = pr::RelabelStep<D>(x, h, inf, r, nh);
+      }
+      __syncthreads();  // every thread has read sh_h and sh_out
     }
-    __syncthreads();  // every thread has read sh_h and sh_out
     if (new_h != h) {
       h = new_h;
       sh_h[hc] = h;

@@ -4,7 +4,10 @@
 // the same rules) reaches exactly the fixpoint of the hop-by-hop loops it replaces (BfsStep and
 // KillStep, Jacobi steps with the halo constant) on thousands of random tiles: every tile height,
 // random masks, heights, halos and excess signs, partial tiles at the grid's right and bottom edges,
-// tiny and huge inf. The bit helpers are checked against plain loops.
+// tiny and huge inf. The bit helpers are checked against plain loops. Wave pushes: the device's
+// WaveRows and WaveColumns, emulated the same way (hop-by-hop relaxation across warps, the
+// transposed columns), move exactly the flows of a plain node-after-node reference on thousands of
+// random tiles, conserving excess and capacities and pushing only along admissible edges.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -435,6 +438,305 @@ TEST(PushRelabelWave, BitHelpersMatchPlainLoops) {
       if ((takes_down >> i) & 1u) down |= ((down >> (i + 1)) & 1u) << i;
     ASSERT_EQ(pr::SpreadUp(alive, takes_up), up);
     ASSERT_EQ(pr::SpreadDown(alive, takes_down), down);
+  }
+}
+
+// ---- Wave pushes ------------------------------------------------------------------------------------
+
+// The push state of a 32 x ty tile as a visit holds it: excess, residuals (directions +x, +y, -x, -y)
+// and the heights of this iteration. Nodes outside the grid: x = 0, residuals 0, height inf.
+struct PushTile {
+  int ty = 8, inf = 0;
+  std::vector<std::int64_t> x;
+  std::vector<std::array<std::uint32_t, 4>> r;
+  std::vector<int> h;
+};
+
+// The reference: every line node after node, with plain arithmetic (none of the wave helpers):
+// rows rightwards then leftwards, then columns downwards then upwards.
+void ReferenceLine(PushTile& t, int first, int step, int count, int d_out, int d_back) {
+  std::int64_t in = 0;
+  for (int k = 0; k < count; ++k) {
+    const int l = first + k * step;
+    const bool admissible =
+        k + 1 < count && t.h[l] < t.inf && t.r[l][d_out] > 0 && t.h[l + step] == t.h[l] - 1;
+    const std::int64_t out =
+        admissible ? std::min<std::int64_t>(t.r[l][d_out], std::max<std::int64_t>(0, t.x[l] + in)) : 0;
+    t.x[l] += in - out;
+    t.r[l][d_out] = static_cast<std::uint32_t>(t.r[l][d_out] - out);
+    t.r[l][d_back] = static_cast<std::uint32_t>(t.r[l][d_back] + in);
+    in = out;
+  }
+}
+
+void ReferenceWavePush(PushTile& t) {
+  for (int ly = 0; ly < t.ty; ++ly) {
+    ReferenceLine(t, ly * kLanes, 1, kLanes, 0, 2);
+    ReferenceLine(t, ly * kLanes + kLanes - 1, -1, kLanes, 2, 0);
+  }
+  for (int lx = 0; lx < kLanes; ++lx) {
+    ReferenceLine(t, lx, kLanes, t.ty, 1, 3);
+    ReferenceLine(t, lx + (t.ty - 1) * kLanes, -kLanes, t.ty, 3, 1);
+  }
+}
+
+// WaveLine of one warp (steps: relaxation steps taken, added up).
+template <int SPAN, bool UP>
+void EmulatedWaveLine(Lanes<std::int64_t>& x, Lanes<std::uint32_t>& r_out, Lanes<std::uint32_t>& r_back,
+                      const Lanes<std::uint32_t>& cap, const Lanes<int>& pos, long* steps) {
+  bool any = false;  // __any_sync
+  for (int l = 0; l < kLanes; ++l) any |= x[l] > 0 && cap[l] > 0;
+  if (!any) return;
+  Lanes<std::uint32_t> out, in;
+  for (int l = 0; l < kLanes; ++l) out[l] = pr::WaveCarry(x[l], cap[l], 0);
+  for (;;) {
+    ++*steps;
+    in = UP ? ShflUp(out, 1) : ShflDown(out, 1);
+    Lanes<std::uint32_t> next;
+    bool changed = false;
+    for (int l = 0; l < kLanes; ++l) {
+      if (UP ? pos[l] == 0 : pos[l] == SPAN - 1) in[l] = 0;
+      next[l] = pr::WaveCarry(x[l], cap[l], in[l]);
+      changed |= next[l] != out[l];
+    }
+    if (!changed) break;  // __any_sync
+    out = next;
+  }
+  for (int l = 0; l < kLanes; ++l) pr::WaveApply(x[l], r_out[l], r_back[l], in[l], out[l]);
+}
+
+// The neighbour heights a lane reads (inf past the tile: those links are never used).
+int NeighbourHeight(const PushTile& t, int lx, int ly) {
+  return lx >= 0 && ly >= 0 && lx < kLanes && ly < t.ty ? t.h[ly * kLanes + lx] : t.inf;
+}
+
+// WaveRows of a block (warp = row ly, lane = lx).
+void EmulatedWaveRows(PushTile& t, long* steps) {
+  for (int ly = 0; ly < t.ty; ++ly) {
+    Lanes<std::int64_t> x;
+    Lanes<std::uint32_t> r0, r2, cap;
+    Lanes<int> pos;
+    for (int lx = 0; lx < kLanes; ++lx) {
+      x[lx] = t.x[ly * kLanes + lx];
+      r0[lx] = t.r[ly * kLanes + lx][0];
+      r2[lx] = t.r[ly * kLanes + lx][2];
+      pos[lx] = lx;
+    }
+    for (int lx = 0; lx < kLanes; ++lx)
+      cap[lx] = pr::WaveLinkCap(t.h[ly * kLanes + lx], t.inf, r0[lx], NeighbourHeight(t, lx + 1, ly), lx + 1 < kLanes);
+    EmulatedWaveLine<kLanes, true>(x, r0, r2, cap, pos, steps);
+    for (int lx = 0; lx < kLanes; ++lx)
+      cap[lx] = pr::WaveLinkCap(t.h[ly * kLanes + lx], t.inf, r2[lx], NeighbourHeight(t, lx - 1, ly), lx > 0);
+    EmulatedWaveLine<kLanes, false>(x, r2, r0, cap, pos, steps);
+    for (int lx = 0; lx < kLanes; ++lx) {
+      t.x[ly * kLanes + lx] = x[lx];
+      t.r[ly * kLanes + lx][0] = r0[lx];
+      t.r[ly * kLanes + lx][2] = r2[lx];
+    }
+  }
+}
+
+// WaveColumns of a block (barriers separate the phases). Returns whether the columns ran (the vote).
+template <int TY>
+bool EmulatedWaveColumns(PushTile& t, long* steps) {
+  constexpr int G = kLanes / TY, P = kLanes + G;
+  std::vector<std::int64_t> sh_x(TY * P, -777);
+  std::vector<std::uint32_t> sh_down(TY * P, 0xdeadbeefu), sh_up(TY * P, 0xdeadbeefu);
+  auto own = [](int ly, int lx) { return ly * P + lx; };
+  auto cell = [](int ly, int lx) { return (lx % TY) * P + ly * G + lx / TY; };
+  bool vote = false;
+  for (int ly = 0; ly < TY; ++ly)
+    for (int lx = 0; lx < kLanes; ++lx) {
+      const int i = ly * kLanes + lx;
+      const std::uint32_t down = pr::WaveLinkCap(t.h[i], t.inf, t.r[i][1], NeighbourHeight(t, lx, ly + 1), ly + 1 < TY);
+      const std::uint32_t up = pr::WaveLinkCap(t.h[i], t.inf, t.r[i][3], NeighbourHeight(t, lx, ly - 1), ly > 0);
+      sh_x[own(ly, lx)] = t.x[i];
+      sh_down[own(ly, lx)] = down;
+      sh_up[own(ly, lx)] = up;
+      vote |= t.x[i] > 0 && (down > 0 || up > 0);
+    }
+  // __syncthreads_or
+  if (!vote) return false;
+  for (int ly = 0; ly < TY; ++ly) {
+    Lanes<std::int64_t> cx;
+    Lanes<std::uint32_t> down, up, dr_down{}, dr_up{};
+    Lanes<int> pos;
+    for (int lx = 0; lx < kLanes; ++lx) {
+      cx[lx] = sh_x[cell(ly, lx)];
+      down[lx] = sh_down[cell(ly, lx)];
+      up[lx] = sh_up[cell(ly, lx)];
+      pos[lx] = lx % TY;
+    }
+    EmulatedWaveLine<TY, true>(cx, dr_down, dr_up, down, pos, steps);
+    EmulatedWaveLine<TY, false>(cx, dr_up, dr_down, up, pos, steps);
+    for (int lx = 0; lx < kLanes; ++lx) {
+      sh_x[cell(ly, lx)] = cx[lx];
+      sh_down[cell(ly, lx)] = dr_down[lx];
+      sh_up[cell(ly, lx)] = dr_up[lx];
+    }
+  }
+  // __syncthreads
+  for (int ly = 0; ly < TY; ++ly)
+    for (int lx = 0; lx < kLanes; ++lx) {
+      const int i = ly * kLanes + lx;
+      t.x[i] = sh_x[own(ly, lx)];
+      t.r[i][1] += sh_down[own(ly, lx)];
+      t.r[i][3] += sh_up[own(ly, lx)];
+    }
+  return true;
+}
+
+// Rows, then columns (the push and pull between them in a visit do not matter here).
+bool EmulatedWavePush(PushTile& t, long* steps) {
+  EmulatedWaveRows(t, steps);
+  return t.ty == 8 ? EmulatedWaveColumns<8>(t, steps) : t.ty == 16 ? EmulatedWaveColumns<16>(t, steps)
+                                                                   : EmulatedWaveColumns<32>(t, steps);
+}
+
+// A random push tile: heights of a distance-like field (long admissible chains along rows and
+// columns) or of a few values, some inf; excess of every sign and size up to 2^62; residual pairs
+// that sum to less than 2^32 (as cap + rev_cap), often 0, sometimes near the limit; a partial tile
+// at the grid's edge now and then.
+PushTile RandomPushTile(std::mt19937_64& rng, int ty) {
+  PushTile t;
+  t.ty = ty;
+  t.inf = Chance(rng, 0.2) ? Pick(rng, 3, 40) : 32 * ty * 4 + 1;
+  const int cols = Chance(rng, 0.7) ? kLanes : Pick(rng, 1, kLanes), rows = Chance(rng, 0.7) ? ty : Pick(rng, 1, ty);
+  const int n = ty * kLanes, style = Pick(rng, 0, 2), cx = Pick(rng, -40, kLanes + 40), cy = Pick(rng, -40, ty + 40);
+  const double residual = std::array<double, 3>{0.3, 0.7, 1.0}[Pick(rng, 0, 2)];
+  t.x.assign(n, 0);
+  t.h.assign(n, t.inf);
+  t.r.assign(n, {0, 0, 0, 0});
+  auto in_grid = [&](int lx, int ly) { return lx < cols && ly < rows; };
+  auto amount = [&](int scale) -> std::int64_t {
+    switch (scale) {
+      case 0: return Pick(rng, 1, 9);
+      case 1: return Pick(rng, 1, 2000);
+      default: return std::uniform_int_distribution<std::int64_t>(1, std::int64_t{1} << 62)(rng);
+    }
+  };
+  for (int ly = 0; ly < ty; ++ly)
+    for (int lx = 0; lx < kLanes; ++lx) {
+      if (!in_grid(lx, ly)) continue;
+      const int i = ly * kLanes + lx;
+      const int d = 1 + std::abs(lx - cx) + std::abs(ly - cy);
+      t.h[i] = Chance(rng, 0.03) ? t.inf
+               : style == 0      ? std::min(t.inf, d + (Chance(rng, 0.1) ? Pick(rng, -2, 2) : 0))
+               : style == 1      ? Pick(rng, 1, std::min(t.inf, 5))
+                                 : std::min(t.inf, 1 + ((lx + 3 * ly) % 7));
+      t.h[i] = std::max(1, t.h[i]);
+      const int scale = Pick(rng, 0, 2);
+      const double p = Pick(rng, 0, 9) / 10.0;
+      t.x[i] = Chance(rng, 0.3) ? 0 : Chance(rng, p * 0.5) ? -amount(scale) : amount(scale);
+    }
+  // Residual pairs of the edges to the right and below (inside the grid), and of edges into the halo.
+  for (int ly = 0; ly < ty; ++ly)
+    for (int lx = 0; lx < kLanes; ++lx) {
+      if (!in_grid(lx, ly)) continue;
+      const int i = ly * kLanes + lx;
+      for (int d : {0, 1}) {
+        const int nx = lx + (d == 0), ny = ly + (d == 1);
+        const bool inside = nx < kLanes && ny < ty;
+        if (inside && !in_grid(nx, ny)) continue;  // no edge leaves the grid
+        const std::uint32_t total = !Chance(rng, residual) ? 0u
+                                    : Chance(rng, 0.1)     ? 0xffffffffu - static_cast<std::uint32_t>(Pick(rng, 0, 5))
+                                                           : static_cast<std::uint32_t>(Pick(rng, 0, 3000));
+        const auto part = static_cast<std::uint32_t>(std::uniform_int_distribution<std::uint64_t>(0, total)(rng));
+        t.r[i][d] = part;
+        if (inside) t.r[ny * kLanes + nx][d + 2] = total - part;
+      }
+      if (lx == 0) t.r[i][2] = static_cast<std::uint32_t>(Pick(rng, 0, 50));  // into the halo
+      if (ly == 0) t.r[i][3] = static_cast<std::uint32_t>(Pick(rng, 0, 50));
+    }
+  return t;
+}
+
+// Conservation, capacities and admissibility of what `after` moved from `before`.
+void CheckPushInvariants(const PushTile& before, const PushTile& after, const std::string& what) {
+  const int n = before.ty * kLanes;
+  for (int i = 0; i < n; ++i) {
+    const int lx = i % kLanes, ly = i / kLanes;
+    std::int64_t sum_before = before.x[i], sum_after = after.x[i];
+    for (int d = 0; d < 4; ++d) {
+      sum_before -= before.r[i][d];
+      sum_after -= after.r[i][d];
+    }
+    ASSERT_EQ(sum_after, sum_before) << what << ": node " << i << " gained or lost flow";
+    ASSERT_GE(after.x[i], std::min<std::int64_t>(0, before.x[i])) << what << ": node " << i << " overdrew";
+    for (int d : {0, 1}) {
+      const int nx = lx + (d == 0), ny = ly + (d == 1);
+      if (nx >= kLanes || ny >= before.ty) {
+        ASSERT_EQ(after.r[i][d], before.r[i][d]) << what << ": flow left the tile";
+        continue;
+      }
+      const int j = ny * kLanes + nx;
+      const std::int64_t pair_before = std::int64_t{before.r[i][d]} + before.r[j][d + 2];
+      ASSERT_EQ(std::int64_t{after.r[i][d]} + after.r[j][d + 2], pair_before) << what << ": capacity of edge " << i;
+      // Flow i -> j needs h(j) = h(i) - 1, flow j -> i the opposite (heights do not change).
+      if (after.r[i][d] < before.r[i][d]) ASSERT_EQ(before.h[j], before.h[i] - 1) << what << ": inadmissible";
+      if (after.r[i][d] > before.r[i][d]) ASSERT_EQ(before.h[i], before.h[j] - 1) << what << ": inadmissible";
+      if (after.r[i][d] != before.r[i][d]) ASSERT_LT(std::max(before.h[i], before.h[j]), before.inf) << what;
+    }
+  }
+}
+
+TEST(PushRelabelWave, WavePushOnRandomTilesEqualsTheNodeByNodeReference) {
+  std::mt19937_64 rng(99);
+  long moved = 0, columns = 0, far = 0, steps = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int ty = 8 << (trial % 3);
+    const PushTile start = RandomPushTile(rng, ty);
+    PushTile expected = start, got = start;
+    ReferenceWavePush(expected);
+    const bool column_phase = EmulatedWavePush(got, &steps);
+    const std::string what = "tile " + std::to_string(trial) + " (32x" + std::to_string(ty) + ")";
+    ASSERT_EQ(got.x, expected.x) << what << ": excess differs";
+    ASSERT_EQ(got.r, expected.r) << what << ": residuals differ";
+    CheckPushInvariants(start, got, what);
+    if (HasFatalFailure()) return;
+    moved += got.r != start.r;
+    columns += column_phase;
+    // Nodes without excess before that pushed: they passed on flow that reached them in this pass.
+    for (int i = 0; i < ty * kLanes; ++i) {
+      bool pushed = false;
+      for (int d = 0; d < 4; ++d) pushed |= got.r[i][d] < start.r[i][d];
+      far += start.x[i] <= 0 && pushed;
+    }
+  }
+  std::cout << "wave push: " << moved << " of 3000 tiles moved flow, " << columns << " ran the column phase, " << far
+            << " nodes passed on flow they received, " << steps << " warp relaxation steps\n";
+  EXPECT_GT(moved, 1500);
+  EXPECT_GT(far, 1000);
+}
+
+// Excess at one end of a descending staircase crosses the whole row, then the whole column, in one
+// wave push (heights fall by one a node along the path): 31 + ty - 1 hops.
+TEST(PushRelabelWave, WavePushCrossesTheTileInOnePass) {
+  for (int ty : {8, 16, 32}) {
+    PushTile t;
+    t.ty = ty;
+    t.inf = 1000;
+    const int n = ty * kLanes;
+    t.x.assign(n, 0);
+    t.h.assign(n, t.inf);
+    t.r.assign(n, {0, 0, 0, 0});
+    // The path: along row 0 from lane 0 to lane 31, then down column 31 to the last row.
+    const int length = kLanes + ty - 1;
+    for (int k = 0; k < length; ++k) {
+      const int i = k < kLanes ? k : (k - kLanes + 1) * kLanes + kLanes - 1;
+      t.h[i] = length + 1 - k;
+      t.r[i][k + 1 < kLanes ? 0 : 1] = k + 1 < length ? 50 : 0;
+    }
+    t.x[0] = 70;       // 50 fit through the path
+    t.x[n - 1] = -60;  // the end has residual capacity to the sink for 60
+    PushTile got = t;
+    long steps = 0;
+    EmulatedWavePush(got, &steps);
+    EXPECT_EQ(got.x[0], 20) << ty;
+    EXPECT_EQ(got.x[n - 1], -10) << ty;
+    for (int i = 1; i + 1 < n; ++i) EXPECT_EQ(got.x[i], 0) << ty << ", node " << i;
+    // A step per hop of each line: the first hop is taken before the loop, the last step sees the fixpoint.
+    EXPECT_EQ(steps, (kLanes - 1) + (ty - 1)) << ty;
   }
 }
 

@@ -25,14 +25,14 @@ std::string Describe(const Topology& t, CapacityProfile p, int trial) {
   return t.Describe() + ", " + test::ToString(p) + " capacities, trial " + std::to_string(trial);
 }
 
-// Flow of the reference engine on a copy of the graph's capacities.
-Energy ReferenceFlow(const StGraph& graph) {
+// Flow of a reference engine (boost-bk unless named) on a copy of the graph's capacities.
+Energy ReferenceFlow(const StGraph& graph, const std::string& engine = "boost-bk") {
   StGraph copy(graph.topology());
   for (NodeId v = 0; v < graph.num_nodes(); ++v) copy.add_tweights(v, graph.source_cap(v), graph.sink_cap(v));
   graph.topology().ForEachEdge(
       [&](EdgeId e, NodeId, NodeId) { copy.add_to_edge_slot(e, graph.edge_cap(e), graph.edge_rev_cap(e)); });
-  const Result r = copy.maxflow("boost-bk");
-  if (!r.ok) throw Error("boost-bk failed: " + r.message);
+  const Result r = copy.maxflow(engine);
+  if (!r.ok) throw Error(engine + " failed: " + r.message);
   return r.flow;
 }
 
@@ -121,6 +121,110 @@ TEST(TbbPushRelabel, IncrementalRelabelsEqualFullOnesStepByStep) {
         EXPECT_EQ(sa.r, sb.r) << what << ", " << rounds << " rounds";
       }
     }
+}
+
+// ---- Wave pushes (wave_push=1): rows and columns of 4-connected tiles carried in one pass ----------
+
+std::vector<Topology> Grid4Shapes() {
+  std::vector<Topology> shapes;
+  for (const Topology& t : test::GridFlowShapes(false))
+    if (t.kind() == TopologyKind::kGrid4) shapes.push_back(t);
+  shapes.push_back(Topology::Grid2D(64, 48, 4));   // whole tiles
+  shapes.push_back(Topology::Grid2D(97, 70, 4));   // partial ones
+  shapes.push_back(Topology::Grid2D(130, 3, 4));  // a strip across tiles
+  return shapes;
+}
+
+TEST(TbbPushRelabel, WavePushSolvesMatchTheReferencesOnRandomGrids) {
+  std::mt19937_64 rng(23);
+  const bool have_bk = Registry::Global().IsAvailable("cpu-bk");
+  int cases = 0;
+  for (const Topology& shape : Grid4Shapes())
+    for (int p = 0; p < test::kNumCapacityProfiles; ++p)
+      for (int trial = 0; trial < 3; ++trial) {
+        StGraph g = test::GridFlowCase(rng, shape, static_cast<CapacityProfile>(p));
+        PushRelabelTuning tuning;
+        tuning.wave_push = true;
+        tuning.tile_y = 8 << trial;                        // every 4-connected tile height
+        tuning.local_iterations = trial == 1 ? 1 : 8;      // a wave pass and one hop per visit, too
+        tuning.incremental_relabel = trial == 2 ? 2 : 1;
+        const std::string what = Describe(shape, static_cast<CapacityProfile>(p), trial) + ", " + tuning.Describe();
+        auto engine = MakeTbbPushRelabelEngine(tuning);
+        Result r;
+        engine->Solve(g, &r);
+        EXPECT_EQ(r.flow, ReferenceFlow(g)) << what;
+        EXPECT_EQ(g.CutCapacity(r.labels), r.flow) << what;
+        if (have_bk) EXPECT_EQ(r.flow, ReferenceFlow(g, "cpu-bk")) << what;
+        ++cases;
+      }
+  EXPECT_GT(cases, 150);
+}
+
+// After any number of push rounds with wave pushes the state is a valid preflow of the graph: each
+// edge's two residuals sum to its capacities (no residual went below 0 or above them), each node's
+// excess changed by exactly the net flow along its edges, and no node sent more than it had.
+TEST(TbbPushRelabel, WavePushesConserveFlowAndCapacities) {
+  std::mt19937_64 rng(29);
+  for (const Topology& shape : {Topology::Grid2D(70, 45, 4), Topology::Grid2D(33, 17, 4), Topology::Grid2D(130, 20, 4)})
+    for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kHuge,
+                              CapacityProfile::kSparse}) {
+      const StGraph g = test::GridFlowCase(rng, shape, p);
+      const NodeId n = shape.num_nodes();
+      const int fwd = shape.num_directions();
+      std::vector<std::int64_t> x0(n), r0_sum(n, 0);  // the initial netted excess and residuals per node
+      for (NodeId v = 0; v < n; ++v) x0[v] = g.source_cap(v) - g.sink_cap(v);
+      shape.ForEachEdge([&](EdgeId e, NodeId a, NodeId b) {
+        r0_sum[a] += g.edge_cap(e);
+        r0_sum[b] += g.edge_rev_cap(e);
+      });
+      for (int rounds : {1, 2, 3, 6}) {
+        PushRelabelTuning tuning;
+        tuning.wave_push = true;
+        tuning.local_iterations = 2;
+        tuning.rounds_per_global_relabel = 1;
+        auto engine = MakeTbbPushRelabelEngine(tuning);
+        engine->RunForTest(g, rounds);
+        const PushRelabelState st = engine->DownloadState();
+        const std::string what = Describe(shape, p, 0) + ", " + std::to_string(rounds) + " rounds";
+        shape.ForEachEdge([&](EdgeId e, NodeId a, NodeId b) {
+          const int d = static_cast<int>(e / n);
+          const std::int64_t pair = std::int64_t{st.r[d * n + a]} + st.r[(d + fwd) * n + b];
+          ASSERT_EQ(pair, std::int64_t{g.edge_cap(e)} + g.edge_rev_cap(e)) << what << ", edge slot " << e;
+        });
+        for (NodeId v = 0; v < n; ++v) {
+          std::int64_t r_sum = 0;
+          for (int d = 0; d < 2 * fwd; ++d) r_sum += st.r[d * n + v];
+          ASSERT_EQ(st.x[v] - r_sum, x0[v] - r0_sum[v]) << what << ", node " << v;
+          ASSERT_GE(st.x[v], std::min<std::int64_t>(0, x0[v])) << what << ", node " << v;
+        }
+      }
+    }
+}
+
+// One local iteration of one push visit carries excess the whole length of a tile's row (or
+// column) along admissible edges, where plain pushes move it one node.
+TEST(TbbPushRelabel, WavePushCarriesExcessAcrossATileInOneIteration) {
+  for (const bool column : {false, true}) {
+    const int length = column ? 16 : 32;  // one tile of 32x16
+    const Topology shape = column ? Topology::Grid2D(1, length, 4) : Topology::Grid2D(length, 1, 4);
+    StGraph g(shape);
+    g.add_tweights(0, 10, 0);
+    g.add_tweights(length - 1, 0, 100);
+    shape.ForEachEdge([&](EdgeId e, NodeId, NodeId) { g.add_to_edge_slot(e, 10, 0); });
+    PushRelabelTuning tuning;
+    tuning.local_iterations = 1;
+    tuning.rounds_per_global_relabel = 1;
+    for (const bool wave : {false, true}) {
+      tuning.wave_push = wave;
+      auto engine = MakeTbbPushRelabelEngine(tuning);
+      engine->RunForTest(g, 1);  // heights = distances to the sink, then one push round
+      const PushRelabelState st = engine->DownloadState();
+      const std::string what = std::string(column ? "column" : "row") + (wave ? ", wave pushes" : ", plain pushes");
+      EXPECT_EQ(st.x[0], 0) << what;
+      EXPECT_EQ(st.x[1], wave ? 0 : 10) << what;              // one hop
+      EXPECT_EQ(st.x[length - 1], wave ? -90 : -100) << what;  // the whole way to the sink
+    }
+  }
 }
 
 // Changes terminal and edge capacities of a solved graph (some edges drop below their flow) and
@@ -224,6 +328,11 @@ TEST(TbbPushRelabel, TuningIsValidatedAndParsed) {
   EXPECT_FALSE(parsed.cuda_graphs);
   EXPECT_TRUE(parsed.wave_relabel);
   EXPECT_NE(parsed.Describe().find("wave relabels"), std::string::npos) << parsed.Describe();
+  EXPECT_FALSE(parsed.wave_push);
+  EXPECT_EQ(parsed.Describe().find("wave pushes"), std::string::npos) << parsed.Describe();
+  parsed.Parse("wave_push=1");
+  EXPECT_TRUE(parsed.wave_push);
+  EXPECT_NE(parsed.Describe().find("wave pushes"), std::string::npos) << parsed.Describe();
   EXPECT_THROW(parsed.Parse("no_such=1"), Error);
   EXPECT_THROW(parsed.Parse("local_iterations=abc"), Error);
   EXPECT_THROW(parsed.Parse("bfs_check_every=3"), Error);

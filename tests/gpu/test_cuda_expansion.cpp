@@ -111,7 +111,7 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   // compute-sanitizer's racecheck.
   const CudaExpansionTuning base = CudaExpansionTuning::FromEnvironment();
   CudaExpansionTuning device = base, host = base, fresh = base, always = base, pushing = base, few = base, hops = base,
-                      short_tiles = base;
+                      short_tiles = base, wave_push = base;
   host.device_loop = false;
   few.solve_blocks = 3;  // several tiles per block and per round
   fresh.reuse_flow = false;
@@ -121,6 +121,7 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   pushing.push_relabel.local_iterations = 3;
   hops.push_relabel.wave_relabel = false;  // BFS and kill visits of 4-connected tiles hop by hop
   short_tiles.push_relabel.tile_y = 8;
+  wave_push.push_relabel.wave_push = true;  // push visits of 4-connected tiles carry rows and columns by waves
   return {{"device loop", device},
           {"host loop", host},
           {"no kept graphs", fresh},
@@ -128,7 +129,8 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
           {"push first, incremental everywhere", pushing},
           {"three solve blocks", few},
           {"hop-by-hop relabels", hops},
-          {"tiles of 32x8", short_tiles}};
+          {"tiles of 32x8", short_tiles},
+          {"wave pushes", wave_push}};
 }
 
 void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,

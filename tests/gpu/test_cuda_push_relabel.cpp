@@ -1,7 +1,8 @@
 // cuda-pr against the CPU engines: flows equal Boost Graph's (and cpu-bk's when built) on hundreds
 // of random grids (odd sizes, strips, zero and near-2^31 capacities; 4-, 8- and 6-connected), cuts
-// equal tbb-pr's, the GPU state equals the CPU twin's after every step, re-solving equals solving
-// from scratch, and injected faults end in clear messages with a recorded CPU fallback under auto.
+// equal tbb-pr's, the GPU state equals the CPU twin's after every step (with wave pushes too),
+// re-solving equals solving from scratch, and injected faults end in clear messages with a recorded
+// CPU fallback under auto.
 // Tests named *Small* are the ones compute-sanitizer runs (--gtest_filter='*Small*').
 #include <gtest/gtest.h>
 
@@ -108,6 +109,7 @@ TEST(CudaPushRelabel, SmallEveryTuningGivesTheSameFlow) {
       t.cuda_graphs = graphs;
       t.fused_bfs_start = tile_y != 16;
       t.incremental_relabel = tile_y == 8 ? 0 : 2;
+      t.wave_push = tile_y == 32;
       if (tile_y == 8) {
         t.tile3d_x = 32;
         t.tile3d_y = 4;
@@ -216,6 +218,62 @@ TEST(CudaPushRelabel, SmallWaveRelabelsGiveTheStatesOfHopByHopOnes) {
         const PushRelabelState sa = a->DownloadState(), sb = b->DownloadState();
         EXPECT_EQ(sa.h, sb.h) << what << " (re-solve): heights differ";
         EXPECT_EQ(sa.r, sb.r) << what << " (re-solve): residuals differ";
+      }
+}
+
+// Wave pushes (wave_push=1): cuda-pr's warp scans move the same flows as tbb-pr's node-after-node
+// loops, so the states agree bit for bit after any number of push rounds, on every 4-connected
+// tile height, with hop-by-hop or wave relabels, full or incremental ones; solves and re-solves
+// reach the references' flows and tbb-pr's cuts.
+TEST(CudaPushRelabel, WavePushStateEqualsTheCpuTwinStepByStep) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(43);
+  for (const Topology& shape : {Topology::Grid2D(70, 45, 4), Topology::Grid2D(45, 37, 4), Topology::Grid2D(131, 3, 4),
+                                Topology::Grid2D(1, 97, 4)})
+    for (int tile_y : {8, 16, 32})
+      for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kHuge}) {
+        PushRelabelTuning t;
+        t.wave_push = true;
+        t.tile_y = tile_y;
+        t.local_iterations = 4;
+        t.rounds_per_global_relabel = 3;
+        t.wave_relabel = tile_y != 16;
+        t.incremental_relabel = tile_y == 8 ? 2 : 1;
+        const std::string what = shape.Describe() + ", " + test::ToString(p) + ", " + t.Describe();
+        StGraph g = test::GridFlowCase(rng, shape, p);
+        for (int rounds : {1, 2, 5, 11}) {
+          auto gpu = MakeCuda(t);
+          auto cpu = MakeTbbPushRelabelEngine(t);
+          gpu->RunForTest(g, rounds);
+          cpu->RunForTest(g, rounds);
+          const PushRelabelState a = gpu->DownloadState(), b = cpu->DownloadState();
+          EXPECT_EQ(a.x, b.x) << what << ", " << rounds << " rounds: excess differs";
+          EXPECT_EQ(a.h, b.h) << what << ", " << rounds << " rounds: heights differ";
+          EXPECT_EQ(a.r, b.r) << what << ", " << rounds << " rounds: residuals differ";
+          EXPECT_EQ(gpu->stats().tile_iterations, cpu->stats().tile_iterations) << what << ", " << rounds << " rounds";
+        }
+        auto gpu = MakeCuda(t);
+        auto cpu = MakeTbbPushRelabelEngine(t);
+        Result rg, rc;
+        gpu->Solve(g, &rg);
+        cpu->Solve(g, &rc);
+        for (const std::string& name : CpuReferences())
+          EXPECT_EQ(rg.flow, Copy(g).maxflow(name).flow) << what << ", " << name;
+        EXPECT_EQ(rg.flow, rc.flow) << what;
+        EXPECT_EQ(rg.labels, rc.labels) << what;
+        EXPECT_EQ(gpu->stats().push_rounds, cpu->stats().push_rounds) << what;
+        g.MarkSolved();
+        for (NodeId v = 0; v < shape.num_nodes(); v += 5) g.set_tweights(v, (v * 37) % 300, (v * 91) % 300);
+        shape.ForEachEdge([&](EdgeId e, NodeId, NodeId) {
+          if (e % 7 == 0) g.set_edge(e, static_cast<Cost>(e % 40), static_cast<Cost>(e % 25));
+        });
+        gpu->Resolve(g, &rg);  // from the residual graph
+        cpu->Resolve(g, &rc);
+        EXPECT_EQ(rg.flow, Copy(g).maxflow("boost-bk").flow) << what << " (re-solve)";
+        EXPECT_EQ(rg.labels, rc.labels) << what << " (re-solve)";
+        const PushRelabelState a = gpu->DownloadState(), b = cpu->DownloadState();
+        EXPECT_EQ(a.x, b.x) << what << " (re-solve): excess differs";
+        EXPECT_EQ(a.r, b.r) << what << " (re-solve): residuals differ";
       }
 }
 
