@@ -2,7 +2,7 @@
 /// @file push_relabel_local.h
 /// @brief Local re-solves of grid push-relabel: repairs around changed terminal weights, and the
 /// certificate that proves a state optimal. Written once for tbb-pr (sequential repairs) and
-/// cuda-pr (a thread per changed node, atomics), like push_relabel_steps.h.
+/// cuda-pr (a thread per block of changes, atomics), like push_relabel_steps.h.
 ///
 /// **The certificate.** A state (netted excess x, heights h, residuals r) holds a maximum preflow,
 /// and its finite-height nodes are exactly the sink side of the sink-minimal cut, when every node v
@@ -33,6 +33,9 @@
 ///     capacity) are re-checked: unsupported ones get inf, their dependants are re-checked, and the
 ///     dropped nodes are then relaxed (Bellman-Ford over the few of them) from their neighbours.
 /// Each step has a small bound (discharges, searches, dropped nodes); beyond it the repair gives up.
+///
+/// The argument assumes the state is a valid preflow (the repairs below keep it one) and that
+/// residual slots past the grid's edge are 0 (as Upload builds them).
 ///
 /// Concurrency (cuda-pr): repairs of nearby nodes may meet. Every transfer of flow first takes the
 /// excess and residual it needs with compare-and-swap (never below zero) and adds to the other side
@@ -200,7 +203,7 @@ MRF_UNROLL
       lowest = hw[d] < lowest ? hw[d] : lowest;
     }
     if (lowest >= hu) {  // relabel
-      if (IndexIn(queue, head - 1, u) >= 0) {  // its second rise: is it cut off?
+      if (IndexIn(queue, head - 1, u) >= 0) {  // it had a turn before and must rise again: is it cut off?
         bool full = false;
         const bool dropped = DropClosedRegion<KIND, Ops>(s, u, check, checks, &full);
         if (full) return false;

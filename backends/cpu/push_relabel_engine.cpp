@@ -230,6 +230,8 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
     // The last solve left a certified state (push_relabel_local.h): repair around the changes (and check).
     stats_ = PushRelabelStats{};
     if (RepairLocally(node_changes, schedule, mode == 2)) {
+      // The tiles the repairs changed stay flagged `touched`: their residual bitmasks are stale until
+      // the next relabel's first kill round refreshes them, so the flags must not be cleared here.
       FinishResult(out, "maximum flow found by local repairs of " + std::to_string(stats_.local_repairs) +
                             " changed nodes (optimality certificate checked on every node)");
       solved_ = true;
@@ -301,7 +303,8 @@ void PushRelabelEngine::RunForTest(const StGraph& graph, int push_rounds) {
 void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) {
   stats_ = PushRelabelStats{};
   const auto start = std::chrono::steady_clock::now();
-  // A fresh solve has no heights to start from. A re-solve keeps the exact ones of the last solve:
+  // A fresh solve has no heights to start from. A re-solve keeps those of the last solve (exact
+  // distances, or after local repairs valid ones backed by residual paths):
   // they guide the flow of the changed nodes at once, and the relabels after start from them.
   bool full = resolve ? tuning_.incremental_relabel == 0 : true;
   if (resolve) {

@@ -675,8 +675,11 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
   bool RepairLocallyT(const std::vector<NodeChange>& nodes, bool dead_only) {
     constexpr int D = pr::NumDirs(KIND);
     const pr::LocalState state{x_.data(), h_.data(), r_.data(), touched_.data(), active_.data(), layout_};
-    for (const NodeChange& c : nodes)
-      if (!pr::RepairNode<KIND, pr::HostLocalOps>(state, c.node, dead_only)) ++stats_.local_failures;
+    for (const NodeChange& c : nodes) {
+      if (pr::RepairNode<KIND, pr::HostLocalOps>(state, c.node, dead_only)) continue;
+      ++stats_.local_failures;
+      if (!dead_only) break;  // no certificate now; the usual re-solve takes the rest (their tiles are flagged)
+    }
     stats_.local_repairs = static_cast<std::int64_t>(nodes.size());
     if (stats_.local_failures || dead_only) return false;
     const TileLayout& L = layout_;

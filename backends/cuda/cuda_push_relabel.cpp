@@ -135,7 +135,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   }
 
   void ApplyChanges(const std::vector<NodeChange>& nodes, const std::vector<EdgeChange>& edges) override {
-    // Members, not locals: the asynchronous copies read them after this returns.
+    // Members, not locals: kept alive for the asynchronous copies (pageable memory is staged before
+    // the call returns, but the buffers may become pinned one day).
     host_deltas_.resize(nodes.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) host_deltas_[i] = {nodes[i].node, nodes[i].delta};
     host_updates_.resize(edges.size());

@@ -427,7 +427,7 @@ TEST(CudaPushRelabel, SmallSanitizerSolvesAndResolves) {
   }
 }
 
-// Local re-solves (terminal changes only): a thread per changed node repairs around it, then the
+// Local re-solves (terminal changes only): a thread per block of changes repairs around them, then the
 // certificate is checked on every node; the flow equals Boost's and the cut tbb-pr's (which repairs
 // the same changes one after another) and a fresh solve's, on both the local and the fallback path.
 void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint64_t seed, int* local, int* fallback) {
