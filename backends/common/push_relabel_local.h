@@ -91,6 +91,22 @@ MRF_UNROLL
   return h >= inf || lower;  // C3
 }
 
+/// CertifiedNode at node v of a whole state (direction-major residuals, as the engines hold them).
+template <int KIND>
+MRF_HD bool CertifiedAt(const std::int64_t* x, const std::int32_t* h, const std::uint32_t* r, const TileLayout& L,
+                        std::int64_t v) {
+  constexpr int D = NumDirs(KIND);
+  std::uint32_t rv[D];
+  int nh[D];
+MRF_UNROLL
+  for (int d = 0; d < D; ++d) {
+    std::int64_t w;
+    rv[d] = r[d * L.num_nodes + v];
+    nh[d] = NeighbourOf(L, v, d, &w) ? h[w] : L.inf;
+  }
+  return CertifiedNode<D>(x[v], h[v], L.inf, rv, nh);
+}
+
 namespace local_detail {
 
 template <class Ops>

@@ -244,7 +244,6 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
     stats_.local_repairs = local.local_repairs;
     stats_.local_failures = local.local_failures;
     stats_.local_violations = local.local_violations;
-    stats_.local_fallback = mode == 1;
     if (mode == 2)
       out->message += "; before it, local repairs of the changed nodes that could not reach the sink";
     else

@@ -103,7 +103,6 @@ struct PushRelabelStats {
   std::int64_t local_repairs = 0;    ///< Re-solve: changed nodes repaired locally.
   std::int64_t local_failures = 0;   ///< Re-solve: local repairs that gave up.
   std::int64_t local_violations = 0; ///< Re-solve: nodes failing the certificate after the repairs.
-  bool local_fallback = false;       ///< Re-solve: the local repairs were not enough (global relabels ran).
 };
 
 /// The raw state of the engine (for step-by-step comparisons of the two engines).

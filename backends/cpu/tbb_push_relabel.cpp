@@ -673,7 +673,6 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
   // writes the cut and the sink residual, as a census would).
   template <int KIND>
   bool RepairLocallyT(const std::vector<NodeChange>& nodes, bool dead_only) {
-    constexpr int D = pr::NumDirs(KIND);
     const pr::LocalState state{x_.data(), h_.data(), r_.data(), touched_.data(), active_.data(), layout_};
     for (const NodeChange& c : nodes) {
       if (pr::RepairNode<KIND, pr::HostLocalOps>(state, c.node, dead_only)) continue;
@@ -690,14 +689,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, 4096), [&](const tbb::blocked_range<std::int64_t>& range) {
       std::int64_t bad = 0, res = 0;
       for (std::int64_t v = range.begin(); v != range.end(); ++v) {
-        std::uint32_t r[D];
-        int nh[D];
-        for (int d = 0; d < D; ++d) {
-          std::int64_t w;
-          r[d] = r_[d * n + v];
-          nh[d] = pr::NeighbourOf(L, v, d, &w) ? h_[w] : inf;
-        }
-        bad += pr::CertifiedNode<D>(x_[v], h_[v], inf, r, nh) ? 0 : 1;
+        bad += pr::CertifiedAt<KIND>(x_.data(), h_.data(), r_.data(), L, v) ? 0 : 1;
         labels_[v] = h_[v] < inf ? 1 : 0;
         res += x_[v] < 0 ? -x_[v] : 0;
       }

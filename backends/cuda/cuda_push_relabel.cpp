@@ -143,16 +143,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     for (std::size_t i = 0; i < edges.size(); ++i) host_updates_[i] = {edges[i].slot, edges[i].cap, edges[i].rev_cap};
     const std::size_t delta_bytes = host_deltas_.size() * sizeof(cuda_pr::NodeDelta);
     const std::size_t bytes = delta_bytes + host_updates_.size() * sizeof(cuda_pr::EdgeUpdate);
-    if (bytes > change_bytes_) {
-      Sync("waiting for the GPU");  // the old buffer may still be read
-      if (change_buffer_) cudaFree(change_buffer_);
-      change_buffer_ = nullptr;
-      change_bytes_ = 0;
-      change_buffer_ = Allocate<char>(bytes, "the capacity changes");
-      device_blocks_.pop_back();  // owned by change_buffer_, freed on its own
-      device_bytes_ -= bytes;
-      change_bytes_ = bytes;
-    }
+    GrowOwnBuffer(&change_buffer_, &change_bytes_, bytes, "the capacity changes");
     dev_deltas_ = reinterpret_cast<cuda_pr::NodeDelta*>(change_buffer_);
     auto* dev_updates = reinterpret_cast<cuda_pr::EdgeUpdate*>(change_buffer_ + delta_bytes);
     Record(kUploadStart);
@@ -178,16 +169,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     // The totals were cleared by ApplyChanges; the repairs read the deltas it uploaded, in schedule order.
     host_groups_ = schedule.group_start;
     const std::size_t bytes = host_groups_.size() * sizeof(std::int32_t);
-    if (bytes > group_bytes_) {
-      Sync("waiting for the GPU");  // the old buffer may still be read
-      if (group_buffer_) cudaFree(group_buffer_);
-      group_buffer_ = nullptr;
-      group_bytes_ = 0;
-      group_buffer_ = Allocate<std::int32_t>(host_groups_.size(), "the repair schedule");
-      device_blocks_.pop_back();  // owned by group_buffer_, freed on its own
-      device_bytes_ -= bytes;
-      group_bytes_ = bytes;
-    }
+    GrowOwnBuffer(&group_buffer_, &group_bytes_, host_groups_.size(), "the repair schedule");
     Check(cudaMemcpyAsync(group_buffer_, host_groups_.data(), bytes, cudaMemcpyHostToDevice, stream_),
           "uploading the repair schedule");
     for (std::size_t c = 0; c + 1 < schedule.colour_start.size(); ++c)
@@ -344,6 +326,22 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     }
     host_blocks_.push_back(p);
     return static_cast<T*>(p);
+  }
+
+  // Grows a buffer that lives apart from the workspace (re-solve inputs, freed on its own) to hold
+  // `count` values; the old one is freed once the GPU no longer reads it.
+  template <class T>
+  void GrowOwnBuffer(T** buffer, std::size_t* bytes_held, std::size_t count, const std::string& what) {
+    const std::size_t bytes = count * sizeof(T);
+    if (bytes <= *bytes_held) return;
+    Sync("waiting for the GPU");  // the old buffer may still be read
+    if (*buffer) cudaFree(*buffer);
+    *buffer = nullptr;
+    *bytes_held = 0;
+    *buffer = Allocate<T>(count, what);
+    device_blocks_.pop_back();  // not part of the workspace: Release() frees it on its own
+    device_bytes_ -= bytes;
+    *bytes_held = bytes;
   }
 
   void Release() {

@@ -181,7 +181,6 @@ __global__ void RepairGroupsKernel(DeviceState s, const NodeDelta* deltas, const
 // The certificate on every node, with the cut and the sink residual (a census for the local path).
 template <int KIND>
 __global__ void CertifyKernel(DeviceState s) {
-  constexpr int D = pr::NumDirs(KIND);
   if (s.totals[kLocalFailures] != 0) return;
   const TileLayout& L = s.layout;
   const std::int64_t N = L.num_nodes;
@@ -189,17 +188,9 @@ __global__ void CertifyKernel(DeviceState s) {
   unsigned long long residual = 0, bad = 0;
   for (std::int64_t v = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; v < N;
        v += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    std::uint32_t r[D];
-    int nh[D];
-#pragma unroll
-    for (int d = 0; d < D; ++d) {
-      std::int64_t w;
-      r[d] = s.r[d * N + v];
-      nh[d] = pr::NeighbourOf(L, v, d, &w) ? s.h[w] : inf;
-    }
     const std::int64_t x = s.x[v];
     const int h = s.h[v];
-    bad += pr::CertifiedNode<D>(x, h, inf, r, nh) ? 0 : 1;
+    bad += pr::CertifiedAt<KIND>(s.x, s.h, s.r, L, v) ? 0 : 1;
     s.labels[v] = h < inf ? 1 : 0;
     residual += x < 0 ? static_cast<unsigned long long>(-x) : 0ull;
   }

@@ -37,18 +37,9 @@ pr::TileLayout LayoutOf(const Topology& t) {
 // Nodes that fail the certificate.
 template <int KIND>
 std::int64_t ViolationsT(const PushRelabelState& s, const pr::TileLayout& L) {
-  constexpr int D = pr::NumDirs(KIND);
   std::int64_t bad = 0;
-  for (std::int64_t v = 0; v < L.num_nodes; ++v) {
-    std::uint32_t r[D];
-    int nh[D];
-    for (int d = 0; d < D; ++d) {
-      std::int64_t w;
-      r[d] = s.r[d * L.num_nodes + v];
-      nh[d] = pr::NeighbourOf(L, v, d, &w) ? s.h[w] : L.inf;
-    }
-    bad += pr::CertifiedNode<D>(s.x[v], s.h[v], L.inf, r, nh) ? 0 : 1;
-  }
+  for (std::int64_t v = 0; v < L.num_nodes; ++v)
+    bad += pr::CertifiedAt<KIND>(s.x.data(), s.h.data(), s.r.data(), L, v) ? 0 : 1;
   return bad;
 }
 

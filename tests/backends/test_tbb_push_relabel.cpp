@@ -14,6 +14,7 @@
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 #include "support/grid_flow_cases.h"
+#include "support/push_relabel_states.h"
 #include "support/test_support.h"
 
 namespace mrf {
@@ -115,10 +116,7 @@ TEST(TbbPushRelabel, IncrementalRelabelsEqualFullOnesStepByStep) {
         auto a = MakeTbbPushRelabelEngine(full), b = MakeTbbPushRelabelEngine(incremental);
         a->RunForTest(g, rounds);
         b->RunForTest(g, rounds);
-        const PushRelabelState sa = a->DownloadState(), sb = b->DownloadState();
-        EXPECT_EQ(sa.x, sb.x) << what << ", " << rounds << " rounds";
-        EXPECT_EQ(sa.h, sb.h) << what << ", " << rounds << " rounds";
-        EXPECT_EQ(sa.r, sb.r) << what << ", " << rounds << " rounds";
+        test::ExpectSameState(a->DownloadState(), b->DownloadState(), what + ", " + std::to_string(rounds) + " rounds");
       }
     }
 }

@@ -15,6 +15,7 @@
 #include "mrf/solve.h"
 #include "backends/cpu/tbb_push_relabel.h"
 #include "support/grid_flow_cases.h"
+#include "support/push_relabel_states.h"
 #include "support/test_support.h"
 #if MRF_HAVE_CUDA
 #include "backends/cuda/cuda_push_relabel.h"
@@ -159,9 +160,7 @@ TEST(CudaPushRelabel, SmallStateEqualsTheCpuTwinStepByStep) {
           const PushRelabelState a = gpu->DownloadState(), b = cpu->DownloadState();
           const std::string what = shape.Describe() + ", " + test::ToString(p) + ", " + std::to_string(rounds) +
                                    " rounds" + (fused ? ", fused BFS start" : "");
-          EXPECT_EQ(a.x, b.x) << what << ": excess differs";
-          EXPECT_EQ(a.h, b.h) << what << ": heights differ";
-          EXPECT_EQ(a.r, b.r) << what << ": residuals differ";
+          test::ExpectSameState(a, b, what);
           EXPECT_EQ(gpu->stats().push_rounds, cpu->stats().push_rounds) << what;
           EXPECT_EQ(gpu->stats().global_relabels, cpu->stats().global_relabels) << what;
         }
@@ -192,10 +191,7 @@ TEST(CudaPushRelabel, SmallWaveRelabelsGiveTheStatesOfHopByHopOnes) {
           auto a = MakeCuda(wave), b = MakeCuda(hop);
           a->RunForTest(g, rounds);
           b->RunForTest(g, rounds);
-          const PushRelabelState sa = a->DownloadState(), sb = b->DownloadState();
-          EXPECT_EQ(sa.h, sb.h) << what << ", " << rounds << " rounds: heights differ";
-          EXPECT_EQ(sa.x, sb.x) << what << ", " << rounds << " rounds: excess differs";
-          EXPECT_EQ(sa.r, sb.r) << what << ", " << rounds << " rounds: residuals differ";
+          test::ExpectSameState(a->DownloadState(), b->DownloadState(), what + ", " + std::to_string(rounds) + " rounds");
         }
         auto a = MakeCuda(wave), b = MakeCuda(hop);
         Result ra, rb;
@@ -215,9 +211,7 @@ TEST(CudaPushRelabel, SmallWaveRelabelsGiveTheStatesOfHopByHopOnes) {
         EXPECT_EQ(ra.flow, Copy(g).maxflow("boost-bk").flow) << what << " (re-solve)";
         EXPECT_EQ(ra.flow, rb.flow) << what << " (re-solve)";
         EXPECT_EQ(ra.labels, rb.labels) << what << " (re-solve)";
-        const PushRelabelState sa = a->DownloadState(), sb = b->DownloadState();
-        EXPECT_EQ(sa.h, sb.h) << what << " (re-solve): heights differ";
-        EXPECT_EQ(sa.r, sb.r) << what << " (re-solve): residuals differ";
+        test::ExpectSameState(a->DownloadState(), b->DownloadState(), what + " (re-solve)");
       }
 }
 
@@ -247,9 +241,7 @@ TEST(CudaPushRelabel, WavePushStateEqualsTheCpuTwinStepByStep) {
           gpu->RunForTest(g, rounds);
           cpu->RunForTest(g, rounds);
           const PushRelabelState a = gpu->DownloadState(), b = cpu->DownloadState();
-          EXPECT_EQ(a.x, b.x) << what << ", " << rounds << " rounds: excess differs";
-          EXPECT_EQ(a.h, b.h) << what << ", " << rounds << " rounds: heights differ";
-          EXPECT_EQ(a.r, b.r) << what << ", " << rounds << " rounds: residuals differ";
+          test::ExpectSameState(a, b, what + ", " + std::to_string(rounds) + " rounds");
           EXPECT_EQ(gpu->stats().tile_iterations, cpu->stats().tile_iterations) << what << ", " << rounds << " rounds";
         }
         auto gpu = MakeCuda(t);
