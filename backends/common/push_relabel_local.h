@@ -39,8 +39,9 @@
 ///
 /// Concurrency (cuda-pr): repairs of nearby nodes may meet. Every transfer of flow first takes the
 /// excess and residual it needs with compare-and-swap (never below zero) and adds to the other side
-/// afterwards, so the flow stays a valid preflow whatever the interleaving; heights written by two
-/// repairs may disagree, which the certificate then catches.
+/// afterwards, so the flow stays a valid preflow whatever the interleaving; a take that finds less
+/// than it read is undone and tried again later (the node re-queued, the path searched again).
+/// Heights written by two repairs may disagree, which the certificate then catches.
 
 #include <cstdint>
 
@@ -236,10 +237,18 @@ MRF_UNROLL
     for (int d = 0; d < D && xu > 0; ++d) {
       if (ru[d] == 0 || hw[d] >= hu) continue;
       const std::int64_t f = xu < ru[d] ? xu : ru[d];
-      if (!Ops::Take(s.x + u, f)) return false;
-      if (!Ops::Take(s.r + d * N + u, static_cast<std::uint32_t>(f))) {
+      // A concurrent repair (cuda-pr) moved u's excess or this residual since they were read: look
+      // at u again on a later turn.
+      bool taken = Ops::Take(s.x + u, f, xu);
+      if (taken && !Ops::Take(s.r + d * N + u, static_cast<std::uint32_t>(f), ru[d])) {
         Ops::Add(s.x + u, f);
-        return false;
+        taken = false;
+      }
+      if (!taken) {
+        xu = 0;
+        if (tail == kLocalMaxDischarges) return false;
+        queue[tail++] = u;
+        break;
       }
       Ops::Add(s.r + Opposite(KIND, d) * N + w[d], static_cast<std::uint32_t>(f));
       const std::int64_t xw = Ops::Add(s.x + w[d], f);
@@ -316,19 +325,23 @@ MRF_HD bool FillFromDeadRegion(const LocalState& s, std::int64_t v) {
       return true;
     }
     // Send min(excess, residuals, capacity) from node[found] to v along the tree.
-    std::int64_t f = Ops::Load(s.x + node[found]);
-    f = f < -xv ? f : -xv;
+    const std::int64_t excess = Ops::Load(s.x + node[found]);
+    std::int64_t f = excess < -xv ? excess : -xv;
+    std::uint32_t seen[kLocalMaxRegion];
     for (int i = found; i > 0; i = parent[i]) {
-      const std::uint32_t ri = Ops::Load(s.r + dir[i] * N + node[i]);
-      f = f < ri ? f : ri;
+      seen[i] = Ops::Load(s.r + dir[i] * N + node[i]);
+      f = f < seen[i] ? f : seen[i];
     }
-    if (f <= 0 || !Ops::Take(s.x + node[found], f)) return false;
-    for (int i = found; i > 0; i = parent[i]) {
-      if (Ops::Take(s.r + dir[i] * N + node[i], static_cast<std::uint32_t>(f))) continue;
+    // A failed take means a concurrent repair (cuda-pr) changed the path: undo, search again.
+    if (f <= 0 || !Ops::Take(s.x + node[found], f, excess)) continue;
+    bool taken = true;
+    for (int i = found; i > 0 && taken; i = parent[i]) {
+      if (Ops::Take(s.r + dir[i] * N + node[i], static_cast<std::uint32_t>(f), seen[i])) continue;
       for (int j = found; j != i; j = parent[j]) Ops::Add(s.r + dir[j] * N + node[j], static_cast<std::uint32_t>(f));
       Ops::Add(s.x + node[found], f);
-      return false;
+      taken = false;
     }
+    if (!taken) continue;
     for (int i = found; i > 0; i = parent[i]) {
       Ops::Add(s.r + Opposite(KIND, dir[i]) * N + node[parent[i]], static_cast<std::uint32_t>(f));
       Touch<Ops>(s, node[i]);
@@ -420,9 +433,10 @@ struct HostLocalOps {
   static T Load(const T* p) { return *p; }
   template <class T>
   static void Store(T* p, T value) { *p = value; }
-  /// Subtracts f when at least f is there.
+  /// Subtracts f when at least f is there (`seen`: the value last read there, which the device's
+  /// compare-and-swap tries first).
   template <class T>
-  static bool Take(T* p, T f) {
+  static bool Take(T* p, T f, T /*seen*/) {
     if (*p < f) return false;
     *p -= f;
     return true;

