@@ -261,29 +261,35 @@ PushRelabelEngine::RepairSchedule PushRelabelEngine::ScheduleRepairs(std::vector
   const pr::TileLayout& L = layout_;
   const int B = kRepairBlock;
   const std::int64_t blocks_x = (L.width + B - 1) / B, blocks_y = (L.height + B - 1) / B;
+  const std::int64_t blocks_z = (L.depth + B - 1) / B;
   const int colours = L.kind == pr::kKindGrid3D6 ? 8 : 4;
-  struct Keyed {
-    std::int64_t key;
-    NodeChange change;
-  };
-  std::vector<Keyed> keyed(nodes->size());
+  // Key: colour, then block in raster order. A counting sort keeps the node order inside a group
+  // and costs one pass (a comparison sort of the 168k changes of a 1% edit at 4096 took longer
+  // than the repairs).
+  const std::int64_t blocks = blocks_x * blocks_y * blocks_z;
+  std::vector<std::int64_t> key(nodes->size());
+  std::vector<std::int32_t> count(static_cast<std::size_t>(colours * blocks) + 1, 0);
   for (std::size_t i = 0; i < nodes->size(); ++i) {
-    const std::int64_t v = (*nodes)[i].node;
-    const std::int64_t bx = v % L.width / B, by = v / L.width % L.height / B, bz = v / L.width / L.height / B;
+    const std::int64_t v = (*nodes)[i].node, row = v / L.width, x = v - row * L.width;
+    const std::int64_t z = row / L.height, y = row - z * L.height;
+    const std::int64_t bx = x / B, by = y / B, bz = z / B;  // B is a constant: no division
     const std::int64_t colour = (bx & 1) | (by & 1) << 1 | (bz & 1) << 2;
-    keyed[i] = {colour * (std::int64_t{1} << 40) + bx + blocks_x * (by + blocks_y * bz), (*nodes)[i]};
+    key[i] = colour * blocks + bx + blocks_x * (by + blocks_y * bz);
+    ++count[key[i] + 1];
   }
-  std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) { return a.key < b.key; });
   RepairSchedule schedule;
   schedule.colour_start.assign(colours + 1, 0);
-  for (std::size_t i = 0; i < keyed.size(); ++i) {
-    (*nodes)[i] = keyed[i].change;
-    if (i > 0 && keyed[i].key == keyed[i - 1].key) continue;
-    const int colour = static_cast<int>(keyed[i].key >> 40);
-    for (int c = colour + 1; c <= colours; ++c) schedule.colour_start[c] = static_cast<std::int32_t>(schedule.group_start.size() + 1);
-    schedule.group_start.push_back(static_cast<std::int32_t>(i));
+  for (std::int64_t key = 0; key < colours * blocks; ++key) {
+    const std::int32_t size = count[key + 1];
+    count[key + 1] += count[key];  // now the start of key + 1
+    for (int c = static_cast<int>(key / blocks) + 1; size > 0 && c <= colours; ++c)
+      schedule.colour_start[c] = static_cast<std::int32_t>(schedule.group_start.size() + 1);
+    if (size > 0) schedule.group_start.push_back(count[key]);
   }
-  schedule.group_start.push_back(static_cast<std::int32_t>(keyed.size()));
+  schedule.group_start.push_back(static_cast<std::int32_t>(nodes->size()));
+  std::vector<NodeChange> ordered(nodes->size());
+  for (std::size_t i = 0; i < nodes->size(); ++i) ordered[count[key[i]]++] = (*nodes)[i];
+  *nodes = std::move(ordered);
   return schedule;
 }
 
