@@ -195,9 +195,7 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   }
   const auto start = std::chrono::steady_clock::now();
   solved_ = false;
-  std::vector<NodeId> nodes = graph.changes().nodes;
-  std::sort(nodes.begin(), nodes.end());
-  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  const std::vector<NodeId> nodes = SortedUnique(graph.changes().nodes, layout.num_nodes);
   std::int64_t* x0 = HostExcessBuffer();
   std::vector<NodeChange> node_changes;
   node_changes.reserve(nodes.size());
@@ -255,6 +253,26 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
     RunLoop(out, 0, true);
   }
   solved_ = stop_reason().empty();
+}
+
+std::vector<NodeId> PushRelabelEngine::SortedUnique(const std::vector<NodeId>& nodes, std::int64_t num_nodes) {
+  std::vector<NodeId> out;
+  // Few changes on a large grid: sort them. Many: mark them in a bitmap and read it in order (a
+  // word per 64 nodes), cheaper than a comparison sort from about one change per 1000 nodes on
+  // (the 1% edit of the 2048 scene: 0.5 against 2.3 ms on the 2-core machine).
+  if (static_cast<std::int64_t>(nodes.size()) * 1024 < num_nodes) {
+    out = nodes;
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+  changed_bits_.assign(static_cast<std::size_t>((num_nodes + 63) / 64), 0);
+  for (NodeId v : nodes) changed_bits_[v >> 6] |= std::uint64_t{1} << (v & 63);
+  out.reserve(nodes.size());
+  for (std::size_t w = 0; w < changed_bits_.size(); ++w)
+    for (std::uint64_t bits = changed_bits_[w]; bits != 0; bits &= bits - 1)
+      out.push_back(static_cast<NodeId>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))));
+  return out;
 }
 
 PushRelabelEngine::RepairSchedule PushRelabelEngine::ScheduleRepairs(std::vector<NodeChange>* nodes) const {

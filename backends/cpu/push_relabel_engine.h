@@ -216,8 +216,11 @@ class PushRelabelEngine : public MaxFlowEngine {
   void RunLoop(Result* out, int max_push_rounds, bool resolve);
   void FinishResult(Result* out, const std::string& message);
   RepairSchedule ScheduleRepairs(std::vector<NodeChange>* nodes) const;
+  /// The changed nodes of an edit in increasing order, each once.
+  std::vector<NodeId> SortedUnique(const std::vector<NodeId>& nodes, std::int64_t num_nodes);
 
   std::vector<std::int64_t> sink_caps_;  // t per node at the last solve (flow = sum t - residual)
+  std::vector<std::uint64_t> changed_bits_;  // SortedUnique's bitmap
   std::int64_t sum_sink_caps_ = 0;
   bool solved_ = false;
 };
