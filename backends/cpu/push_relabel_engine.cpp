@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <tbb/parallel_for.h>
+
 namespace mrf {
 
 // ---- Tuning --------------------------------------------------------------------------------------
@@ -197,18 +199,47 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   solved_ = false;
   const std::vector<NodeId> nodes = SortedUnique(graph.changes().nodes, layout.num_nodes);
   std::int64_t* x0 = HostExcessBuffer();
+  // Each changed node costs a cache miss per array (scattered nodes): chunks of them on all cores,
+  // joined in node order. The state is invalid from here (solved_ is false) until the re-solve
+  // ends, so a bad weight found part way leaves nothing behind that a later solve would trust.
+  struct Chunk {
+    std::vector<NodeChange> changes;
+    std::int64_t sink_delta = 0;
+    bool overflow = false;
+    NodeId too_large = -1;  // the first node whose weight is above kMaxTerminal
+  };
+  constexpr std::size_t kChunk = 8192;
+  std::vector<Chunk> chunks((nodes.size() + kChunk - 1) / kChunk);
+  tbb::parallel_for(std::size_t{0}, chunks.size(), [&](std::size_t c) {
+    Chunk& chunk = chunks[c];
+    const std::size_t end = std::min(nodes.size(), (c + 1) * kChunk);
+    chunk.changes.reserve(end - c * kChunk);
+    for (std::size_t i = c * kChunk; i < end; ++i) {
+      const NodeId v = nodes[i];
+      const std::int64_t s = graph.source_cap(v), t = graph.sink_cap(v);
+      if (s > kMaxTerminal || t > kMaxTerminal) {
+        chunk.too_large = v;
+        return;
+      }
+      const std::int64_t delta = (s - t) - x0[v];
+      x0[v] = s - t;
+      chunk.overflow |= __builtin_add_overflow(chunk.sink_delta, t - sink_caps_[v], &chunk.sink_delta);
+      sink_caps_[v] = t;
+      if (delta != 0) chunk.changes.push_back({v, delta});
+    }
+  });
   std::vector<NodeChange> node_changes;
   node_changes.reserve(nodes.size());
-  for (NodeId v : nodes) {
-    const std::int64_t s = graph.source_cap(v), t = graph.sink_cap(v);
-    if (s > kMaxTerminal || t > kMaxTerminal)
-      throw Error(name() + ": terminal capacity of node " + std::to_string(v) + " (" + std::to_string(std::max(s, t)) +
+  for (const Chunk& chunk : chunks) {
+    if (chunk.too_large >= 0) {
+      const NodeId v = chunk.too_large;
+      throw Error(name() + ": terminal capacity of node " + std::to_string(v) + " (" +
+                  std::to_string(std::max(graph.source_cap(v), graph.sink_cap(v))) +
                   ") is above the 2^62 this engine accepts");
-    const std::int64_t delta = (s - t) - x0[v];
-    x0[v] = s - t;
-    sum_sink_caps_ = CheckedAdd(sum_sink_caps_, t - sink_caps_[v], "sum of sink capacities");
-    sink_caps_[v] = t;
-    if (delta != 0) node_changes.push_back({v, delta});
+    }
+    if (chunk.overflow) throw Error("sum of sink capacities overflows a 64-bit sum");
+    sum_sink_caps_ = CheckedAdd(sum_sink_caps_, chunk.sink_delta, "sum of sink capacities");
+    node_changes.insert(node_changes.end(), chunk.changes.begin(), chunk.changes.end());
   }
   std::vector<EdgeId> slots = graph.changes().edges;
   std::sort(slots.begin(), slots.end());
