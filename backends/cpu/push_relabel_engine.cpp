@@ -208,9 +208,9 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
     bool overflow = false;
     NodeId too_large = -1;  // the first node whose weight is above kMaxTerminal
   };
-  constexpr std::size_t kChunk = 8192;
+  constexpr std::size_t kChunk = 16384;
   std::vector<Chunk> chunks((nodes.size() + kChunk - 1) / kChunk);
-  tbb::parallel_for(std::size_t{0}, chunks.size(), [&](std::size_t c) {
+  auto read_chunk = [&](std::size_t c) {
     Chunk& chunk = chunks[c];
     const std::size_t end = std::min(nodes.size(), (c + 1) * kChunk);
     chunk.changes.reserve(end - c * kChunk);
@@ -227,7 +227,11 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
       sink_caps_[v] = t;
       if (delta != 0) chunk.changes.push_back({v, delta});
     }
-  });
+  };
+  if (chunks.size() == 1)
+    read_chunk(0);  // waking the worker threads costs more than one chunk
+  else
+    tbb::parallel_for(std::size_t{0}, chunks.size(), read_chunk);
   std::vector<NodeChange> node_changes;
   node_changes.reserve(nodes.size());
   for (const Chunk& chunk : chunks) {
