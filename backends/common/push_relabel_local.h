@@ -40,7 +40,8 @@
 /// Concurrency (cuda-pr): repairs of nearby nodes may meet. Every transfer of flow first takes the
 /// excess and residual it needs with compare-and-swap (never below zero) and adds to the other side
 /// afterwards, so the flow stays a valid preflow whatever the interleaving; a take that finds less
-/// than it read is undone and tried again later (the node re-queued, the path searched again).
+/// than it needs (another repair got there first) is undone and tried again later (the node
+/// re-queued, the path searched again), until the repair's bounds run out.
 /// Heights written by two repairs may disagree, which the certificate then catches.
 
 #include <cstdint>
@@ -409,9 +410,9 @@ MRF_UNROLL
 }  // namespace local_detail
 
 /// Repairs the state around node v after its terminal weights changed (x already updated); with
-/// `dead_only`, only if v cannot reach the sink. Returns false when a bound was hit or a concurrent
-/// repair got in the way; the state is then still a valid preflow, but the engine must not trust it
-/// without a global relabel.
+/// `dead_only`, only if v cannot reach the sink. Returns false when a bound was hit (races with
+/// concurrent repairs are retried, each retry counting against the bounds); the state is then still
+/// a valid preflow, but the engine must not trust it without a global relabel.
 template <int KIND, class Ops>
 MRF_HD bool RepairNode(const LocalState& s, std::int64_t v, bool dead_only = false) {
   const int inf = s.layout.inf;

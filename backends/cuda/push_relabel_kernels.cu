@@ -134,15 +134,17 @@ __global__ void ApplyEdgeUpdatesKernel(DeviceState s, const EdgeUpdate* updates,
 struct DeviceLocalOps {
   // Cached in L1: a repair reads its neighbourhood again and again. A value another SM changed
   // may be read stale; the transfers below are atomic whatever was read, and heights that come
-  // out wrong fail the certificate.
+  // out wrong fail the certificate (or, after fills only, are recomputed by the relabels that
+  // follow, which start from every tile a repair touched).
   template <class T>
   __device__ static T Load(const T* p) { return __ldca(p); }
   template <class T>
   __device__ static void Store(T* p, T value) { *const_cast<volatile T*>(p) = value; }
-  // Compare-and-swap from the value the repair last read (one round trip when nothing changed it).
+  // Compare-and-swap from the value the repair last read (one round trip when nothing changed it;
+  // read again when that value was too small).
   __device__ static bool Take(std::int64_t* p, std::int64_t f, std::int64_t seen) {
     auto* q = reinterpret_cast<unsigned long long*>(p);
-    auto old = static_cast<unsigned long long>(seen);
+    auto old = static_cast<unsigned long long>(seen < f ? Load(p) : seen);
     for (;;) {
       const auto value = static_cast<std::int64_t>(old);
       if (value < f) return false;
@@ -152,7 +154,7 @@ struct DeviceLocalOps {
     }
   }
   __device__ static bool Take(std::uint32_t* p, std::uint32_t f, std::uint32_t seen) {
-    unsigned int old = seen;
+    unsigned int old = seen < f ? Load(p) : seen;
     for (;;) {
       if (old < f) return false;
       const unsigned int now = atomicCAS(p, old, old - f);
@@ -167,6 +169,8 @@ struct DeviceLocalOps {
   __device__ static std::uint32_t Add(std::uint32_t* p, std::uint32_t f) { return atomicAdd(p, f) + f; }
   __device__ static void Flag(std::uint8_t* p) { *p = 1; }
 };
+
+constexpr int kRepairBlockThreads = 64;
 
 // A thread per group of one colour, its changes in order; repairs that give up are counted (the
 // certificate is then skipped). The working threads stand `lanes` apart: every group's repairs
@@ -390,17 +394,17 @@ cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas,
   return cudaGetLastError();
 }
 
-// Threads per repair group, one of them working: a warp to each group while the device still
-// holds them all at once (measured on the 1024 scene, H100: a colour's repairs 2.4x faster than
-// 32 groups sharing a warp), fewer when there are more groups.
+// Threads per repair group, one of them working: a warp to each group while the device could
+// hold them all at once by its thread count (measured on the 1024 scene, H100: a colour's repairs
+// 2.4x faster than 32 groups sharing a warp), fewer when there are more groups. The count ignores
+// the kernel's occupancy on purpose: sized by the occupancy calculator, fewer lanes came out at
+// 4096 and local_resolve=1 measured 6.4 against 5.5 ms there (32 lanes always: 5.5 ms too).
 int LanesPerRepairGroup(int groups) {
-  static const int resident = [] {
-    int device = 0, sms = 0, threads = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device);
-    return sms * threads;
-  }();
+  int device = 0, sms = 0, threads = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device);
+  const long long resident = static_cast<long long>(sms) * threads;
   int lanes = 32;
   while (lanes > 1 && static_cast<long long>(groups) * lanes > resident) lanes /= 2;
   return lanes;
@@ -416,8 +420,9 @@ struct RepairGroupsLaunch {
   template <int KIND>
   cudaError_t operator()() const {
     const int lanes = LanesPerRepairGroup(groups);
-    RepairGroupsKernel<KIND><<<(groups * lanes + 63) / 64, 64, 0, stream>>>(s, deltas, group_start, groups, dead_only,
-                                                                          lanes);
+    const int threads = groups * lanes;  // at most max(groups, resident threads)
+    RepairGroupsKernel<KIND><<<(threads + kRepairBlockThreads - 1) / kRepairBlockThreads, kRepairBlockThreads, 0,
+                               stream>>>(s, deltas, group_start, groups, dead_only, lanes);
     return cudaGetLastError();
   }
 };

@@ -204,25 +204,27 @@ TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {
 // such node, and the re-solve after it is fixed starts afresh and is right again.
 TEST(PushRelabelLocal, LargeEditsAndTooLargeWeightsInResolves) {
   std::mt19937_64 rng(21);
-  StGraph g = test::GridFlowCase(rng, Topology::Grid2D(160, 150, 4), CapacityProfile::kSegmentation);
+  StGraph g = test::GridFlowCase(rng, Topology::Grid2D(300, 300, 4), CapacityProfile::kSegmentation);
   ASSERT_TRUE(g.maxflow("tbb-pr").ok);
   const NodeId n = g.num_nodes();
-  for (int i = 0; i < n / 3; ++i) {  // many changes (the bitmap path), some nodes twice
+  // Many changes (the bitmap path; over 16384 distinct nodes, so several chunks), some nodes twice.
+  for (int i = 0; i < n / 2; ++i) {
     const auto v = static_cast<NodeId>(rng() % n);
     g.set_tweights(v, static_cast<Energy>(rng() % 500), static_cast<Energy>(rng() % 500));
   }
   const Result again = g.maxflow("tbb-pr");
   ASSERT_TRUE(again.ok) << again.message;
   EXPECT_EQ(again.flow, ReferenceFlow(g));
+  // Every node changes: node 80000 lies in a later chunk than node 9000, which must be the one named.
   const Energy too_large = (Energy{1} << 62) + 1;
-  for (int i = 0; i < n / 3; ++i) g.set_tweights(static_cast<NodeId>(rng() % n), 7, 3);
-  g.set_tweights(20000, 0, too_large);
+  for (NodeId v = 0; v < n; ++v) g.set_tweights(v, g.source_cap(v) + 1, g.sink_cap(v));
+  g.set_tweights(80000, 0, too_large);
   g.set_tweights(9000, too_large, 0);
   const Result bad = g.maxflow("tbb-pr");
   EXPECT_FALSE(bad.ok);
   EXPECT_NE(bad.message.find("terminal capacity of node 9000 (" + std::to_string(too_large) + ") is above the 2^62"),
             std::string::npos) << bad.message;
-  g.set_tweights(20000, 0, 5);
+  g.set_tweights(80000, 0, 5);
   g.set_tweights(9000, 5, 0);
   const Result fixed = g.maxflow("tbb-pr");
   ASSERT_TRUE(fixed.ok) << fixed.message;
