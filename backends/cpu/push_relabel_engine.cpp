@@ -302,12 +302,16 @@ std::vector<NodeId> PushRelabelEngine::SortedUnique(const std::vector<NodeId>& n
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
   }
-  changed_bits_.assign(static_cast<std::size_t>((num_nodes + 63) / 64), 0);
+  // The bitmap is all zero between calls: the scan below clears each word it reads.
+  const auto words = static_cast<std::size_t>((num_nodes + 63) / 64);
+  if (changed_bits_.size() != words) changed_bits_.assign(words, 0);
   for (NodeId v : nodes) changed_bits_[v >> 6] |= std::uint64_t{1} << (v & 63);
   out.reserve(nodes.size());
-  for (std::size_t w = 0; w < changed_bits_.size(); ++w)
+  for (std::size_t w = 0; w < words; ++w) {
     for (std::uint64_t bits = changed_bits_[w]; bits != 0; bits &= bits - 1)
       out.push_back(static_cast<NodeId>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits))));
+    changed_bits_[w] = 0;
+  }
   return out;
 }
 

@@ -220,7 +220,7 @@ class PushRelabelEngine : public MaxFlowEngine {
   std::vector<NodeId> SortedUnique(const std::vector<NodeId>& nodes, std::int64_t num_nodes);
 
   std::vector<std::int64_t> sink_caps_;  // t per node at the last solve (flow = sum t - residual)
-  std::vector<std::uint64_t> changed_bits_;  // SortedUnique's bitmap
+  std::vector<std::uint64_t> changed_bits_;  // SortedUnique's bitmap, all zero between calls
   std::int64_t sum_sink_caps_ = 0;
   bool solved_ = false;
 };
