@@ -192,10 +192,12 @@ enum class CudaLaunch {
   kCooperative,  ///< One cooperative launch per outer iteration, a grid barrier between diagonals.
   kPipeline,     ///< Fast kernel only: one cooperative launch per outer iteration, a block per tile row,
                  ///< each tile waiting only for the tile above (below) it through a flag in global memory.
+  kSplit,        ///< Fast kernel, one inner iteration only: the pipeline with the horizontal chains of a
+                 ///< block's next tile running while the vertical chains of its current tile do.
 };
-/// Parses auto | diagonal | graph | cooperative | pipeline.
+/// Parses auto | diagonal | graph | cooperative | pipeline | split.
 CudaLaunch ParseCudaLaunch(const std::string& name);
-/// auto, diagonal, graph, cooperative or pipeline.
+/// auto, diagonal, graph, cooperative, pipeline or split.
 const char* ToString(CudaLaunch launch);
 
 /// Which CUDA tile kernel runs the tiled schedule.

@@ -368,36 +368,68 @@ struct Buffers {
 /// Multiple of 4 at least n (16-byte alignment of every array).
 MRF_HD constexpr std::size_t RoundUp4(std::size_t n) { return (n + 3) / 4 * 4; }
 
-/// 32-bit words of shared memory one block needs (chains on `lanes` threads: ChainLanes()).
-MRF_HD constexpr std::size_t SharedWords(int tile, int words, int lanes) {
+/// A pipeline block's shared arrays: `sets` sets of the inputs its loader warp fills (unary costs,
+/// scales, staging), so that it can fill later visits' while the compute threads work on earlier ones,
+/// and `hsets` sets of the horizontal messages (fl, fr; two when the vertical chains of one visit run
+/// while the horizontal chains of the next one do: the split launch).
+struct PipelineBuffers {
+  Word* unary;             ///< `sets` arrays.
+  Word* fl;                ///< `hsets` arrays.
+  Word* fr;                ///< `hsets` arrays.
+  Word* fu;
+  Word* fd;
+  Cost* sr;                ///< `sets` scale arrays.
+  Cost* sd;                ///< `sets` scale arrays.
+  Word* stage;             ///< `sets` staging buffers.
+  int sets, hsets;
+  std::size_t array, scales, stage_words;  ///< Words per array, scale array, staging buffer.
+  /// The arrays of visit n: set 0 holds its inputs, set 1 the next visit's (whose staging buffer receives
+  /// the edge this visit carries over), and fl / fr its horizontal messages.
+  MRF_HD Buffers View(int n) const {
+    const int k = n % sets, k1 = (n + 1) % sets, j = n % hsets;
+    Buffers b;
+    b.unary[0] = unary + k * array, b.unary[1] = unary + k1 * array;
+    b.fl = fl + j * array, b.fr = fr + j * array, b.fu = fu, b.fd = fd;
+    b.sr[0] = sr + k * scales, b.sr[1] = sr + k1 * scales;
+    b.sd[0] = sd + k * scales, b.sd[1] = sd + k1 * scales;
+    b.stage[0] = stage + k * stage_words, b.stage[1] = stage + k1 * stage_words;
+    return b;
+  }
+};
+
+/// 32-bit words of shared memory one block needs (chains on `lanes` threads: ChainLanes()), with `sets`
+/// sets of the loader's inputs and `hsets` of the horizontal messages (PipelineBuffers).
+MRF_HD constexpr std::size_t SharedWords(int tile, int words, int lanes, int sets = 2, int hsets = 1) {
   const std::size_t T = static_cast<std::size_t>(tile);
   const std::size_t array = RoundUp4(T * RowStride(tile, words, lanes));
   const std::size_t scales = RoundUp4(T * (T + 1));
   const std::size_t stage = RoundUp4(4 * T * words);
-  return 6 * array + 4 * scales + 2 * stage;
+  return (sets + 2 * hsets + 2) * array + 2 * sets * scales + sets * stage;
 }
 
-/// Cuts `base` (SharedWords() words, 16-byte aligned) into a block's arrays.
-MRF_HD Buffers Carve(Word* base, int tile, int words, int lanes) {
+/// Cuts `base` (SharedWords() words with the same sets, 16-byte aligned) into a block's arrays.
+MRF_HD PipelineBuffers CarvePipeline(Word* base, int tile, int words, int lanes, int sets, int hsets) {
   const std::size_t T = static_cast<std::size_t>(tile);
-  const std::size_t array = RoundUp4(T * RowStride(tile, words, lanes));
-  const std::size_t scales = RoundUp4(T * (T + 1));
-  const std::size_t stage = RoundUp4(4 * T * words);
-  Buffers b;
+  PipelineBuffers b;
+  b.sets = sets, b.hsets = hsets;
+  b.array = RoundUp4(T * RowStride(tile, words, lanes));
+  b.scales = RoundUp4(T * (T + 1));
+  b.stage_words = RoundUp4(4 * T * words);
   Word* p = base;
-  b.unary[0] = p, p += array;
-  b.unary[1] = p, p += array;
-  b.fl = p, p += array;
-  b.fr = p, p += array;
-  b.fu = p, p += array;
-  b.fd = p, p += array;
-  b.sr[0] = reinterpret_cast<Cost*>(p), p += scales;
-  b.sr[1] = reinterpret_cast<Cost*>(p), p += scales;
-  b.sd[0] = reinterpret_cast<Cost*>(p), p += scales;
-  b.sd[1] = reinterpret_cast<Cost*>(p), p += scales;
-  b.stage[0] = p, p += stage;
-  b.stage[1] = p;
+  b.unary = p, p += sets * b.array;
+  b.fl = p, p += hsets * b.array;
+  b.fr = p, p += hsets * b.array;
+  b.fu = p, p += b.array;
+  b.fd = p, p += b.array;
+  b.sr = reinterpret_cast<Cost*>(p), p += sets * b.scales;
+  b.sd = reinterpret_cast<Cost*>(p), p += sets * b.scales;
+  b.stage = p;
   return b;
+}
+
+/// Cuts `base` (SharedWords() words, 16-byte aligned) into a block's arrays: two sets of inputs.
+MRF_HD Buffers Carve(Word* base, int tile, int words, int lanes) {
+  return CarvePipeline(base, tile, words, lanes, 2, 1).View(0);
 }
 
 /// One tile's place in the grid.

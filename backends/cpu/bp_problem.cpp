@@ -184,9 +184,10 @@ const char* ToString(Schedule s) {
 
 CudaLaunch ParseCudaLaunch(const std::string& name) {
   for (CudaLaunch l : {CudaLaunch::kAuto, CudaLaunch::kPerDiagonal, CudaLaunch::kGraph, CudaLaunch::kCooperative,
-                       CudaLaunch::kPipeline})
+                       CudaLaunch::kPipeline, CudaLaunch::kSplit})
     if (name == ToString(l)) return l;
-  throw Error("unknown CUDA launch mode '" + name + "' (expected auto, diagonal, graph, cooperative or pipeline)");
+  throw Error("unknown CUDA launch mode '" + name +
+              "' (expected auto, diagonal, graph, cooperative, pipeline or split)");
 }
 
 const char* ToString(CudaLaunch l) {
@@ -196,6 +197,7 @@ const char* ToString(CudaLaunch l) {
     case CudaLaunch::kGraph: return "graph";
     case CudaLaunch::kCooperative: return "cooperative";
     case CudaLaunch::kPipeline: return "pipeline";
+    case CudaLaunch::kSplit: return "split";
   }
   return "?";
 }

@@ -650,12 +650,17 @@ __global__ void __launch_bounds__(kMaxTileThreads, 1) TileCooperativeKernel(Tile
 //   scales (cp.async) and entering border messages while the compute threads work on the current tile
 //   (double buffers handed over through named barriers); the border the block's previous tile sends to
 //   this one stays in shared memory.
+// - split (one inner iteration only): the pipeline with two crews of compute threads. Then a visit's
+//   horizontal chains need nothing from its vertical ones, nor from the previous visit's: the horizontal
+//   crew runs visit n + 1's horizontal chains while the vertical crew runs visit n's vertical chains (and
+//   labels), so a step to the right costs a tile's horizontal phase only. Three sets of the loader's
+//   buffers and two of the horizontal messages (bp::fast::PipelineBuffers).
 
 namespace fastk {
 
 using fast::Word;
 
-enum Mode : int { kDiagonal = 0, kCooperative = 1, kPipeline = 2 };
+enum Mode : int { kDiagonal = 0, kCooperative = 1, kPipeline = 2, kSplit = 3 };
 
 // Compute threads of a fast block for tile side T: 2 T chains of `lanes` threads, whole warps.
 __host__ __device__ constexpr int ComputeThreads(int tile, int lanes) { return (2 * tile * lanes + 31) / 32 * 32; }
@@ -667,10 +672,10 @@ __host__ __device__ constexpr int MaxSide(int words, int lanes) {
   return side;
 }
 
-// The most threads a fast block has: the chains of the largest tile and a loader warp. Each kernel's
-// launch bounds, so that the compiler's register budget fits the kernel's largest block.
+// The most threads a fast block has: two crews of chains of the largest tile and a loader warp (split).
+// Each kernel's launch bounds, so that the compiler's register budget fits the kernel's largest block.
 __host__ __device__ constexpr int MaxThreads(int words, int lanes) {
-  return ComputeThreads(MaxSide(words, lanes), lanes) + 32;
+  return 2 * ComputeThreads(MaxSide(words, lanes), lanes) + 32;
 }
 // A wait longer than this many cycles (about a second) means a bug: report it instead of hanging.
 constexpr long long kSpinLimit = 2000000000LL;
@@ -681,11 +686,12 @@ struct AsyncCopy {
   }
 };
 
-// Named barriers. 1: the compute threads only (the loader warp never takes part). 2 + buf: buffer `buf`
-// is loaded (the loader arrives, the compute threads wait). 4 + buf: buffer `buf` is free again (the
-// compute threads arrive, the loader waits). A barrier per buffer keeps the loader, which may run one
-// visit ahead, from arriving twice at one barrier before the compute threads waited there.
-constexpr int kBarCompute = 1, kBarReady = 2, kBarEmpty = 4;
+// Named barriers. 1: the compute threads only (the loader warp never takes part; split: the vertical
+// crew). 2 + set: the loader's buffer set `set` is loaded (the loader arrives, the compute threads or the
+// horizontal crew wait). 5 + set: set `set` is free again (the compute threads or the vertical crew
+// arrive, the loader waits). A barrier per set keeps the loader, which may run ahead, from arriving twice
+// at one barrier before the other side waited there. 8 (split): both crews, once per visit.
+constexpr int kBarCompute = 1, kBarReady = 2, kBarEmpty = 5, kBarCrews = 8;
 
 __device__ __forceinline__ void BarSync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -743,30 +749,83 @@ __device__ void Compute(const fast::Params& P, const fast::Buffers& B, const fas
   }
 }
 
-// The loader warp of a pipeline block: for visit n, once the compute threads freed buffer n % 2 (after
-// visit n - 2), the tile's unary costs and scales, then, once the neighbouring tile it depends on is
-// done, the entering border messages; then it tells the compute threads.
+// The loader warp of a pipeline block: for visit n, once the compute threads freed its buffer set
+// (after visit n - sets), the tile's unary costs and scales, then, once the neighbouring tile it depends
+// on is done, the entering border messages; then it tells the compute threads (`all`: the threads of
+// the Ready and Empty barriers).
 template <int NW>
-__device__ void LoaderWarp(const fast::Params& P, const fast::Buffers& B, int sweep_base, int lane, int all) {
+__device__ void LoaderWarp(const fast::Params& P, const fast::PipelineBuffers& PB, int sweep_base, int lane, int all) {
   AsyncCopy copy;
   const int visits = fast::VisitsOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
   for (int n = 0; n < visits; ++n) {
     const fast::Visit v = fast::VisitOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y, n);
     const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
-    const int buf = n & 1;
-    if (n >= 2) BarSync(kBarEmpty + buf, all);
-    fast::LoadTileInputs<NW>(P, t, B.Unary(buf), B.Sr(buf), B.Sd(buf), lane, 32, copy);
+    const fast::Buffers B = PB.View(n);
+    const int set = n % PB.sets;
+    if (n >= PB.sets) BarSync(kBarEmpty + set, all);
+    fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), lane, 32, copy);
     __pipeline_commit();
     if (lane == 0) {
       if (v.sweep == 0 && t.has_up) WaitGlobal(&P.tile_done[(v.ty - 1) * P.tiles_x + v.tx], sweep_base + 1, P.error);
       if (v.sweep == 1 && t.has_down) WaitGlobal(&P.tile_done[(v.ty + 1) * P.tiles_x + v.tx], sweep_base + 2, P.error);
+      // The message entering from the left in the reverse sweep was written by this block's raster visit
+      // of the tile on the left, which a loader three sets deep (split) may overtake.
+      if (v.sweep == 1 && t.has_left && PB.sets > 2)
+        WaitGlobal(&P.tile_done[v.ty * P.tiles_x + v.tx - 1], sweep_base + 1, P.error);
     }
     __syncwarp();
     const int skip = v.carried ? (v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight) : -1;
-    fast::FillStage<NW>(P, t, B.Stage(buf), skip, lane, 32);
+    fast::FillStage<NW>(P, t, B.Stage(0), skip, lane, 32);
     __pipeline_wait_prior(0);
     __threadfence_block();
-    BarArrive(kBarReady + buf, all);
+    BarArrive(kBarReady + set, all);
+  }
+}
+
+// Every border message of a visit is written (the caller's barrier): publish the tile's progress.
+__device__ __forceinline__ void PublishTile(const fast::Params& P, const fast::Visit& v, int sweep_base) {
+  __threadfence();
+  StoreRelease(&P.tile_done[v.ty * P.tiles_x + v.tx], sweep_base + v.sweep + 1);
+}
+
+// The compute threads of a split block: crew 0 (threads [0, compute)) runs every visit's horizontal
+// chains, crew 1 ([compute, 2 compute)) its vertical chains, tile counter and labels, one visit behind.
+// The crews meet at one barrier per visit: crew 0 after visit n's horizontal chains, crew 1 after visit
+// n - 1's vertical chains and labels; so crew 1 reads visit n's horizontal messages after they are
+// written, and crew 0 overwrites a set of them (visit n + 1's) only after crew 1 read it (visit n - 1).
+// Both crews reach that barrier at the same instruction (bar.sync is the aligned form: synccheck
+// rejects it from two places, and the unaligned barrier.sync measured slower).
+template <int NW, int F>
+__device__ void SplitCrews(const fast::Params& P, const fast::PipelineBuffers& PB, int sweep_base, int compute) {
+  constexpr int kLanes = fast::ChainLanes(NW, F);
+  const bool vertical = threadIdx.x >= compute;
+  const int tid = vertical ? threadIdx.x - compute : threadIdx.x;
+  const int visits = fast::VisitsOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
+  for (int n = 0; n <= visits; ++n) {
+    const int m = vertical ? n - 1 : n;  // the visit this crew works on
+    if (m >= 0 && m < visits) {
+      const fast::Visit v = fast::VisitOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y, m);
+      const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
+      const fast::Buffers B = PB.View(m);
+      const int set = m % PB.sets;
+      if (!vertical) {
+        BarSync(kBarReady + set, compute + 32);
+        // The chains of one row read and write only their own words (the carried edge included), so the
+        // crew needs no barrier of its own between visits.
+        fast::ChainPhase<NW, F, kLanes>(P, t, B, 0, false, true, true, v.carry_next ? B.Stage(1) : nullptr,
+                                        v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight, tid);
+      } else {
+        fast::ChainPhase<NW, F, kLanes>(P, t, B, 0, true, true, true, nullptr, -1, tid);
+        ComputeBarrier(compute);
+        if (tid == 0) PublishTile(P, v, sweep_base);
+        if (v.sweep == 1) {
+          fast::LabelPhase<NW>(P, t, B, 0, tid, compute);
+          ComputeBarrier(compute);  // the next visit's vertical chains overwrite what the labels read
+        }
+        if (m + PB.sets < visits) BarArrive(kBarEmpty + set, compute + 32);
+      }
+    }
+    if (n < visits) BarSync(kBarCrews, 2 * compute);
   }
 }
 
@@ -779,28 +838,34 @@ __global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1)
   const int compute = ComputeThreads(P.tile, kLanes);
   const int tid = threadIdx.x;
 
+  if (mode == kSplit) {
+    const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes, 3, 2);
+    if (tid >= 2 * compute)
+      LoaderWarp<NW>(P, PB, arg0, tid - 2 * compute, compute + 32);
+    else
+      SplitCrews<NW, F>(P, PB, arg0, compute);
+    return;
+  }
   if (mode == kPipeline) {
     const int sweep_base = arg0, all = compute + 32;
+    const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes, 2, 1);
     if (tid >= compute) {
-      LoaderWarp<NW>(P, B, sweep_base, tid - compute, all);
+      LoaderWarp<NW>(P, PB, sweep_base, tid - compute, all);
       return;
     }
     const int visits = fast::VisitsOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
     for (int n = 0; n < visits; ++n) {
       const fast::Visit v = fast::VisitOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y, n);
       const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
-      const int buf = n & 1;
-      BarSync(kBarReady + buf, all);
-      Compute<NW, F>(P, B, t, buf, v.carry_next ? B.Stage(buf ^ 1) : nullptr,
+      const fast::Buffers B = PB.View(n);
+      const int set = n % PB.sets;
+      BarSync(kBarReady + set, all);
+      Compute<NW, F>(P, B, t, 0, v.carry_next ? B.Stage(1) : nullptr,
                      v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight, tid, compute);
-      // Every border message of this visit is written (barrier above): publish the tile's progress.
-      if (tid == 0) {
-        __threadfence();
-        StoreRelease(&P.tile_done[v.ty * P.tiles_x + v.tx], sweep_base + v.sweep + 1);
-      }
-      if (v.sweep == 1) fast::LabelPhase<NW>(P, t, B, buf, tid, compute);
+      if (tid == 0) PublishTile(P, v, sweep_base);
+      if (v.sweep == 1) fast::LabelPhase<NW>(P, t, B, 0, tid, compute);
       ComputeBarrier(compute);
-      if (n + 2 < visits) BarArrive(kBarEmpty + buf, all);
+      if (n + PB.sets < visits) BarArrive(kBarEmpty + set, all);
     }
     return;
   }
@@ -1409,9 +1474,26 @@ struct CudaRunner::Impl {
     launch = tuning.launch;
     if (use_fast) {
       const void* kernel = reinterpret_cast<const void*>(fast_kernel);
+      const int lanes = FastLanes();
+      const std::size_t split_bytes = fast::SharedWords(tile, fast_support.words, lanes, 3, 2) * sizeof(fast::Word);
+      const bool split_fits = split_bytes <= CudaMaxSharedBytesPerBlock() &&
+                              2 * threads + 32 <= fastk::MaxThreads(fast_support.words, lanes);
+      // Measured fastest (docs/bp.md); the split launch measured no faster at the automatic tile.
+      if (launch == CudaLaunch::kAuto) launch = CudaLaunch::kPipeline;
+      if (launch == CudaLaunch::kSplit) {
+        if (config.inner_iterations != 1)
+          throw Error("cuda-bp: the split launch runs one inner iteration per visit, not " +
+                      std::to_string(config.inner_iterations) + " (use pipeline)");
+        if (!split_fits)
+          throw Error("cuda-bp: the split launch needs " + std::to_string(split_bytes) +
+                      " bytes of shared memory for a tile of side " + std::to_string(tile) + ", more than a block has " +
+                      "(use pipeline or a smaller tile)");
+        shared_bytes = split_bytes;
+      }
       MRF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
-      if (launch == CudaLaunch::kAuto) launch = CudaLaunch::kPipeline;  // measured fastest (docs/bp.md)
-      const int block = launch == CudaLaunch::kPipeline ? threads + 32 : threads;
+      const int block = launch == CudaLaunch::kSplit      ? 2 * threads + 32
+                        : launch == CudaLaunch::kPipeline ? threads + 32
+                                                          : threads;
       MRF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fast_kernel, block, shared_bytes));
       cooperative_blocks = std::min(widest, per_sm * sms);
       pipeline_blocks = std::min(grid.tiles_y, per_sm * sms);
@@ -1424,12 +1506,14 @@ struct CudaRunner::Impl {
       MRF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cooperative_kernel, threads, shared_bytes));
       cooperative_blocks = std::min(widest, per_sm * sms);
       if (launch == CudaLaunch::kAuto) launch = CudaLaunch::kGraph;  // measured fastest (docs/bp.md)
-      if (launch == CudaLaunch::kPipeline)
-        throw Error("cuda-bp: the pipeline launch needs the fast kernel, which cannot run this problem (" + fast_why +
+      if (launch == CudaLaunch::kPipeline || launch == CudaLaunch::kSplit)
+        throw Error(std::string("cuda-bp: the ") + ToString(launch) +
+                    " launch needs the fast kernel, which cannot run this problem (" + fast_why +
                     "); use diagonal, graph or cooperative");
     }
+    const bool pipelined = launch == CudaLaunch::kPipeline || launch == CudaLaunch::kSplit;
     if ((launch == CudaLaunch::kCooperative && (!cooperative || cooperative_blocks < 1)) ||
-        (launch == CudaLaunch::kPipeline && (!cooperative || pipeline_blocks < 1)))
+        (pipelined && (!cooperative || pipeline_blocks < 1)))
       throw Error(std::string("cuda-bp: this GPU cannot run the ") + ToString(launch) + " launch (use diagonal or graph)");
   }
 
@@ -1463,13 +1547,19 @@ struct CudaRunner::Impl {
     void* args[] = {&P, &mode, &arg0, &arg1};
     MRF_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fast_kernel), dim3(blocks),
                                                dim3(block_threads), args, shared_bytes, stream));
-    MRF_CHECK_LAUNCH(mode == fastk::kPipeline ? "fast tile pipeline kernel" : "fast tile cooperative kernel", stream, false);
+    MRF_CHECK_LAUNCH(mode == fastk::kSplit      ? "fast tile split pipeline kernel"
+                     : mode == fastk::kPipeline ? "fast tile pipeline kernel"
+                                                : "fast tile cooperative kernel",
+                     stream, false);
   }
 
   void EnqueueOuter() {
     if (inject_launch_pending) InjectLaunchFault();
-    if (use_fast && launch == CudaLaunch::kPipeline) {
-      LaunchFastCooperative(fastk::kPipeline, pipeline_blocks, threads + 32, sweep_base);
+    if (use_fast && (launch == CudaLaunch::kPipeline || launch == CudaLaunch::kSplit)) {
+      if (launch == CudaLaunch::kSplit)
+        LaunchFastCooperative(fastk::kSplit, pipeline_blocks, 2 * threads + 32, sweep_base);
+      else
+        LaunchFastCooperative(fastk::kPipeline, pipeline_blocks, threads + 32, sweep_base);
       sweep_base += 2;
       return;
     }

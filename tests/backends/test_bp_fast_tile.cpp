@@ -239,8 +239,10 @@ struct Emulated {
 };
 
 // Runs config.iterations outer iterations of the tiled schedule with the fast visit, `blocks` pipeline
-// blocks interleaved in the serial tile order, each block with its own shared arrays.
-Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks) {
+// blocks interleaved in the serial tile order, each block with its own shared arrays. `split` (one inner
+// iteration): the split launch's buffers and order, a block's vertical chains one visit behind its
+// horizontal ones (visit n's horizontal chains run before visit n - 1's vertical chains and labels).
+Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, bool split = false) {
   const int L = p.num_labels;
   Cost min_scale = 0;
   for (Cost s : p.scale_right) min_scale = std::min(min_scale, s);
@@ -277,16 +279,35 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks) 
   P.row_stride = fast::RowStride(tile, NWr, lanes);
   P.inner = c.inner_iterations;
   blocks = std::min(blocks, grid.tiles_y);
-  std::vector<std::vector<Word>> shared(blocks, std::vector<Word>(fast::SharedWords(tile, NWr, lanes), 0xDEADBEEFu));
-  std::vector<fast::Buffers> buffers;
-  for (auto& sh : shared) buffers.push_back(fast::Carve(sh.data(), tile, NWr, lanes));
+  const int sets = split ? 3 : 2, hsets = split ? 2 : 1;
+  EXPECT_TRUE(!split || P.inner == 1);
+  std::vector<std::vector<Word>> shared(blocks,
+                                        std::vector<Word>(fast::SharedWords(tile, NWr, lanes, sets, hsets), 0xDEADBEEFu));
+  std::vector<fast::PipelineBuffers> buffers;
+  for (auto& sh : shared) buffers.push_back(fast::CarvePipeline(sh.data(), tile, NWr, lanes, sets, hsets));
   const int threads = 2 * tile;
   HostCopy copy;
+  struct Pending {
+    bool any = false;
+    fast::Visit v;
+    int visit = 0;
+  };
+  std::vector<Pending> pending(blocks);  // split: a block's visit whose vertical chains have not run
 
   WithWords(NWr, [&](auto nw) {
     constexpr int NW = decltype(nw)::value;
     WithForm(s.form, [&](auto form) {
       constexpr int F = decltype(form)::value;
+      // A split block's vertical chains and labels of its pending visit.
+      auto finish = [&](int block) {
+        Pending& q = pending[block];
+        if (!q.any) return;
+        q.any = false;
+        const fast::Buffers B = buffers[block].View(q.visit);
+        const fast::Tile t = fast::MakeTile(P, q.v.tx, q.v.ty);
+        for (int tid = 0; tid < threads; ++tid) fast::ChainPhase<NW, F, 1>(P, t, B, 0, true, true, true, nullptr, -1, tid);
+        if (q.v.sweep == 1) fast::LabelPhase<NW>(P, t, B, 0, 0, 1);
+      };
       for (int it = 1; it <= c.iterations; ++it) {
         changed = 0;
         std::vector<int> counter(blocks, 0);  // visits made in this outer iteration
@@ -299,23 +320,33 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks) 
             ASSERT_EQ(v.tx, tx);
             ASSERT_EQ(v.ty, ty);
             ASSERT_EQ(v.sweep, sweep);
-            const fast::Buffers& B = buffers[b];
-            const int buf = visit & 1;
+            // The tile this visit waits for (above, or below in the reverse sweep) is done: other blocks
+            // finish their pending visits first.
+            for (int other = 0; other < blocks; ++other)
+              if (other != b) finish(other);
+            const fast::Buffers B = buffers[b].View(visit);
             const fast::Tile t = fast::MakeTile(P, tx, ty);
             // What the loader warp does, then the compute threads' phases.
-            fast::LoadTileInputs<NW>(P, t, B.Unary(buf), B.Sr(buf), B.Sd(buf), 0, 1, copy);
+            fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), 0, 1, copy);
             const int carried_edge = sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight;
-            fast::FillStage<NW>(P, t, B.Stage(buf), v.carried ? carried_edge : -1, 0, 1);
+            fast::FillStage<NW>(P, t, B.Stage(0), v.carried ? carried_edge : -1, 0, 1);
             for (int inner = 0; inner < P.inner; ++inner) {
               const bool first = inner == 0, last = inner + 1 == P.inner;
               for (int tid = 0; tid < threads; ++tid)
-                fast::ChainPhase<NW, F, 1>(P, t, B, buf, false, first, last,
-                                           v.carry_next ? B.Stage(buf ^ 1) : nullptr, carried_edge, tid);
+                fast::ChainPhase<NW, F, 1>(P, t, B, 0, false, first, last, v.carry_next ? B.Stage(1) : nullptr,
+                                           carried_edge, tid);
+              if (split) break;
               for (int tid = 0; tid < threads; ++tid)
-                fast::ChainPhase<NW, F, 1>(P, t, B, buf, true, first, last, nullptr, -1, tid);
+                fast::ChainPhase<NW, F, 1>(P, t, B, 0, true, first, last, nullptr, -1, tid);
             }
-            if (sweep == 1) fast::LabelPhase<NW>(P, t, B, buf, 0, 1);
+            if (split) {
+              finish(b);  // the previous visit's vertical chains, after this visit's horizontal ones
+              pending[b] = Pending{true, v, visit};
+            } else if (sweep == 1) {
+              fast::LabelPhase<NW>(P, t, B, 0, 0, 1);
+            }
           }
+        for (int block = 0; block < blocks; ++block) finish(block);
         out.iterations = it;
         out.energies.push_back(bp::ProblemEnergy(p, out.labels));
         out.converged = changed == 0;
@@ -344,12 +375,16 @@ bp::Config Tiled(int iterations, int tile, int inner) {
 void ExpectSameAsCpu(const Model& m, const bp::Config& c, int blocks, const std::string& what) {
   const bp::Problem p = bp::PrepareProblem(m);
   const bp::RunOutput cpu = bp::RunCpu(p, c);
-  const Emulated emulated = EmulatePipeline(p, c, blocks);
-  EXPECT_EQ(emulated.iterations, cpu.iterations) << what;
-  EXPECT_EQ(emulated.converged, cpu.converged) << what;
-  EXPECT_EQ(emulated.labels, cpu.labels) << what;
-  EXPECT_EQ(emulated.energies, cpu.energies) << what;
-  EXPECT_TRUE(emulated.borders == cpu.borders) << what << " (border messages differ)";
+  for (bool split : {false, true}) {  // the split launch's order and buffers: one inner iteration only
+    if (split && c.inner_iterations != 1) continue;
+    const Emulated emulated = EmulatePipeline(p, c, blocks, split);
+    const std::string how = what + (split ? " (split)" : "");
+    EXPECT_EQ(emulated.iterations, cpu.iterations) << how;
+    EXPECT_EQ(emulated.converged, cpu.converged) << how;
+    EXPECT_EQ(emulated.labels, cpu.labels) << how;
+    EXPECT_EQ(emulated.energies, cpu.energies) << how;
+    EXPECT_TRUE(emulated.borders == cpu.borders) << how << " (border messages differ)";
+  }
 }
 
 TEST(BpFastTile, EmulatedPipelineEqualsTheCpuTiledSchedule) {
@@ -383,6 +418,7 @@ TEST(BpFastTile, EmulatedPipelineStopsWhenConvergedLikeTheCpu) {
   EXPECT_TRUE(cpu.converged);
   EXPECT_LT(cpu.iterations, 60);
   ExpectSameAsCpu(m, Tiled(60, 8, 2), 2, "until converged");
+  ExpectSameAsCpu(m, Tiled(60, 8, 1), 3, "until converged, one inner iteration");
 }
 
 TEST(BpFastTile, EmulatedPipelineEqualsTheCpuOnTsukuba) {

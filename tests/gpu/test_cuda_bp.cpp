@@ -275,7 +275,8 @@ TEST(CudaBp, FastKernelEqualsCpuInEveryLaunchMode) {
                         Case{9, 7, 2, 1, 1, 3}, Case{30, 1, 5, 4, 2, 2}, Case{1, 30, 9, 4, 3, 2}})
     for (const Pairwise& pw : FastFamilies())
       for (bp::CudaLaunch launch : {bp::CudaLaunch::kPerDiagonal, bp::CudaLaunch::kGraph, bp::CudaLaunch::kCooperative,
-                                    bp::CudaLaunch::kPipeline}) {
+                                    bp::CudaLaunch::kPipeline, bp::CudaLaunch::kSplit}) {
+        if (launch == bp::CudaLaunch::kSplit && c.inner != 1) continue;  // one inner iteration only
         const Model m = RandomGrid(rng, c.w, c.h, c.L, pw);
         ExpectFastSameAsCpu(m, Tiled(c.outer, c.tile, c.inner), launch,
                             std::string(ToString(pw.kind)) + " t=" + std::to_string(pw.truncation) + " " +
@@ -292,20 +293,55 @@ TEST(CudaBp, SmallSanitizerFastKernel) {
   const Model m = RandomGrid(rng, 23, 17, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
   for (bp::CudaLaunch launch : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kCooperative, bp::CudaLaunch::kPerDiagonal})
     ExpectFastSameAsCpu(m, Tiled(2, 6, 2), launch, std::string("sanitizer ") + bp::ToString(launch), 2);
+  ExpectFastSameAsCpu(m, Tiled(2, 6, 1), bp::CudaLaunch::kSplit, "sanitizer split", 2);
   const Model small = RandomGrid(rng, 11, 9, 5, {PairwiseKind::kTruncatedQuadratic, 1, 9, {}});
-  ExpectFastSameAsCpu(small, Tiled(2, 4, 1), bp::CudaLaunch::kPipeline, "sanitizer quadratic");
+  for (bp::CudaLaunch launch : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kSplit})
+    ExpectFastSameAsCpu(small, Tiled(2, 4, 1), launch, std::string("sanitizer quadratic ") + bp::ToString(launch));
 }
 
 TEST(CudaBp, FastPipelineWithBlocksTakingSeveralRowsEqualsCpu) {
   MRF_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(12);
   const Model m = RandomGrid(rng, 37, 41, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
-  for (int blocks : {1, 2, 3, 5})
+  for (int blocks : {1, 2, 3, 5}) {
     ExpectFastSameAsCpu(m, Tiled(3, 4, 2), bp::CudaLaunch::kPipeline, "pipeline blocks " + std::to_string(blocks),
                         blocks);
+    ExpectFastSameAsCpu(m, Tiled(3, 4, 1), bp::CudaLaunch::kSplit, "split blocks " + std::to_string(blocks), blocks);
+  }
   // Many tile rows: one block each.
   const Model tall = RandomGrid(rng, 9, 300, 4, {PairwiseKind::kPotts, 1, kMaxCost, {}});
-  ExpectFastSameAsCpu(tall, Tiled(2, 2, 1), bp::CudaLaunch::kPipeline, "150 tile rows");
+  for (bp::CudaLaunch launch : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kSplit})
+    ExpectFastSameAsCpu(tall, Tiled(2, 2, 1), launch, std::string("150 tile rows, ") + bp::ToString(launch));
+}
+
+// The split launch runs one inner iteration (asked for by name: the automatic launch is the pipeline);
+// asking for it with more inner iterations, or for the general kernel, is refused in one line.
+TEST(CudaBp, SplitLaunchOnlyWithOneInnerIteration) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(16);
+  const Problem p = bp::PrepareProblem(RandomGrid(rng, 40, 30, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}}));
+  auto describe = [&](const Config& c, bp::CudaLaunch launch) {
+    bp::CudaTuning tuning;
+    tuning.launch = launch;
+    return bp::CudaRunner(p, c, tuning).Describe();
+  };
+  EXPECT_NE(describe(Tiled(1, 0, 1), bp::CudaLaunch::kSplit).find("split launch"), std::string::npos);
+  EXPECT_NE(describe(Tiled(1, 0, 1), bp::CudaLaunch::kAuto).find("pipeline launch"), std::string::npos);
+  try {
+    describe(Tiled(1, 0, 2), bp::CudaLaunch::kSplit);
+    ADD_FAILURE() << "the split launch ran two inner iterations";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("one inner iteration"), std::string::npos) << e.what();
+  }
+  const Model general = RandomGrid(rng, 20, 20, 40, {PairwiseKind::kPotts, 1, kMaxCost, {}});  // too many labels
+  try {
+    bp::CudaTuning tuning;
+    tuning.launch = bp::CudaLaunch::kSplit;
+    bp::CudaRunner(bp::PrepareProblem(general), Tiled(1, 0, 1), tuning);
+    ADD_FAILURE() << "the split launch ran the general kernel";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs the fast kernel"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CudaBp, FastKernelWithCoarseToFineAndTheAutomaticTileEqualsCpu) {
@@ -314,6 +350,7 @@ TEST(CudaBp, FastKernelWithCoarseToFineAndTheAutomaticTileEqualsCpu) {
   for (const Pairwise& pw : FastFamilies()) {
     const Model m = RandomGrid(rng, 70, 53, 16, pw);
     ExpectFastSameAsCpu(m, Tiled(2, 0, 2, true), bp::CudaLaunch::kPipeline, std::string("c2f ") + ToString(pw.kind));
+    ExpectFastSameAsCpu(m, Tiled(2, 0, 1, true), bp::CudaLaunch::kSplit, std::string("c2f split ") + ToString(pw.kind));
     ExpectFastSameAsCpu(m, Tiled(2, 0, 1), bp::CudaLaunch::kGraph, std::string("auto tile ") + ToString(pw.kind));
   }
 }
@@ -326,6 +363,7 @@ TEST(CudaBp, FastKernelRunsUntilConvergedLikeTheCpu) {
   const bp::RunOutput cpu = bp::RunCpu(p, Tiled(60, 8, 2));
   EXPECT_TRUE(cpu.converged);  // so that the comparison covers the change detection
   ExpectFastSameAsCpu(m, Tiled(60, 8, 2), bp::CudaLaunch::kPipeline, "until converged");
+  ExpectFastSameAsCpu(m, Tiled(60, 8, 1), bp::CudaLaunch::kSplit, "until converged, split");
 }
 
 TEST(CudaBp, AutomaticKernelPicksTheFastOneOnlyWhenItApplies) {
