@@ -672,10 +672,13 @@ __host__ __device__ constexpr int MaxSide(int words, int lanes) {
   return side;
 }
 
-// The most threads a fast block has: two crews of chains of the largest tile and a loader warp (split).
+// Loader threads of a split block: a visit's loads must keep pace with one phase of chain steps, not two.
+constexpr int kSplitLoaders = 128;
+
+// The most threads a fast block has: two crews of chains of the largest tile and the loaders (split).
 // Each kernel's launch bounds, so that the compiler's register budget fits the kernel's largest block.
 __host__ __device__ constexpr int MaxThreads(int words, int lanes) {
-  return 2 * ComputeThreads(MaxSide(words, lanes), lanes) + 32;
+  return 2 * ComputeThreads(MaxSide(words, lanes), lanes) + kSplitLoaders;
 }
 // A wait longer than this many cycles (about a second) means a bug: report it instead of hanging.
 constexpr long long kSpinLimit = 2000000000LL;
@@ -749,12 +752,13 @@ __device__ void Compute(const fast::Params& P, const fast::Buffers& B, const fas
   }
 }
 
-// The loader warp of a pipeline block: for visit n, once the compute threads freed its buffer set
-// (after visit n - sets), the tile's unary costs and scales, then, once the neighbouring tile it depends
-// on is done, the entering border messages; then it tells the compute threads (`all`: the threads of
-// the Ready and Empty barriers).
+// The loader warps of a pipeline block (`loaders` threads; this one is `lane` of them): for visit n, once
+// the compute threads freed its buffer set (after visit n - sets), the tile's unary costs and scales,
+// then, once the neighbouring tile it depends on is done, the entering border messages; then they tell
+// the compute threads (`all`: the threads of the Ready and Empty barriers).
 template <int NW>
-__device__ void LoaderWarp(const fast::Params& P, const fast::PipelineBuffers& PB, int sweep_base, int lane, int all) {
+__device__ void LoaderWarps(const fast::Params& P, const fast::PipelineBuffers& PB, int sweep_base, int lane,
+                            int loaders, int all) {
   AsyncCopy copy;
   const int visits = fast::VisitsOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
   for (int n = 0; n < visits; ++n) {
@@ -763,9 +767,9 @@ __device__ void LoaderWarp(const fast::Params& P, const fast::PipelineBuffers& P
     const fast::Buffers B = PB.View(n);
     const int set = n % PB.sets;
     if (n >= PB.sets) BarSync(kBarEmpty + set, all);
-    fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), lane, 32, copy);
+    fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), lane, loaders, copy);
     __pipeline_commit();
-    if (lane == 0) {
+    if (lane % 32 == 0) {  // each warp waits for itself
       if (v.sweep == 0 && t.has_up) WaitGlobal(&P.tile_done[(v.ty - 1) * P.tiles_x + v.tx], sweep_base + 1, P.error);
       if (v.sweep == 1 && t.has_down) WaitGlobal(&P.tile_done[(v.ty + 1) * P.tiles_x + v.tx], sweep_base + 2, P.error);
       // The message entering from the left in the reverse sweep was written by this block's raster visit
@@ -775,7 +779,7 @@ __device__ void LoaderWarp(const fast::Params& P, const fast::PipelineBuffers& P
     }
     __syncwarp();
     const int skip = v.carried ? (v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight) : -1;
-    fast::FillStage<NW>(P, t, B.Stage(0), skip, lane, 32);
+    fast::FillStage<NW>(P, t, B.Stage(0), skip, lane, loaders);
     __pipeline_wait_prior(0);
     __threadfence_block();
     BarArrive(kBarReady + set, all);
@@ -809,7 +813,7 @@ __device__ void SplitCrews(const fast::Params& P, const fast::PipelineBuffers& P
       const fast::Buffers B = PB.View(m);
       const int set = m % PB.sets;
       if (!vertical) {
-        BarSync(kBarReady + set, compute + 32);
+        BarSync(kBarReady + set, compute + kSplitLoaders);
         // The chains of one row read and write only their own words (the carried edge included), so the
         // crew needs no barrier of its own between visits.
         fast::ChainPhase<NW, F, kLanes>(P, t, B, 0, false, true, true, v.carry_next ? B.Stage(1) : nullptr,
@@ -822,7 +826,7 @@ __device__ void SplitCrews(const fast::Params& P, const fast::PipelineBuffers& P
           fast::LabelPhase<NW>(P, t, B, 0, tid, compute);
           ComputeBarrier(compute);  // the next visit's vertical chains overwrite what the labels read
         }
-        if (m + PB.sets < visits) BarArrive(kBarEmpty + set, compute + 32);
+        if (m + PB.sets < visits) BarArrive(kBarEmpty + set, compute + kSplitLoaders);
       }
     }
     if (n < visits) BarSync(kBarCrews, 2 * compute);
@@ -841,7 +845,7 @@ __global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1)
   if (mode == kSplit) {
     const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes, 3, 2);
     if (tid >= 2 * compute)
-      LoaderWarp<NW>(P, PB, arg0, tid - 2 * compute, compute + 32);
+      LoaderWarps<NW>(P, PB, arg0, tid - 2 * compute, kSplitLoaders, compute + kSplitLoaders);
     else
       SplitCrews<NW, F>(P, PB, arg0, compute);
     return;
@@ -850,7 +854,7 @@ __global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1)
     const int sweep_base = arg0, all = compute + 32;
     const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes, 2, 1);
     if (tid >= compute) {
-      LoaderWarp<NW>(P, PB, sweep_base, tid - compute, all);
+      LoaderWarps<NW>(P, PB, sweep_base, tid - compute, 32, all);
       return;
     }
     const int visits = fast::VisitsOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
@@ -1477,9 +1481,9 @@ struct CudaRunner::Impl {
       const int lanes = FastLanes();
       const std::size_t split_bytes = fast::SharedWords(tile, fast_support.words, lanes, 3, 2) * sizeof(fast::Word);
       const bool split_fits = split_bytes <= CudaMaxSharedBytesPerBlock() &&
-                              2 * threads + 32 <= fastk::MaxThreads(fast_support.words, lanes);
-      // Measured fastest (docs/bp.md); the split launch measured no faster at the automatic tile.
-      if (launch == CudaLaunch::kAuto) launch = CudaLaunch::kPipeline;
+                              2 * threads + fastk::kSplitLoaders <= fastk::MaxThreads(fast_support.words, lanes);
+      if (launch == CudaLaunch::kAuto)  // measured fastest (docs/bp.md)
+        launch = config.inner_iterations == 1 && split_fits ? CudaLaunch::kSplit : CudaLaunch::kPipeline;
       if (launch == CudaLaunch::kSplit) {
         if (config.inner_iterations != 1)
           throw Error("cuda-bp: the split launch runs one inner iteration per visit, not " +
@@ -1491,7 +1495,7 @@ struct CudaRunner::Impl {
         shared_bytes = split_bytes;
       }
       MRF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
-      const int block = launch == CudaLaunch::kSplit      ? 2 * threads + 32
+      const int block = launch == CudaLaunch::kSplit      ? 2 * threads + fastk::kSplitLoaders
                         : launch == CudaLaunch::kPipeline ? threads + 32
                                                           : threads;
       MRF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fast_kernel, block, shared_bytes));
@@ -1557,7 +1561,7 @@ struct CudaRunner::Impl {
     if (inject_launch_pending) InjectLaunchFault();
     if (use_fast && (launch == CudaLaunch::kPipeline || launch == CudaLaunch::kSplit)) {
       if (launch == CudaLaunch::kSplit)
-        LaunchFastCooperative(fastk::kSplit, pipeline_blocks, 2 * threads + 32, sweep_base);
+        LaunchFastCooperative(fastk::kSplit, pipeline_blocks, 2 * threads + fastk::kSplitLoaders, sweep_base);
       else
         LaunchFastCooperative(fastk::kPipeline, pipeline_blocks, threads + 32, sweep_base);
       sweep_base += 2;

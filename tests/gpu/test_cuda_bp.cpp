@@ -314,7 +314,7 @@ TEST(CudaBp, FastPipelineWithBlocksTakingSeveralRowsEqualsCpu) {
     ExpectFastSameAsCpu(tall, Tiled(2, 2, 1), launch, std::string("150 tile rows, ") + bp::ToString(launch));
 }
 
-// The split launch runs one inner iteration (asked for by name: the automatic launch is the pipeline);
+// The split launch runs one inner iteration: the automatic launch takes it then, the pipeline otherwise;
 // asking for it with more inner iterations, or for the general kernel, is refused in one line.
 TEST(CudaBp, SplitLaunchOnlyWithOneInnerIteration) {
   MRF_SKIP_WITHOUT_CUDA();
@@ -325,8 +325,8 @@ TEST(CudaBp, SplitLaunchOnlyWithOneInnerIteration) {
     tuning.launch = launch;
     return bp::CudaRunner(p, c, tuning).Describe();
   };
-  EXPECT_NE(describe(Tiled(1, 0, 1), bp::CudaLaunch::kSplit).find("split launch"), std::string::npos);
-  EXPECT_NE(describe(Tiled(1, 0, 1), bp::CudaLaunch::kAuto).find("pipeline launch"), std::string::npos);
+  EXPECT_NE(describe(Tiled(1, 0, 1), bp::CudaLaunch::kAuto).find("split launch"), std::string::npos);
+  EXPECT_NE(describe(Tiled(1, 0, 2), bp::CudaLaunch::kAuto).find("pipeline launch"), std::string::npos);
   try {
     describe(Tiled(1, 0, 2), bp::CudaLaunch::kSplit);
     ADD_FAILURE() << "the split launch ran two inner iterations";
