@@ -490,6 +490,26 @@ MRF_HD Visit VisitOfBlock(int b, int nb, int tiles_x, int tiles_y, int n) {
   return v;
 }
 
+/// A tile a pipeline loader waits for before it reads a visit's entering border messages: its index
+/// (ty tiles_x + tx) and how many sweeps of this outer iteration it must have finished (1: the raster
+/// sweep, 2: both).
+struct LoaderWait {
+  int tile = -1;
+  int sweeps = 0;
+};
+
+/// The waits of visit v of tile t (returns how many, at most two): the tile above (raster sweep) or
+/// below (reverse sweep), whose border messages come from another block or an earlier visit; with
+/// `sets` > 2 (the split launch, whose loader may run two visits ahead of the horizontal chains) also, in
+/// the reverse sweep, the raster visit of the tile on the left, whose message this block wrote.
+MRF_HD int LoaderWaits(const Params& P, const Visit& v, const Tile& t, int sets, LoaderWait (&waits)[2]) {
+  int n = 0;
+  if (v.sweep == 0 && t.has_up) waits[n++] = {(v.ty - 1) * P.tiles_x + v.tx, 1};
+  if (v.sweep == 1 && t.has_down) waits[n++] = {(v.ty + 1) * P.tiles_x + v.tx, 2};
+  if (v.sweep == 1 && t.has_left && sets > 2) waits[n++] = {v.ty * P.tiles_x + v.tx - 1, 1};
+  return n;
+}
+
 // ---- Phases of a visit (thread tid of n) ----------------------------------------------------------
 
 /// Loads words [first, first + HW) of a pixel's NW words from a shared tile array into v, in accesses of

@@ -639,7 +639,7 @@ __global__ void __launch_bounds__(kMaxTileThreads, 1) TileCooperativeKernel(Tile
 // A block visits tiles with 2 T compute threads, one chain each (right then left chains of the tile rows,
 // down then up chains of the columns), labels packed in 16-bit pairs in registers. The phases of a visit
 // are in bp_fast_tile.h; this part adds what only the GPU has: asynchronous copies, the block barrier of
-// the compute threads, and the three ways of stepping between tiles:
+// the compute threads, and the four ways of stepping between tiles:
 // - diagonal (and graph): one launch per tile diagonal, a block per tile;
 // - cooperative: one launch per outer iteration, blocks loop over the tiles of a diagonal, a grid barrier
 //   between diagonals;
@@ -675,9 +675,13 @@ __host__ __device__ constexpr int MaxSide(int words, int lanes) {
 // Loader threads of a split block: a visit's loads must keep pace with one phase of chain steps, not two.
 constexpr int kSplitLoaders = 128;
 
-// The most threads a fast block has: two crews of chains of the largest tile and the loaders (split).
-// Each kernel's launch bounds, so that the compiler's register budget fits the kernel's largest block.
+// The most threads a fast block has: the chains of the largest tile and a loader warp; split: two crews
+// and the loaders. The kernels' launch bounds, so that the compiler's register budget fits the largest
+// block (the split kernel is a kernel of its own, so that its larger block leaves the others' budget).
 __host__ __device__ constexpr int MaxThreads(int words, int lanes) {
+  return ComputeThreads(MaxSide(words, lanes), lanes) + 32;
+}
+__host__ __device__ constexpr int MaxSplitThreads(int words, int lanes) {
   return 2 * ComputeThreads(MaxSide(words, lanes), lanes) + kSplitLoaders;
 }
 // A wait longer than this many cycles (about a second) means a bug: report it instead of hanging.
@@ -770,12 +774,9 @@ __device__ void LoaderWarps(const fast::Params& P, const fast::PipelineBuffers& 
     fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), lane, loaders, copy);
     __pipeline_commit();
     if (lane % 32 == 0) {  // each warp waits for itself
-      if (v.sweep == 0 && t.has_up) WaitGlobal(&P.tile_done[(v.ty - 1) * P.tiles_x + v.tx], sweep_base + 1, P.error);
-      if (v.sweep == 1 && t.has_down) WaitGlobal(&P.tile_done[(v.ty + 1) * P.tiles_x + v.tx], sweep_base + 2, P.error);
-      // The message entering from the left in the reverse sweep was written by this block's raster visit
-      // of the tile on the left, which a loader three sets deep (split) may overtake.
-      if (v.sweep == 1 && t.has_left && PB.sets > 2)
-        WaitGlobal(&P.tile_done[v.ty * P.tiles_x + v.tx - 1], sweep_base + 1, P.error);
+      fast::LoaderWait waits[2];
+      const int count = fast::LoaderWaits(P, v, t, PB.sets, waits);
+      for (int i = 0; i < count; ++i) WaitGlobal(&P.tile_done[waits[i].tile], sweep_base + waits[i].sweeps, P.error);
     }
     __syncwarp();
     const int skip = v.carried ? (v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight) : -1;
@@ -842,14 +843,6 @@ __global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1)
   const int compute = ComputeThreads(P.tile, kLanes);
   const int tid = threadIdx.x;
 
-  if (mode == kSplit) {
-    const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes, 3, 2);
-    if (tid >= 2 * compute)
-      LoaderWarps<NW>(P, PB, arg0, tid - 2 * compute, kSplitLoaders, compute + kSplitLoaders);
-    else
-      SplitCrews<NW, F>(P, PB, arg0, compute);
-    return;
-  }
   if (mode == kPipeline) {
     const int sweep_base = arg0, all = compute + 32;
     const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes, 2, 1);
@@ -897,24 +890,45 @@ __global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1)
   }
 }
 
+// The split launch (mode kSplit; arg0: the sweeps run before; arg1 unused).
+template <int NW, int F>
+__global__ void __launch_bounds__(MaxSplitThreads(NW, fast::ChainLanes(NW, F)), 1)
+    FastSplitKernel(fast::Params P, int mode, int arg0, int arg1) {
+  constexpr int kLanes = fast::ChainLanes(NW, F);
+  extern __shared__ int4 shared_words[];
+  const int compute = ComputeThreads(P.tile, kLanes);
+  const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes, 3, 2);
+  if (threadIdx.x >= 2 * compute)
+    LoaderWarps<NW>(P, PB, arg0, threadIdx.x - 2 * compute, kSplitLoaders, compute + kSplitLoaders);
+  else
+    SplitCrews<NW, F>(P, PB, arg0, compute);
+}
+
 using Kernel = void (*)(fast::Params, int, int, int);
 
+template <int NW, int F>
+Kernel PickKernel(bool split) {
+  return split ? FastSplitKernel<NW, F> : FastTileKernel<NW, F>;
+}
+
 template <int NW>
-Kernel PickForm(int form) {
+Kernel PickForm(int form, bool split) {
   switch (form) {
-    case fast::kFormClamp: return FastTileKernel<NW, fast::kFormClamp>;
-    case fast::kFormNeighbour: return FastTileKernel<NW, fast::kFormNeighbour>;
-    case fast::kFormLinearDT: return FastTileKernel<NW, fast::kFormLinearDT>;
-    default: return FastTileKernel<NW, fast::kFormQuadWindow>;
+    case fast::kFormClamp: return PickKernel<NW, fast::kFormClamp>(split);
+    case fast::kFormNeighbour: return PickKernel<NW, fast::kFormNeighbour>(split);
+    case fast::kFormLinearDT: return PickKernel<NW, fast::kFormLinearDT>(split);
+    default: return PickKernel<NW, fast::kFormQuadWindow>(split);
   }
 }
 
-Kernel Pick(int words, int form) {
+// The fast kernel for `words` words per pixel and a form: the split launch's own kernel, or the one of
+// every other launch.
+Kernel Pick(int words, int form, bool split) {
   switch (words) {
-    case 2: return PickForm<2>(form);
-    case 4: return PickForm<4>(form);
-    case 8: return PickForm<8>(form);
-    default: return PickForm<16>(form);
+    case 2: return PickForm<2>(form, split);
+    case 4: return PickForm<4>(form, split);
+    case 8: return PickForm<8>(form, split);
+    default: return PickForm<16>(form, split);
   }
 }
 
@@ -1420,7 +1434,7 @@ struct CudaRunner::Impl {
     fast_unary.Upload(packed, stream);
     tile_done.Allocate(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y, "the tile counters");
     fast_error.Allocate(1, "the flags");
-    fast_kernel = fastk::Pick(words, fast_support.form);
+    fast_kernel = fastk::Pick(words, fast_support.form, false);
     MRF_CUDA_CHECK(cudaStreamSynchronize(stream));  // `packed` is freed on return
   }
 
@@ -1476,12 +1490,14 @@ struct CudaRunner::Impl {
     MRF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     const int widest = std::min(grid.tiles_x, grid.tiles_y);
     launch = tuning.launch;
+    // Each kernel may take as much shared memory as a block can have: the attribute belongs to the kernel,
+    // not to this runner, so a smaller value would fail the launches of other runners of the same kernel.
+    const int max_shared = static_cast<int>(CudaMaxSharedBytesPerBlock());
     if (use_fast) {
-      const void* kernel = reinterpret_cast<const void*>(fast_kernel);
       const int lanes = FastLanes();
       const std::size_t split_bytes = fast::SharedWords(tile, fast_support.words, lanes, 3, 2) * sizeof(fast::Word);
       const bool split_fits = split_bytes <= CudaMaxSharedBytesPerBlock() &&
-                              2 * threads + fastk::kSplitLoaders <= fastk::MaxThreads(fast_support.words, lanes);
+                              2 * threads + fastk::kSplitLoaders <= fastk::MaxSplitThreads(fast_support.words, lanes);
       if (launch == CudaLaunch::kAuto)  // measured fastest (docs/bp.md)
         launch = config.inner_iterations == 1 && split_fits ? CudaLaunch::kSplit : CudaLaunch::kPipeline;
       if (launch == CudaLaunch::kSplit) {
@@ -1493,8 +1509,10 @@ struct CudaRunner::Impl {
                       " bytes of shared memory for a tile of side " + std::to_string(tile) + ", more than a block has " +
                       "(use pipeline or a smaller tile)");
         shared_bytes = split_bytes;
+        fast_kernel = fastk::Pick(fast_support.words, fast_support.form, true);
       }
-      MRF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+      MRF_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fast_kernel),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared));
       const int block = launch == CudaLaunch::kSplit      ? 2 * threads + fastk::kSplitLoaders
                         : launch == CudaLaunch::kPipeline ? threads + 32
                                                           : threads;
@@ -1504,16 +1522,17 @@ struct CudaRunner::Impl {
       if (tuning.pipeline_blocks > 0) pipeline_blocks = std::min(pipeline_blocks, tuning.pipeline_blocks);
     } else {
       MRF_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(diagonal_kernel),
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared));
       MRF_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(cooperative_kernel),
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared));
       MRF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cooperative_kernel, threads, shared_bytes));
       cooperative_blocks = std::min(widest, per_sm * sms);
       if (launch == CudaLaunch::kAuto) launch = CudaLaunch::kGraph;  // measured fastest (docs/bp.md)
       if (launch == CudaLaunch::kPipeline || launch == CudaLaunch::kSplit)
-        throw Error(std::string("cuda-bp: the ") + ToString(launch) +
-                    " launch needs the fast kernel, which cannot run this problem (" + fast_why +
-                    "); use diagonal, graph or cooperative");
+        throw Error(std::string("cuda-bp: the ") + ToString(launch) + " launch needs the fast kernel, " +
+                    (fast_why.empty() ? std::string("and the general kernel was asked for")
+                                      : "which cannot run this problem (" + fast_why + ")") +
+                    "; use diagonal, graph or cooperative");
     }
     const bool pipelined = launch == CudaLaunch::kPipeline || launch == CudaLaunch::kSplit;
     if ((launch == CudaLaunch::kCooperative && (!cooperative || cooperative_blocks < 1)) ||

@@ -239,9 +239,10 @@ struct Emulated {
 };
 
 // Runs config.iterations outer iterations of the tiled schedule with the fast visit, `blocks` pipeline
-// blocks interleaved in the serial tile order, each block with its own shared arrays. `split` (one inner
-// iteration): the split launch's buffers and order, a block's vertical chains one visit behind its
-// horizontal ones (visit n's horizontal chains run before visit n - 1's vertical chains and labels).
+// blocks interleaved in the serial tile order, each block with its own shared arrays and its loader
+// running ahead as far as the GPU's may. `split` (one inner iteration): the split launch's buffers and
+// order, a block's vertical chains one visit behind its horizontal ones (visit n's horizontal chains run
+// before visit n - 1's vertical chains and labels).
 Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, bool split = false) {
   const int L = p.num_labels;
   Cost min_scale = 0;
@@ -293,11 +294,37 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
     int visit = 0;
   };
   std::vector<Pending> pending(blocks);  // split: a block's visit whose vertical chains have not run
+  // The loaders run as early as the GPU's may: visit n once the vertical chains of visit n - sets are
+  // done and the tiles of fast::LoaderWaits() have finished their sweeps (host copies of the counters).
+  std::vector<int> loaded(blocks), vertical_done(blocks), tile_done(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y);
 
   WithWords(NWr, [&](auto nw) {
     constexpr int NW = decltype(nw)::value;
     WithForm(s.form, [&](auto form) {
       constexpr int F = decltype(form)::value;
+      auto try_load = [&](int b) {
+        const int visits = fast::VisitsOfBlock(b, blocks, grid.tiles_x, grid.tiles_y);
+        for (; loaded[b] < visits; ++loaded[b]) {
+          const int n = loaded[b];
+          if (n >= sets && vertical_done[b] <= n - sets) return;  // its buffer set is still in use
+          const fast::Visit v = fast::VisitOfBlock(b, blocks, grid.tiles_x, grid.tiles_y, n);
+          const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
+          fast::LoaderWait waits[2];
+          const int count = fast::LoaderWaits(P, v, t, sets, waits);
+          for (int i = 0; i < count; ++i)
+            if (tile_done[waits[i].tile] < waits[i].sweeps) return;
+          const fast::Buffers B = buffers[b].View(n);
+          fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), 0, 1, copy);
+          const int carried_edge = v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight;
+          fast::FillStage<NW>(P, t, B.Stage(0), v.carried ? carried_edge : -1, 0, 1);
+        }
+      };
+      // A visit's vertical chains are done: publish the tile, and let every loader go as far as it can.
+      auto vertical_finished = [&](int b, const fast::Visit& v) {
+        tile_done[static_cast<std::size_t>(v.ty) * grid.tiles_x + v.tx] = v.sweep + 1;
+        ++vertical_done[b];
+        for (int other = 0; other < blocks; ++other) try_load(other);
+      };
       // A split block's vertical chains and labels of its pending visit.
       auto finish = [&](int block) {
         Pending& q = pending[block];
@@ -307,10 +334,15 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
         const fast::Tile t = fast::MakeTile(P, q.v.tx, q.v.ty);
         for (int tid = 0; tid < threads; ++tid) fast::ChainPhase<NW, F, 1>(P, t, B, 0, true, true, true, nullptr, -1, tid);
         if (q.v.sweep == 1) fast::LabelPhase<NW>(P, t, B, 0, 0, 1);
+        vertical_finished(block, q.v);
       };
       for (int it = 1; it <= c.iterations; ++it) {
         changed = 0;
         std::vector<int> counter(blocks, 0);  // visits made in this outer iteration
+        std::fill(loaded.begin(), loaded.end(), 0);  // a new launch
+        std::fill(vertical_done.begin(), vertical_done.end(), 0);
+        std::fill(tile_done.begin(), tile_done.end(), 0);
+        for (int b = 0; b < blocks; ++b) try_load(b);
         for (int sweep = 0; sweep < 2; ++sweep)
           for (int k = 0; k < grid.tiles_x * grid.tiles_y; ++k) {
             const int ty = sweep == 0 ? k / grid.tiles_x : grid.tiles_y - 1 - k / grid.tiles_x;
@@ -321,15 +353,13 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
             ASSERT_EQ(v.ty, ty);
             ASSERT_EQ(v.sweep, sweep);
             // The tile this visit waits for (above, or below in the reverse sweep) is done: other blocks
-            // finish their pending visits first.
+            // finish their pending visits first. Its loader has run by then.
             for (int other = 0; other < blocks; ++other)
               if (other != b) finish(other);
+            ASSERT_GT(loaded[b], visit) << "the loader of block " << b << " could not load visit " << visit;
             const fast::Buffers B = buffers[b].View(visit);
             const fast::Tile t = fast::MakeTile(P, tx, ty);
-            // What the loader warp does, then the compute threads' phases.
-            fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), 0, 1, copy);
             const int carried_edge = sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight;
-            fast::FillStage<NW>(P, t, B.Stage(0), v.carried ? carried_edge : -1, 0, 1);
             for (int inner = 0; inner < P.inner; ++inner) {
               const bool first = inner == 0, last = inner + 1 == P.inner;
               for (int tid = 0; tid < threads; ++tid)
@@ -342,8 +372,9 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
             if (split) {
               finish(b);  // the previous visit's vertical chains, after this visit's horizontal ones
               pending[b] = Pending{true, v, visit};
-            } else if (sweep == 1) {
-              fast::LabelPhase<NW>(P, t, B, 0, 0, 1);
+            } else {
+              if (sweep == 1) fast::LabelPhase<NW>(P, t, B, 0, 0, 1);
+              vertical_finished(b, v);
             }
           }
         for (int block = 0; block < blocks; ++block) finish(block);

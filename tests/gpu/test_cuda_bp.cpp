@@ -272,7 +272,9 @@ TEST(CudaBp, FastKernelEqualsCpuInEveryLaunchMode) {
   std::mt19937_64 rng(11);
   struct Case { int w, h; Label L; int tile, inner, outer; };
   for (const Case& c : {Case{23, 17, 16, 6, 1, 2}, Case{29, 13, 3, 7, 2, 2}, Case{19, 21, 32, 5, 2, 2},
-                        Case{9, 7, 2, 1, 1, 3}, Case{30, 1, 5, 4, 2, 2}, Case{1, 30, 9, 4, 3, 2}})
+                        Case{9, 7, 2, 1, 1, 3}, Case{30, 1, 5, 4, 2, 2}, Case{1, 30, 9, 4, 3, 2},
+                        // one inner iteration (the split launch) on 32 labels, one tile row, one tile column
+                        Case{19, 21, 32, 5, 1, 2}, Case{30, 1, 5, 4, 1, 2}, Case{1, 30, 9, 4, 1, 2}})
     for (const Pairwise& pw : FastFamilies())
       for (bp::CudaLaunch launch : {bp::CudaLaunch::kPerDiagonal, bp::CudaLaunch::kGraph, bp::CudaLaunch::kCooperative,
                                     bp::CudaLaunch::kPipeline, bp::CudaLaunch::kSplit}) {
@@ -332,6 +334,14 @@ TEST(CudaBp, SplitLaunchOnlyWithOneInnerIteration) {
     ADD_FAILURE() << "the split launch ran two inner iterations";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("one inner iteration"), std::string::npos) << e.what();
+  }
+  // A tile whose split buffers do not fit: the automatic launch takes the pipeline, the split is refused.
+  EXPECT_NE(describe(Tiled(1, 32, 1), bp::CudaLaunch::kAuto).find("pipeline launch"), std::string::npos);
+  try {
+    describe(Tiled(1, 32, 1), bp::CudaLaunch::kSplit);
+    ADD_FAILURE() << "the split launch took a tile of side 32";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes of shared memory"), std::string::npos) << e.what();
   }
   const Model general = RandomGrid(rng, 20, 20, 40, {PairwiseKind::kPotts, 1, kMaxCost, {}});  // too many labels
   try {
