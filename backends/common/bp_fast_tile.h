@@ -397,24 +397,31 @@ struct PipelineBuffers {
   }
 };
 
+/// Words of one shared tile array (unary costs or messages), one scale array and one staging buffer.
+MRF_HD constexpr std::size_t ArrayWords(int tile, int words, int lanes) {
+  return RoundUp4(static_cast<std::size_t>(tile) * RowStride(tile, words, lanes));
+}
+MRF_HD constexpr std::size_t ScaleWords(int tile) {
+  return RoundUp4(static_cast<std::size_t>(tile) * (static_cast<std::size_t>(tile) + 1));
+}
+MRF_HD constexpr std::size_t StageWords(int tile, int words) {
+  return RoundUp4(4 * static_cast<std::size_t>(tile) * words);
+}
+
 /// 32-bit words of shared memory one block needs (chains on `lanes` threads: ChainLanes()), with `sets`
 /// sets of the loader's inputs and `hsets` of the horizontal messages (PipelineBuffers).
 MRF_HD constexpr std::size_t SharedWords(int tile, int words, int lanes, int sets = 2, int hsets = 1) {
-  const std::size_t T = static_cast<std::size_t>(tile);
-  const std::size_t array = RoundUp4(T * RowStride(tile, words, lanes));
-  const std::size_t scales = RoundUp4(T * (T + 1));
-  const std::size_t stage = RoundUp4(4 * T * words);
-  return (sets + 2 * hsets + 2) * array + 2 * sets * scales + sets * stage;
+  return (sets + 2 * hsets + 2) * ArrayWords(tile, words, lanes) + 2 * sets * ScaleWords(tile) +
+         sets * StageWords(tile, words);
 }
 
 /// Cuts `base` (SharedWords() words with the same sets, 16-byte aligned) into a block's arrays.
 MRF_HD PipelineBuffers CarvePipeline(Word* base, int tile, int words, int lanes, int sets, int hsets) {
-  const std::size_t T = static_cast<std::size_t>(tile);
   PipelineBuffers b;
   b.sets = sets, b.hsets = hsets;
-  b.array = RoundUp4(T * RowStride(tile, words, lanes));
-  b.scales = RoundUp4(T * (T + 1));
-  b.stage_words = RoundUp4(4 * T * words);
+  b.array = ArrayWords(tile, words, lanes);
+  b.scales = ScaleWords(tile);
+  b.stage_words = StageWords(tile, words);
   Word* p = base;
   b.unary = p, p += sets * b.array;
   b.fl = p, p += hsets * b.array;

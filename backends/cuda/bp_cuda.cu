@@ -1484,6 +1484,15 @@ struct CudaRunner::Impl {
     }
   }
 
+  // The launches with a loader warp (or warps) and blocks that walk tile rows.
+  static bool Pipelined(CudaLaunch l) { return l == CudaLaunch::kPipeline || l == CudaLaunch::kSplit; }
+
+  // Threads of a fast-kernel block in launch `l`: the compute threads, the split's second crew, the loaders.
+  int FastBlockThreads(CudaLaunch l) const {
+    if (l == CudaLaunch::kSplit) return 2 * threads + fastk::kSplitLoaders;
+    return l == CudaLaunch::kPipeline ? threads + 32 : threads;
+  }
+
   void ChooseLaunch() {
     int cooperative = 0, sms = 0, per_sm = 0;
     MRF_CUDA_CHECK(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, 0));
@@ -1497,7 +1506,7 @@ struct CudaRunner::Impl {
       const int lanes = FastLanes();
       const std::size_t split_bytes = fast::SharedWords(tile, fast_support.words, lanes, 3, 2) * sizeof(fast::Word);
       const bool split_fits = split_bytes <= CudaMaxSharedBytesPerBlock() &&
-                              2 * threads + fastk::kSplitLoaders <= fastk::MaxSplitThreads(fast_support.words, lanes);
+                              FastBlockThreads(CudaLaunch::kSplit) <= fastk::MaxSplitThreads(fast_support.words, lanes);
       if (launch == CudaLaunch::kAuto)  // measured fastest (docs/bp.md)
         launch = config.inner_iterations == 1 && split_fits ? CudaLaunch::kSplit : CudaLaunch::kPipeline;
       if (launch == CudaLaunch::kSplit) {
@@ -1513,10 +1522,8 @@ struct CudaRunner::Impl {
       }
       MRF_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fast_kernel),
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared));
-      const int block = launch == CudaLaunch::kSplit      ? 2 * threads + fastk::kSplitLoaders
-                        : launch == CudaLaunch::kPipeline ? threads + 32
-                                                          : threads;
-      MRF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fast_kernel, block, shared_bytes));
+      MRF_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fast_kernel, FastBlockThreads(launch), shared_bytes));
       cooperative_blocks = std::min(widest, per_sm * sms);
       pipeline_blocks = std::min(grid.tiles_y, per_sm * sms);
       if (tuning.pipeline_blocks > 0) pipeline_blocks = std::min(pipeline_blocks, tuning.pipeline_blocks);
@@ -1528,15 +1535,14 @@ struct CudaRunner::Impl {
       MRF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cooperative_kernel, threads, shared_bytes));
       cooperative_blocks = std::min(widest, per_sm * sms);
       if (launch == CudaLaunch::kAuto) launch = CudaLaunch::kGraph;  // measured fastest (docs/bp.md)
-      if (launch == CudaLaunch::kPipeline || launch == CudaLaunch::kSplit)
+      if (Pipelined(launch))
         throw Error(std::string("cuda-bp: the ") + ToString(launch) + " launch needs the fast kernel, " +
                     (fast_why.empty() ? std::string("and the general kernel was asked for")
                                       : "which cannot run this problem (" + fast_why + ")") +
                     "; use diagonal, graph or cooperative");
     }
-    const bool pipelined = launch == CudaLaunch::kPipeline || launch == CudaLaunch::kSplit;
     if ((launch == CudaLaunch::kCooperative && (!cooperative || cooperative_blocks < 1)) ||
-        (pipelined && (!cooperative || pipeline_blocks < 1)))
+        (Pipelined(launch) && (!cooperative || pipeline_blocks < 1)))
       throw Error(std::string("cuda-bp: this GPU cannot run the ") + ToString(launch) + " launch (use diagonal or graph)");
   }
 
@@ -1578,11 +1584,9 @@ struct CudaRunner::Impl {
 
   void EnqueueOuter() {
     if (inject_launch_pending) InjectLaunchFault();
-    if (use_fast && (launch == CudaLaunch::kPipeline || launch == CudaLaunch::kSplit)) {
-      if (launch == CudaLaunch::kSplit)
-        LaunchFastCooperative(fastk::kSplit, pipeline_blocks, 2 * threads + fastk::kSplitLoaders, sweep_base);
-      else
-        LaunchFastCooperative(fastk::kPipeline, pipeline_blocks, threads + 32, sweep_base);
+    if (use_fast && Pipelined(launch)) {
+      LaunchFastCooperative(launch == CudaLaunch::kSplit ? fastk::kSplit : fastk::kPipeline, pipeline_blocks,
+                            FastBlockThreads(launch), sweep_base);
       sweep_base += 2;
       return;
     }

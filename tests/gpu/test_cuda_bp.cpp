@@ -322,36 +322,29 @@ TEST(CudaBp, SplitLaunchOnlyWithOneInnerIteration) {
   MRF_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(16);
   const Problem p = bp::PrepareProblem(RandomGrid(rng, 40, 30, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}}));
-  auto describe = [&](const Config& c, bp::CudaLaunch launch) {
+  auto describe = [&](const Problem& problem, const Config& c, bp::CudaLaunch launch) {
     bp::CudaTuning tuning;
     tuning.launch = launch;
-    return bp::CudaRunner(p, c, tuning).Describe();
+    return bp::CudaRunner(problem, c, tuning).Describe();
   };
-  EXPECT_NE(describe(Tiled(1, 0, 1), bp::CudaLaunch::kAuto).find("split launch"), std::string::npos);
-  EXPECT_NE(describe(Tiled(1, 0, 2), bp::CudaLaunch::kAuto).find("pipeline launch"), std::string::npos);
-  try {
-    describe(Tiled(1, 0, 2), bp::CudaLaunch::kSplit);
-    ADD_FAILURE() << "the split launch ran two inner iterations";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("one inner iteration"), std::string::npos) << e.what();
-  }
+  // Asking for the split launch is refused with a message that contains `expected`.
+  auto expect_refused = [&](const Problem& problem, const Config& c, const std::string& expected) {
+    try {
+      describe(problem, c, bp::CudaLaunch::kSplit);
+      ADD_FAILURE() << "the split launch ran where it should be refused (" << expected << ")";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  EXPECT_NE(describe(p, Tiled(1, 0, 1), bp::CudaLaunch::kAuto).find("split launch"), std::string::npos);
+  EXPECT_NE(describe(p, Tiled(1, 0, 2), bp::CudaLaunch::kAuto).find("pipeline launch"), std::string::npos);
+  expect_refused(p, Tiled(1, 0, 2), "one inner iteration");
   // A tile whose split buffers do not fit: the automatic launch takes the pipeline, the split is refused.
-  EXPECT_NE(describe(Tiled(1, 32, 1), bp::CudaLaunch::kAuto).find("pipeline launch"), std::string::npos);
-  try {
-    describe(Tiled(1, 32, 1), bp::CudaLaunch::kSplit);
-    ADD_FAILURE() << "the split launch took a tile of side 32";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("bytes of shared memory"), std::string::npos) << e.what();
-  }
-  const Model general = RandomGrid(rng, 20, 20, 40, {PairwiseKind::kPotts, 1, kMaxCost, {}});  // too many labels
-  try {
-    bp::CudaTuning tuning;
-    tuning.launch = bp::CudaLaunch::kSplit;
-    bp::CudaRunner(bp::PrepareProblem(general), Tiled(1, 0, 1), tuning);
-    ADD_FAILURE() << "the split launch ran the general kernel";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("needs the fast kernel"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(describe(p, Tiled(1, 32, 1), bp::CudaLaunch::kAuto).find("pipeline launch"), std::string::npos);
+  expect_refused(p, Tiled(1, 32, 1), "bytes of shared memory");
+  // Too many labels for the fast kernel.
+  const Problem general = bp::PrepareProblem(RandomGrid(rng, 20, 20, 40, {PairwiseKind::kPotts, 1, kMaxCost, {}}));
+  expect_refused(general, Tiled(1, 0, 1), "needs the fast kernel");
 }
 
 TEST(CudaBp, FastKernelWithCoarseToFineAndTheAutomaticTileEqualsCpu) {
