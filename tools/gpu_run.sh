@@ -5,7 +5,7 @@
 # Usage: gpu_run.sh [parts...]   (default: tests memcheck racecheck)
 #   tests      every GPU test program (cuda-pr, cuda-bp, cuda-expansion, cuda-swap)
 #   memcheck   compute-sanitizer memcheck on each program's *Small* tests (fault injection excluded)
-#   racecheck  racecheck (and synccheck for cuda-bp) on the tests written for it
+#   racecheck  racecheck (and synccheck for cuda-bp) on the tests written for it, and on tools/racecheck_probe.cu
 #   pr         --suite pushrelabel at $SIZES (cuda-pr against cpu-bk, re-solves), extra rows from $PR_TUNINGS
 #   binary     --suite binary: cpu-bk, cuda-pr and Kolmogorov's BK when installed
 #   tbb        tbb-pr against cpu-bk on this machine's cores
@@ -59,6 +59,13 @@ for part in ${*:-tests memcheck racecheck}; do
         --gtest_filter='*SmallSanitizer*' --gtest_brief=1
       step synccheck-cuda-bp 60 "$SANITIZER_SEEN" compute-sanitizer --tool synccheck ./bin/test_cuda_bp \
         --gtest_filter='*SmallSanitizer*' --gtest_brief=1
+      # racecheck on a race-free kernel with the split launch's barriers (tools/racecheck_probe.cu): hazards
+      # reported here are racecheck's, not the code's; without the loaders' barriers it reports none.
+      if [ -x bin/racecheck_probe ]; then
+        step racecheck-probe 60 "values read wrong" bash -c 'for loaders in 0 1; do ./bin/racecheck_probe 60 16 $loaders;
+          for i in 1 2 3 4 5 6; do echo "racecheck, loaders $loaders, run $i: $(compute-sanitizer --tool racecheck \
+            ./bin/racecheck_probe 60 16 $loaders | grep -E "RACECHECK SUMMARY|values read wrong" | tr "\n" " ")"; done; done'
+      fi
       # A grid barrier cannot work when racecheck serialises blocks: one solve block, the cycle loop on the host.
       step racecheck-cuda-expansion 60 "$SANITIZER_SEEN" env MRF_CUDA_EXPANSION_TUNING=solve_blocks=1,device_loop=0 \
         compute-sanitizer --tool racecheck ./bin/test_cuda_expansion --gtest_filter='*SmallRace*' --gtest_brief=1 ;;

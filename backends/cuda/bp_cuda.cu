@@ -787,9 +787,11 @@ __device__ void LoaderWarps(const fast::Params& P, const fast::PipelineBuffers& 
   }
 }
 
-// Every border message of a visit is written (the caller's barrier): publish the tile's progress.
+// Every border message of a visit is written (the caller's barrier): publish the tile's progress. The
+// release store alone suffices: the barrier orders the other threads' border stores before this thread's
+// store, and PTX release is cumulative (causality order is transitive), so a block that acquires the
+// counter sees them. (A __threadfence() here relied on the same cumulativity, and cost a second fence.)
 __device__ __forceinline__ void PublishTile(const fast::Params& P, const fast::Visit& v, int sweep_base) {
-  __threadfence();
   StoreRelease(&P.tile_done[v.ty * P.tiles_x + v.tx], sweep_base + v.sweep + 1);
 }
 
