@@ -35,8 +35,9 @@ namespace mrf {
 /// Switches of cuda-expansion, in one printable place.
 struct CudaExpansionTuning {
   bool reuse_flow = true;  ///< Keep each label's residual graph between its moves (as memory allows).
-  /// A kept graph is re-solved if at most this fraction of the nodes changed label since it was
-  /// built; otherwise the move builds its graph afresh.
+  /// A kept graph is re-solved if the label changes since it was built number at most this fraction
+  /// of the nodes; otherwise the move builds its graph afresh. Changes are counted with repeats (a
+  /// node that changed twice counts twice), so values above 1 are meaningful (0..1000).
   double update_fraction = 0.5;
   /// Run each cycle as one CUDA graph with a conditional node looping over the moves; false: the
   /// host launches every move's kernels (the fallback, and a check). Either way the host waits once

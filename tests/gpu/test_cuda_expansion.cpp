@@ -115,7 +115,7 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   host.device_loop = false;
   few.solve_blocks = 3;  // several tiles per block and per round
   fresh.reuse_flow = false;
-  always.update_fraction = 1.0;
+  always.update_fraction = 1000;  // always re-solve from the kept graph (changes count with repeats)
   pushing.resolve_push_rounds = 2;           // pushes from the kept heights first
   pushing.push_relabel.incremental_relabel = 2;  // incremental relabels in fresh solves too
   pushing.push_relabel.local_iterations = 3;

@@ -38,7 +38,7 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   EXPECT_FALSE(t.push_relabel.wave_relabel);
   EXPECT_NE(t.Describe().find("every move solved afresh"), std::string::npos) << t.Describe();
   EXPECT_EQ(t.Describe().find("wave relabels"), std::string::npos) << t.Describe();
-  EXPECT_NE(ErrorOf([&] { t.Parse("update_fraction=2"); }).find("update_fraction must be in 0..1"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { t.Parse("update_fraction=1001"); }).find("update_fraction must be in 0..1000"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("memory_limit=lots"); }).find("not a byte count"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("reuse_flow=maybe"); }).find("is not 0 or 1"), std::string::npos);
   const std::string unknown = ErrorOf([&] { t.Parse("warp_speed=9"); });
