@@ -132,7 +132,7 @@ const SolverEntry& Registry::Choose(const std::string& name, Algorithm algorithm
       if (note) *note = skipped;
       return *e;
     }
-    if (skipped.empty()) skipped = e->name + " skipped: " + why;
+    skipped += (skipped.empty() ? "" : "; ") + e->name + " skipped: " + why;  // every reason: the last may be the one that matters
   }
   throw Error(std::string("no available ") + ToString(algorithm) + " solver on device " + ToString(device) +
               (skipped.empty() ? std::string() : " (" + skipped + ")"));

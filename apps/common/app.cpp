@@ -1,5 +1,6 @@
 #include "common/app.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,9 +33,36 @@ CLI::Validator FiniteNonNegative() {
       "NUMBER >= 0");
 }
 
+namespace {
+
+// CLI11 reads integers with strtoll(text, ..., 0), so "010" would be 8 and "0x10" 16, and a value beyond
+// the 64-bit range is clamped to it. An integer option takes a plain decimal number: checked here on the
+// text given, after the parse (a check added to the option would run after its Range check).
+void CheckDecimalIntegers(const CLI::App& cli) {
+  for (const CLI::Option* option : cli.get_options()) {
+    const std::string type = option->get_type_name();
+    const bool is_unsigned = type.rfind("UINT", 0) == 0;
+    if (!is_unsigned && type.rfind("INT", 0) != 0) continue;
+    for (const std::string& text : option->results()) {
+      const std::size_t digits = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+      bool decimal = text.size() > digits && (text[digits] != '0' || text.size() == digits + 1);
+      for (std::size_t i = digits; decimal && i < text.size(); ++i) decimal = text[i] >= '0' && text[i] <= '9';
+      if (!decimal)
+        throw CLI::ValidationError(option->get_name(), "must be a decimal integer without leading zeros (got '" + text + "')");
+      errno = 0;
+      if (is_unsigned) (void)std::strtoull(text.c_str(), nullptr, 10);
+      else (void)std::strtoll(text.c_str(), nullptr, 10);
+      if (errno == ERANGE) throw CLI::ValidationError(option->get_name(), "out of range (got '" + text + "')");
+    }
+  }
+}
+
+}  // namespace
+
 int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const std::function<int()>& body) {
   try {
     cli.parse(argc, argv);
+    CheckDecimalIntegers(cli);
   } catch (const CLI::CallForHelp& e) {
     return cli.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -1,4 +1,5 @@
 #include "mrf-bench/bench_common.h"
+#include "mrf/io/read_file.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -53,12 +54,7 @@ std::vector<const SolverEntry*> AvailableSolvers(const std::vector<std::string>&
   return solvers;
 }
 
-void WriteJsonFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) throw Error("cannot write --json file '" + path + "'");
-  out << text;
-  if (!out) throw Error("failed writing --json file '" + path + "'");
-}
+void WriteJsonFile(const std::string& path, const std::string& text) { mrf::WriteWholeFile(path, text, "--json file"); }
 
 void WriteJsonRows(const std::string& path, const std::vector<std::string>& objects) {
   std::string text = "[\n";

@@ -17,6 +17,7 @@
 #include "energies/stereo.h"
 #include "inference/cuda_expansion.h"
 #include "inference/cuda_swap.h"
+#include "mrf-bench/bench_common.h"
 #include "mrf-bench/suite.h"
 #include "mrf/device.h"
 #include "mrf/io/image.h"
@@ -384,7 +385,7 @@ int RunGpuExpansion(const BenchOptions& options) {
     if (problem.swap_reference > 0) SwapRows(problem, base, repeat, gpu, selected, &rows);
   }
   if (!options.json_path.empty()) {
-    std::ofstream out(options.json_path);
+    std::ostringstream out;
     out << "[\n";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
@@ -399,7 +400,7 @@ int RunGpuExpansion(const BenchOptions& options) {
           << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
     }
     out << "]\n";
-    if (!out) throw Error("failed writing --json file '" + options.json_path + "'");
+    WriteJsonFile(options.json_path, out.str());
   }
   return 0;
 }

@@ -48,7 +48,9 @@ int main(int argc, char** argv) {
   cli.add_option("--model", options.models, "models suite: a saved model file to replay (repeatable)");
   cli.add_option("--models", options.model_dirs, "models suite: replay every *.mrf file in this folder (repeatable)");
   cli.add_option("--solvers", options.solvers, "Comma-separated solver names (default: every available one)");
-  cli.add_option("--data-dir", options.data_dir, "Folder holding middlebury/ benchmark images")->capture_default_str();
+  cli.add_option("--data-dir", options.data_dir, "Folder holding middlebury/ benchmark images")
+      ->check(CLI::ExistingDirectory)
+      ->capture_default_str();
   cli.add_flag("--quick", options.quick, "Small problems and few repeats (a smoke test)");
   cli.add_option("--tuning", options.tunings,
                  "pushrelabel suite: also time cuda-pr with these tunings, e.g. --tuning local_iterations=4 "

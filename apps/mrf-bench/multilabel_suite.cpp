@@ -17,6 +17,7 @@
 #include "energies/stereo.h"
 #include "mrf-bench/bench_common.h"
 #include "mrf/io/image.h"
+#include "mrf/io/read_file.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 
@@ -239,9 +240,7 @@ void WritePlot(const std::string& path, const std::vector<Row>& rows) {
     }
   }
   svg << "</svg>\n";
-  std::ofstream out(path);
-  out << svg.str();
-  if (!out) throw Error("cannot write --plot file '" + path + "'");
+  mrf::WriteWholeFile(path, svg.str(), "--plot file");
 }
 
 void WriteJson(const std::string& path, const std::vector<Row>& rows) {

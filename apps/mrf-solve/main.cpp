@@ -6,6 +6,7 @@
 
 #include "common/app.h"
 #include "mrf/io/model_file.h"
+#include "mrf/io/read_file.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 
@@ -65,14 +66,14 @@ int main(int argc, char** argv) {
     };
     const mrf::Result result = mrf::Solve(model, options);
     if (result.ok && !labels_path.empty()) {
-      std::ofstream out(labels_path);
-      for (mrf::Label l : result.labels) out << l << '\n';
-      if (!out) throw mrf::Error("cannot write labels to '" + labels_path + "': " + std::strerror(errno ? errno : EIO));
+      std::string text;
+      for (mrf::Label l : result.labels) text += std::to_string(l) + '\n';
+      mrf::WriteWholeFile(labels_path, text, "labels to");
     }
     if (json) std::printf("%s\n", result.ToJson().c_str());
     else std::printf("%s", result.BriefReport().c_str());
     if (!result.ok) {
-      if (!json) std::fprintf(stderr, "mrf-solve: error: %s\n", result.message.c_str());
+      std::fprintf(stderr, "mrf-solve: error: %s\n", result.message.c_str());  // with --json too (docs/errors.md)
       return 1;
     }
     return 0;

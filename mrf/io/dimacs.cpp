@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include <unistd.h>
+
 namespace mrf {
 
 NodeId DimacsInfo::DimacsId(NodeId node) const {
@@ -400,6 +402,16 @@ class DimacsParser {
 
   void Build() {
     const NodeId inner = num_nodes_ - 2;
+    // A 40-byte file can announce two billion nodes. Refuse a graph that, with a solver's work arrays
+    // (about 64 bytes a node), could not fit in this machine's memory, instead of paging until killed.
+    const double need_gib = 64.0 * static_cast<double>(inner) / (1 << 30);
+    const double have_gib = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / (1 << 30);
+    if (have_gib > 0 && need_gib > have_gib) {
+      char message[160];
+      std::snprintf(message, sizeof message, "%d nodes need about %.1f GiB of memory, more than this machine's %.1f GiB",
+                    num_nodes_, need_gib, have_gib);
+      FailAt(problem_line_, message);
+    }
     if (grid_) {
       if (grid_->num_nodes() != inner) {
         const std::string origin = grid_imposed_ ? "the imposed " : "the mrf-grid comment's ";

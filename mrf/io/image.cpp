@@ -149,9 +149,15 @@ Image LoadImage(const std::string& path, int channels) {
 void SavePng(const std::string& path, const Image& image) {
   if (image.width <= 0 || image.height <= 0 || image.pixels.size() != image.size() * image.channels)
     throw Error("cannot write '" + path + "': image has an inconsistent shape");
-  if (!stbi_write_png(path.c_str(), image.width, image.height, image.channels, image.pixels.data(),
-                      image.width * image.channels))
-    throw Error("cannot write PNG '" + path + "': " + std::strerror(errno ? errno : EIO));
+  // Encoded in memory, then written with every step checked: stb's own file writer ignores write errors.
+  std::string bytes;
+  auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
+  };
+  if (!stbi_write_png_to_func(append, &bytes, image.width, image.height, image.channels, image.pixels.data(),
+                              image.width * image.channels))
+    throw Error("cannot write PNG '" + path + "': the encoder failed");
+  WriteWholeFile(path, bytes, "PNG");
 }
 
 Image ToGrey(const Image& image) {

@@ -1,6 +1,6 @@
 #pragma once
 /// @file read_file.h
-/// @brief Reading a whole file into memory with one-line errors (shared by the image and model readers).
+/// @brief Reading and writing a whole file with one-line errors (shared by the readers and the writers).
 
 #include <string>
 
@@ -8,7 +8,13 @@ namespace mrf {
 
 /// The bytes of the file at `path`. A missing file and a read error (a folder, an I/O error) throw
 /// mrf::Error naming `what`, the file and the system's reason, e.g.
-/// "cannot open image 'x': No such file or directory".
+/// "cannot open image 'x': No such file or directory". A path that is not a regular file (a pipe, a
+/// device) is read up to 1 GiB; longer is an error.
 std::string ReadWholeFile(const std::string& path, const char* what);
+
+/// Writes `bytes` to the file at `path` (created or truncated), checking every step up to closing the
+/// file, so a full disk or a device that refuses writes is an error, not a silently short file. Throws
+/// mrf::Error, e.g. "cannot write PNG 'x.png': No space left on device".
+void WriteWholeFile(const std::string& path, const std::string& bytes, const char* what);
 
 }  // namespace mrf

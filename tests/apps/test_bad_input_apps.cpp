@@ -225,6 +225,27 @@ std::vector<Case> Cases() {
        "cannot write labels to '$D/no/labels.txt': No such file or directory"},
       {"JSON output folder missing", "mrf-bench", "--suite binary --json $D/no/rows.json", 1,
        "--json: folder '$D/no' does not exist"},
+      // Writes are checked up to closing the file: a full device is an error, not a short file.
+      {"PNG output on a full device", "mrf-stereo", "--synthetic-size 16 --labels 4 -o /dev/full", 1,
+       "cannot write PNG '/dev/full': No space left on device"},
+      {"labels output on a full device", "mrf-solve", "$D/three.mrf --solver cpu-icm --labels /dev/full", 1,
+       "cannot write labels to '/dev/full': No space left on device"},
+      // A device that never ends is read up to a bound.
+      {"endless image input", "mrf-restore", "/dev/zero", 1,
+       "cannot read image '/dev/zero': not a regular file, and longer than 1 GiB"},
+      // Integers are decimal: CLI11 alone would read 010 as 8 and 0x10 as 16, and clamp past 64 bits.
+      {"octal-looking integer", "mrf-stereo", "--synthetic-size 16 --labels 4 --lambda 010", 2,
+       "--lambda: must be a decimal integer without leading zeros (got '010')"},
+      {"hexadecimal integer", "mrf-restore", "--synthetic-size 16 --levels 0x10", 2,
+       "--levels: must be a decimal integer without leading zeros (got '0x10')"},
+      {"integer beyond 64 bits", "mrf-segment", "--size 16 --seed 18446744073709551616", 2,
+       "--seed: out of range (got '18446744073709551616')"},
+      {"infinite ground-truth scale", "mrf-stereo", "--synthetic-size 16 --labels 4 --gt-scale inf", 2,
+       "--gt-scale: must be a finite number >= 0 (got 'inf')"},
+      {"data folder missing", "mrf-bench", "--suite expansion --quick --data-dir $D/no", 2,
+       "--data-dir: Directory does not exist: $D/no"},
+      {"failed solve with --json", "mrf-solve", "$D/three.mrf --solver cpu-bk --json", 1,
+       "backend 'cpu-bk' cannot solve this problem: max-flow solves two-label models only"},
   };
 }
 

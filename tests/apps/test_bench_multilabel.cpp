@@ -71,12 +71,22 @@ TEST(BenchMultilabel, QuickSuiteWritesRowsAndPlot) {
 }
 
 TEST(BenchMultilabel, MissingDataIsSkippedWithAReason) {
+  // A data folder without the images: each problem is skipped with the file it lacks.
+  const std::string empty = test::ScratchDir("bench_multilabel_empty");
   const test::CommandResult r =
-      test::RunCommand(test::AppPath("mrf-bench") + " --suite multilabel --quick --data-dir /nonexistent-folder");
+      test::RunCommand(test::AppPath("mrf-bench") + " --suite multilabel --quick --data-dir " + empty);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (r.out.find("multilabel skipped: no available") != std::string::npos) GTEST_SKIP() << "no multilabel solver";
-  EXPECT_NE(r.out.find("tsukuba skipped: /nonexistent-folder/middlebury/tsukuba-imL.png not found"), std::string::npos)
+  EXPECT_NE(r.out.find("tsukuba skipped: " + empty + "/middlebury/tsukuba-imL.png not found"), std::string::npos)
       << r.out;
+}
+
+TEST(BenchMultilabel, MissingDataFolderIsAOneLineError) {
+  // A folder named explicitly that does not exist is a mistake, not a run with nothing in it.
+  const test::CommandResult r =
+      test::RunCommand(test::AppPath("mrf-bench") + " --suite multilabel --quick --data-dir /nonexistent-folder");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "mrf-bench: error: --data-dir: Directory does not exist: /nonexistent-folder (see --help)\n");
 }
 
 TEST(BenchMultilabel, UnknownSolverIsAOneLineError) {

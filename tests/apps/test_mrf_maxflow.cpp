@@ -184,6 +184,8 @@ TEST_F(MrfMaxflow, BadFilesFailWithOneLine) {
       {"p max 4 2\nn 1 s\nn 4 t\na 1 2 9223372036854775807\na 1 2 9\n", "sum to more than 2^63-1"},
       {"p max 4 1\nn 1 s\nn 4 t\na 2 3 99999999999\n", "does not fit in 32 bits"},
       {"p max 4 2\nn 1 s\nn 4 t\na 1 2 3\n", "announces 2 arcs but the file has 1"},
+      // A problem line can announce more nodes than memory holds: refused before anything is allocated.
+      {"p max 2147483647 0\nn 1 s\nn 2 t\n", "bad.max:1: 2147483647 nodes need about 128.0 GiB of memory, more than"},
   };
   const std::string path = dir_ + "/bad.max";
   for (const auto& [text, needle] : cases) {

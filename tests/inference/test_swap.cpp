@@ -101,6 +101,24 @@ TEST(Swap, SameSeedSameRunAndOptionsAreHonoured) {
   EXPECT_NE(again.message.find("converged after 1 cycle:"), std::string::npos) << again.message;
 }
 
+// A cycle's bookkeeping holds a few words per label pair: 5794 labels (16,782,321 pairs, above 2^24) are
+// refused in one line before anything is allocated.
+TEST(Swap, RefusesLabelCountsWhosePairsWouldFillMemory) {
+  Pairwise v;
+  v.kind = PairwiseKind::kTruncatedLinear;
+  v.truncation = 2;
+  Model m;
+  m.topology = Topology::Grid2D(2, 1, 4);
+  m.pairwise = v;
+  m.num_labels = 5794;
+  m.unary.assign(2 * 5794, 1);
+  const Result refused = Solve(m, OptionsFor("cpu-swap"));
+  EXPECT_FALSE(refused.ok);
+  EXPECT_NE(refused.message.find("swap with 5794 labels runs 16782321 moves a cycle, more than the 16777216 it takes"),
+            std::string::npos)
+      << refused.message;
+}
+
 TEST(Swap, RefusesNonSemimetricTablesUnlessTruncating) {
   std::mt19937_64 rng(115);
   Pairwise v;

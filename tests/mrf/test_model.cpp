@@ -84,6 +84,21 @@ TEST(Model, PairwiseDistances) {
   EXPECT_NE(why.find("triangle"), std::string::npos);
 }
 
+// The quadratic kind's O(L^2) metric check against every triple, as a table of the same distances.
+TEST(Model, QuadraticMetricCheckAgreesWithAllTriples) {
+  for (Label labels = 1; labels <= 9; ++labels)
+    for (Cost truncation = 0; truncation <= 40; ++truncation) {
+      const Pairwise quad{PairwiseKind::kTruncatedQuadratic, 1, truncation, {}};
+      Pairwise table{PairwiseKind::kTable, 1, 0, {}};
+      for (Label a = 0; a < labels; ++a)
+        for (Label b = 0; b < labels; ++b) table.table.push_back(quad.distance(a, b, labels));
+      std::string quad_why, table_why;
+      EXPECT_EQ(quad.IsMetric(labels, &quad_why), table.IsMetric(labels, &table_why))
+          << labels << " labels, truncation " << truncation;
+      EXPECT_EQ(quad_why, table_why) << labels << " labels, truncation " << truncation;
+    }
+}
+
 TEST(Model, ValidationNamesTheProblem) {
   Model m;
   m.topology = Topology::Grid2D(4, 4, 4);
