@@ -21,17 +21,27 @@ void Progress(const std::string& program, const std::string& message) {
   if (!g_quiet) std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
 }
 
-CLI::Validator FiniteNonNegative() {
+namespace {
+
+// A finite number >= 0, or > 0 when `positive`; the message names the bound.
+CLI::Validator FiniteNumber(bool positive) {
+  const std::string bound = positive ? "> 0" : ">= 0";
   return CLI::Validator(
-      [](const std::string& text) -> std::string {
+      [positive, bound](const std::string& text) -> std::string {
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0)
-          return "must be a finite number >= 0 (got '" + text + "')";
+        if (text.empty() || *end != '\0' || !std::isfinite(value) || value < 0 || (positive && value == 0))
+          return "must be a finite number " + bound + " (got '" + text + "')";
         return {};
       },
-      "NUMBER >= 0");
+      "NUMBER " + bound);
 }
+
+}  // namespace
+
+CLI::Validator FiniteNonNegative() { return FiniteNumber(false); }
+
+CLI::Validator FinitePositive() { return FiniteNumber(true); }
 
 namespace {
 

@@ -22,4 +22,8 @@ void SetQuiet(bool quiet);
 /// (seeds) it rejects the negative values that would otherwise wrap around.
 CLI::Validator FiniteNonNegative();
 
+/// Option check: a finite number > 0 ("--sigma: must be a finite number > 0 (got 0)"): CLI::PositiveNumber's
+/// message prints the largest double in full.
+CLI::Validator FinitePositive();
+
 }  // namespace mrf::app

@@ -21,6 +21,13 @@ void AddSolveOptions(CLI::App& cli, SolveCli* s) {
          "Force a solver by registry name (" + Registry::Global().NameList() + "), or auto; it fixes the algorithm")
       ->capture_default_str();
   cli.add_option("--maxflow-backend", s->maxflow_backend, "Max-flow engine inside expansion/swap moves, or auto")
+      ->check(CLI::Validator(
+          [](const std::string& name) -> std::string {
+            const SolverEntry* e = Registry::Global().Find(name);
+            if (name == "auto" || (e && e->algorithm == Algorithm::kMaxFlow)) return {};
+            return "unknown max-flow backend '" + name + "' (known: auto, " + Registry::Global().NameList(Algorithm::kMaxFlow) + ")";
+          },
+          ""))
       ->capture_default_str();
   cli.add_option("--iterations", s->iterations, "Iteration limit: cycles (expansion, swap) or sweeps (icm, bp)")
       ->check(CLI::Range(1, 1000000))

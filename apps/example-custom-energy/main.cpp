@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
   cli.add_option("--sigma", sigma, "Noise standard deviation of the data term")
-      ->check(CLI::PositiveNumber)
+      ->check(mrf::app::FinitePositive())
       ->capture_default_str();
   cli.add_option("--step-cost", step_cost, "Pairwise cost between neighbouring classes")
       ->check(mrf::app::FiniteNonNegative())

@@ -112,7 +112,11 @@ Image DecodeWithStb(const std::string& bytes, const std::string& name, const cha
   const int size = static_cast<int>(bytes.size());
   // stb_image's reasons are terse ("IDA", "outofdata"): say what they mean, keep them for reference.
   auto corrupt = [&] {
-    Fail(name, std::string("corrupt or truncated ") + format + " data (stb_image: " + stbi_failure_reason() + ")");
+    // stb's reason can quote bytes of the file (a PNG chunk's name): keep the message one printable line.
+    std::string reason = stbi_failure_reason();
+    for (char& c : reason)
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+    Fail(name, std::string("corrupt or truncated ") + format + " data (stb_image: " + reason + ")");
   };
   if (!stbi_info_from_memory(data, size, &w, &h, &n)) corrupt();
   CheckShape(name, w, h);

@@ -12,6 +12,7 @@
 
 #include "mrf/io/image.h"
 #include "mrf/io/model_file.h"
+#include "mrf/registry.h"
 #include "support/test_support.h"
 
 namespace mrf {
@@ -43,6 +44,9 @@ std::string MakeSamples() {
   WriteFile(d + "/short.pgm", "P5\n8 6\n255\n" + std::string(10, '\x40'));
   WriteFile(d + "/empty.png", "");
   WriteFile(d + "/text.png", "hello\n");
+  // A PNG whose second chunk is an unknown critical one named "A\nBC": stb quotes the name.
+  const std::string ihdr("\0\0\0\x0dIHDR\0\0\0\x10\0\0\0\x0c\x08\x02\0\0\0\0\0\0\0", 25);
+  WriteFile(d + "/chunk.png", "\x89PNG\r\n\x1a\n" + ihdr + std::string("\0\0\0\0A\nBC\0\0\0\0", 12));
   WriteFile(d + "/t3.txt", "0 1 1\n");
   WriteFile(d + "/tx.txt", "0 1 x 0\n");
   WriteFile(d + "/tneg.txt", "0 -1 1 0\n");
@@ -244,6 +248,8 @@ std::vector<Case> Cases() {
        "--gt-scale: must be a finite number >= 0 (got 'inf')"},
       {"data folder missing", "mrf-bench", "--suite expansion --quick --data-dir $D/no", 2,
        "--data-dir: Directory does not exist: $D/no"},
+      {"PNG chunk name with a line break", "mrf-restore", "$D/chunk.png", 1,
+       "cannot read image '$D/chunk.png': corrupt or truncated PNG data (stb_image: A?BC PNG chunk not known)"},
       {"failed solve with --json", "mrf-solve", "$D/three.mrf --solver cpu-bk --json", 1,
        "backend 'cpu-bk' cannot solve this problem: max-flow solves two-label models only"},
   };
@@ -268,6 +274,18 @@ TEST(BadInputApps, EveryCaseEndsWithItsOneLineError) {
     if (c.exit_code == 2) expected += " (see --help)";  // command-line errors point at --help
     EXPECT_EQ(line, expected);
     EXPECT_EQ(r.err.find(prefix), last.size() - line.size()) << "more than one error line:\n" << r.err;
+  }
+}
+
+// Not in the table above: the list of known engines depends on the build.
+TEST(BadInputApps, UnknownMaxflowBackendIsRefusedEvenWhereNoMoveUsesIt) {
+  const std::string known = "(known: auto, " + Registry::Global().NameList(Algorithm::kMaxFlow) + ")";
+  for (const char* args : {"--synthetic-size 16 --labels 4 --maxflow-backend nope",
+                           "--synthetic-size 16 --labels 4 --algorithm icm --maxflow-backend nope"}) {
+    const test::CommandResult r = test::RunCommand(test::AppPath("mrf-stereo") + " " + args + " -q");
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(r.err, "mrf-stereo: error: --maxflow-backend: unknown max-flow backend 'nope' " + known + " (see --help)\n")
+        << args;
   }
 }
 

@@ -48,6 +48,10 @@ TEST(ExampleCustomEnergy, BadOptionIsAOneLineError) {
   const test::CommandResult r = test::RunCommand(test::AppPath("example-custom-energy") + " --classes 1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("example-custom-energy: error:"), std::string::npos) << r.err;
+  // A short message for a non-positive number (CLI11's own printed the largest double in full).
+  const test::CommandResult zero = test::RunCommand(test::AppPath("example-custom-energy") + " --sigma 0");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_EQ(zero.err, "example-custom-energy: error: --sigma: must be a finite number > 0 (got '0') (see --help)\n");
 }
 
 }  // namespace
