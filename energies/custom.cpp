@@ -9,7 +9,7 @@ namespace {
 void CheckValue(double value, const std::string& what) {
   if (std::isnan(value)) throw Error(what + " is NaN");
   if (std::isinf(value)) throw Error(what + " is infinite");
-  if (value < 0) throw Error(what + " is negative (" + std::to_string(value) + ")");
+  if (value < 0) throw Error(what + " is negative (" + NumberText(value) + ")");
 }
 std::string DataName(NodeId node, Label label) {
   return "data cost of node " + std::to_string(node) + ", label " + std::to_string(label);

@@ -25,13 +25,15 @@ Cost Quantize(double value, double scale, Describe&& what) {
 
 void CheckContrast(const ContrastOptions& o) {
   if (!(o.lambda >= 0) || !std::isfinite(o.lambda))
-    throw Error("pairwise weight lambda must be >= 0 (got " + std::to_string(o.lambda) + ")");
+    throw Error("pairwise weight lambda must be >= 0 (got " + NumberText(o.lambda) + ")");
   if (!(o.sigma >= 0) || !std::isfinite(o.sigma))
-    throw Error("contrast sigma must be >= 0 (0 = estimate from the image; got " + std::to_string(o.sigma) + ")");
+    throw Error("contrast sigma must be >= 0 (0 = estimate from the image; got " + NumberText(o.sigma) + ")");
+  if (o.sigma > 0 && !(o.sigma * o.sigma > 0))  // a square that underflows makes every weight 0 / 0
+    throw Error("contrast sigma " + NumberText(o.sigma) + " is too small (its square is 0)");
   if (o.connectivity != 4 && o.connectivity != 8)
     throw Error("connectivity must be 4 or 8 (got " + std::to_string(o.connectivity) + ")");
   if (!(o.cost_scale > 0) || !std::isfinite(o.cost_scale))
-    throw Error("cost scale must be positive (got " + std::to_string(o.cost_scale) + ")");
+    throw Error("cost scale must be positive (got " + NumberText(o.cost_scale) + ")");
 }
 
 void CheckImage(const Image& image) {

@@ -1,5 +1,6 @@
 #include "mrf/model.h"
 
+#include <cstdio>
 #include <cmath>
 #include <sstream>
 
@@ -174,13 +175,19 @@ bool IsSubmodularBinary(const Model& model, std::string* why) {
   return ok;
 }
 
+std::string NumberText(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
 Cost QuantizeCost(double value, double scale, const std::string& what, bool allow_negative) {
   if (std::isnan(value)) throw Error(what + " is NaN");
   if (std::isinf(value)) throw Error(what + " is infinite");
-  if (!allow_negative && value < 0) throw Error(what + " is negative (" + std::to_string(value) + ")");
+  if (!allow_negative && value < 0) throw Error(what + " is negative (" + NumberText(value) + ")");
   const double scaled = std::round(value * scale);
   if (!(std::fabs(scaled) <= static_cast<double>(kMaxCost)))
-    throw Error(what + " = " + std::to_string(value) + " x scale " + std::to_string(scale) +
+    throw Error(what + " = " + NumberText(value) + " x scale " + NumberText(scale) +
                 " does not fit a 32-bit cost");
   return static_cast<Cost>(scaled);
 }

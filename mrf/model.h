@@ -111,4 +111,8 @@ bool IsSubmodularBinary(const Model& model, std::string* why = nullptr);
 /// `allow_negative` is false, or does not fit a 32-bit term after scaling.
 Cost QuantizeCost(double value, double scale, const std::string& what, bool allow_negative = false);
 
+/// A number as a short text for messages (six significant digits: "1e+300", where std::to_string
+/// writes 301 digits).
+std::string NumberText(double value);
+
 }  // namespace mrf

@@ -6,6 +6,7 @@
 
 #include "common/app.h"
 #include "mrf/io/model_file.h"
+#include "mrf/model.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 
@@ -172,10 +173,6 @@ void PrintReport(const std::string& energy_definition, const Result& result, con
   if (!verbose) std::printf("iterations: %lld\n", static_cast<long long>(result.iterations));
 }
 
-std::string FormatNumber(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
+std::string FormatNumber(double value) { return NumberText(value); }
 
 }  // namespace mrf::app

@@ -50,15 +50,15 @@ int main(int argc, char** argv) {
   mrf::app::AddSolveOptions(cli, &solve);
   cli.add_option("-o,--output", output_path, "Write the restored image as a PNG");
   cli.add_option("--save-model", model_path, "Save the model for mrf-solve / mrf-bench (mrf/io/model_file.h)");
-  cli.add_option("--synthetic-size", synthetic_width, "Generated picture: width (height = 3/4 of it)")
-      ->check(CLI::Range(16, 4096))
-      ->capture_default_str();
-  cli.add_option("--noise", noise, "Generated picture: Gaussian noise standard deviation")
-      ->check(mrf::app::FiniteNonNegative())
-      ->capture_default_str();
-  cli.add_option("--holes", holes, "Generated picture: number of missing rectangles")
-      ->check(CLI::Range(0, 1000))
-      ->capture_default_str();
+  CLI::Option* size_opt = cli.add_option("--synthetic-size", synthetic_width, "Generated picture: width (height = 3/4 of it)")
+                              ->check(CLI::Range(16, 4096))
+                              ->capture_default_str();
+  CLI::Option* noise_opt = cli.add_option("--noise", noise, "Generated picture: Gaussian noise standard deviation")
+                               ->check(mrf::app::FiniteNonNegative())
+                               ->capture_default_str();
+  CLI::Option* holes_opt = cli.add_option("--holes", holes, "Generated picture: number of missing rectangles")
+                               ->check(CLI::Range(0, 1000))
+                               ->capture_default_str();
   cli.add_flag("--json", json, "Print one JSON object (energy, backend, time_ms, rms_error...)");
   cli.add_flag("-v,--verbose", verbose, "Full report: timing split and the per-iteration log");
   cli.add_flag("-q,--quiet", quiet, "No progress messages on stderr");
@@ -74,6 +74,8 @@ int main(int argc, char** argv) {
 
     mrf::Image observed, mask, clean;
     std::string problem;
+    if (!image_path.empty() && size_opt->count() + noise_opt->count() + holes_opt->count() > 0)
+      throw mrf::Error("--synthetic-size, --noise and --holes apply to the generated picture only (no IMAGE)");
     if (image_path.empty()) {
       if (!mask_path.empty()) throw mrf::Error("--mask needs an IMAGE (the generated picture has its own holes)");
       const int height = synthetic_width * 3 / 4;

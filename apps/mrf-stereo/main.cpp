@@ -80,12 +80,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 255));
   cli.add_option("--colour", colour_path, "Also write a colour-mapped disparity PNG (blue far, red near)");
   cli.add_option("--save-model", model_path, "Save the model for mrf-solve / mrf-bench (mrf/io/model_file.h)");
-  cli.add_option("--synthetic-size", synthetic_width, "Synthetic pair: width (height = 3/4 of it)")
-      ->check(CLI::Range(16, 4096))
-      ->capture_default_str();
-  cli.add_option("--noise", noise, "Synthetic pair: Gaussian noise standard deviation")
-      ->check(mrf::app::FiniteNonNegative())
-      ->capture_default_str();
+  CLI::Option* size_opt = cli.add_option("--synthetic-size", synthetic_width, "Synthetic pair: width (height = 3/4 of it)")
+                              ->check(CLI::Range(16, 4096))
+                              ->capture_default_str();
+  CLI::Option* noise_opt = cli.add_option("--noise", noise, "Synthetic pair: Gaussian noise standard deviation")
+                               ->check(mrf::app::FiniteNonNegative())
+                               ->capture_default_str();
   cli.add_flag("--json", json, "Print one JSON object (energy, backend, time_ms, bad_pixels_percent...)");
   cli.add_flag("-v,--verbose", verbose, "Full report: timing split and the per-iteration log");
   cli.add_flag("-q,--quiet", quiet, "No progress messages on stderr");
@@ -130,6 +130,8 @@ int main(int argc, char** argv) {
     mrf::Image left, right, gt;
     mrf::Labeling true_disparity;
     std::string problem;
+    if (!synthetic && size_opt->count() + noise_opt->count() > 0)
+      throw mrf::Error("--synthetic-size and --noise apply to the synthetic pair only (no LEFT and RIGHT)");
     if (synthetic) {
       synthetic_height = synthetic_width * 3 / 4;
       mrf::app::Progress(kProgram, "no images given: generating a synthetic " + std::to_string(synthetic_width) + "x" +
