@@ -175,4 +175,15 @@ void PrintReport(const std::string& energy_definition, const Result& result, con
 
 std::string FormatNumber(double value) { return NumberText(value); }
 
+std::pair<CLI::Option*, CLI::Option*> AddSyntheticInputOptions(CLI::App& cli, const std::string& what, int* width,
+                                                               double* noise) {
+  CLI::Option* size = cli.add_option("--synthetic-size", *width, what + ": width (height = 3/4 of it)")
+                          ->check(CLI::Range(16, 4096))
+                          ->capture_default_str();
+  CLI::Option* sigma = cli.add_option("--noise", *noise, what + ": Gaussian noise standard deviation")
+                           ->check(FiniteNonNegative())
+                           ->capture_default_str();
+  return {size, sigma};
+}
+
 }  // namespace mrf::app

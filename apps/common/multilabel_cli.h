@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mrf/model.h"
@@ -70,6 +71,12 @@ nlohmann::json JsonReport(const std::string& program, const std::string& problem
 /// `verbose`), the data / smoothness split and, when not verbose, the iterations.
 void PrintReport(const std::string& energy_definition, const Result& result, const EnergyBreakdown& split,
                  bool verbose);
+
+/// The options of a generated input: --synthetic-size (width, 16..4096) and --noise (finite >= 0), their
+/// help starting with `what` ("Synthetic pair", "Generated picture"). Returns both options, so that a
+/// program can refuse them next to a real input.
+std::pair<CLI::Option*, CLI::Option*> AddSyntheticInputOptions(CLI::App& cli, const std::string& what, int* width,
+                                                               double* noise);
 
 /// A number as a stream prints it ("20", "4.5"), for progress lines.
 std::string FormatNumber(double value);

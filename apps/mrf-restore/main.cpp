@@ -2,6 +2,7 @@
 // observed intensity (zero inside a mask of missing pixels); smoothness: any kind of the model. With no
 // image it generates a noisy picture with holes and reports the error against the clean one.
 #include <cstdio>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "common/app.h"
@@ -50,12 +51,8 @@ int main(int argc, char** argv) {
   mrf::app::AddSolveOptions(cli, &solve);
   cli.add_option("-o,--output", output_path, "Write the restored image as a PNG");
   cli.add_option("--save-model", model_path, "Save the model for mrf-solve / mrf-bench (mrf/io/model_file.h)");
-  CLI::Option* size_opt = cli.add_option("--synthetic-size", synthetic_width, "Generated picture: width (height = 3/4 of it)")
-                              ->check(CLI::Range(16, 4096))
-                              ->capture_default_str();
-  CLI::Option* noise_opt = cli.add_option("--noise", noise, "Generated picture: Gaussian noise standard deviation")
-                               ->check(mrf::app::FiniteNonNegative())
-                               ->capture_default_str();
+  CLI::Option *size_opt = nullptr, *noise_opt = nullptr;  // (not a structured binding: the body lambda uses them)
+  std::tie(size_opt, noise_opt) = mrf::app::AddSyntheticInputOptions(cli, "Generated picture", &synthetic_width, &noise);
   CLI::Option* holes_opt = cli.add_option("--holes", holes, "Generated picture: number of missing rectangles")
                                ->check(CLI::Range(0, 1000))
                                ->capture_default_str();

@@ -3,6 +3,7 @@
 // backend, time and, with ground truth, the bad-pixel rate. With no images it makes a synthetic pair.
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "common/app.h"
@@ -80,12 +81,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 255));
   cli.add_option("--colour", colour_path, "Also write a colour-mapped disparity PNG (blue far, red near)");
   cli.add_option("--save-model", model_path, "Save the model for mrf-solve / mrf-bench (mrf/io/model_file.h)");
-  CLI::Option* size_opt = cli.add_option("--synthetic-size", synthetic_width, "Synthetic pair: width (height = 3/4 of it)")
-                              ->check(CLI::Range(16, 4096))
-                              ->capture_default_str();
-  CLI::Option* noise_opt = cli.add_option("--noise", noise, "Synthetic pair: Gaussian noise standard deviation")
-                               ->check(mrf::app::FiniteNonNegative())
-                               ->capture_default_str();
+  CLI::Option *size_opt = nullptr, *noise_opt = nullptr;  // (not a structured binding: the body lambda uses them)
+  std::tie(size_opt, noise_opt) = mrf::app::AddSyntheticInputOptions(cli, "Synthetic pair", &synthetic_width, &noise);
   cli.add_flag("--json", json, "Print one JSON object (energy, backend, time_ms, bad_pixels_percent...)");
   cli.add_flag("-v,--verbose", verbose, "Full report: timing split and the per-iteration log");
   cli.add_flag("-q,--quiet", quiet, "No progress messages on stderr");
