@@ -45,21 +45,26 @@ int main(int argc, char** argv) {
                  "writes its own file, named with the suite before the extension (rows.json -> rows.binary.json)");
   cli.add_option("--plot", options.plot_path,
                  "Write an SVG plot here (suites that draw one; with several suites named like --json)");
-  cli.add_option("--model", options.models, "models suite: a saved model file to replay (repeatable)");
-  cli.add_option("--models", options.model_dirs, "models suite: replay every *.mrf file in this folder (repeatable)");
+  CLI::Option* model_opt =
+      cli.add_option("--model", options.models, "models suite: a saved model file to replay (repeatable)");
+  CLI::Option* models_opt =
+      cli.add_option("--models", options.model_dirs, "models suite: replay every *.mrf file in this folder (repeatable)");
   cli.add_option("--solvers", options.solvers, "Comma-separated solver names (default: every available one)");
   cli.add_option("--data-dir", options.data_dir, "Folder holding middlebury/ benchmark images")
       ->check(CLI::ExistingDirectory)
       ->capture_default_str();
   cli.add_flag("--quick", options.quick, "Small problems and few repeats (a smoke test)");
-  cli.add_option("--tuning", options.tunings,
+  CLI::Option* tuning_opt = cli.add_option("--tuning", options.tunings,
                  "pushrelabel suite: also time cuda-pr with these tunings, e.g. --tuning local_iterations=4 "
                  "--tuning rounds_per_global_relabel=2,tile_y=32 (names: see MRF_PR_TUNING); gpuexpansion suite: "
                  "extra cuda-expansion rows, e.g. --tuning reuse_flow=0 (names: see MRF_CUDA_EXPANSION_TUNING)");
-  cli.add_option("--problems", options.problems, "gpuexpansion suite: comma-separated problems (tsukuba,venus,aloe)");
-  cli.add_option("--time-limit", options.time_limit_s,
-                 "gpuexpansion suite: stop the cpu-expansion baseline on aloe after this many seconds (0: none)")
-      ->check(mrf::app::FiniteNonNegative())->capture_default_str();
+  CLI::Option* problems_opt = cli.add_option("--problems", options.problems,
+                                             "gpuexpansion suite: comma-separated problems (tsukuba,venus,aloe)");
+  CLI::Option* time_limit_opt =
+      cli.add_option("--time-limit", options.time_limit_s,
+                     "gpuexpansion suite: stop the cpu-expansion baseline on aloe after this many seconds (0: none)")
+          ->check(mrf::app::FiniteNonNegative())
+          ->capture_default_str();
   return mrf::app::Run("mrf-bench", argc, argv, cli, [&] {
     const std::string gpu = mrf::CudaDeviceDescription();
     std::printf("# mrf-bench; GPU: %s\n", gpu.empty() ? ("none (" + mrf::CudaUnavailableReason() + ")").c_str() : gpu.c_str());
@@ -69,6 +74,21 @@ int main(int argc, char** argv) {
       const std::filesystem::path parent = std::filesystem::path(path).parent_path();
       if (!path.empty() && !parent.empty() && !std::filesystem::is_directory(parent))
         throw mrf::Error(std::string(option) + ": folder '" + parent.string() + "' does not exist");
+    }
+    // Options that only some suites read are refused with a suite that would ignore them.
+    const std::vector<std::pair<const CLI::Option*, std::vector<std::string>>> owners = {
+        {model_opt, {"models"}},
+        {models_opt, {"models"}},
+        {tuning_opt, {"pushrelabel", "gpuexpansion"}},
+        {problems_opt, {"gpuexpansion"}},
+        {time_limit_opt, {"gpuexpansion"}}};
+    const bool one_suite = std::any_of(Suites().begin(), Suites().end(), [&](const Suite& s) { return s.name == suite; });
+    for (const auto& [option, suites] : owners) {
+      if (!one_suite || option->count() == 0) continue;
+      if (std::find(suites.begin(), suites.end(), suite) != suites.end()) continue;
+      std::string list;
+      for (const std::string& s : suites) list += (list.empty() ? "" : " or ") + s;
+      throw mrf::Error(option->get_name() + " applies to the " + list + " suite, not " + suite);
     }
     int status = 0;
     bool found = false;

@@ -258,6 +258,8 @@ std::vector<Case> Cases() {
        "--synthetic-size and --noise apply to the synthetic pair only (no LEFT and RIGHT)"},
       {"generated-picture option with an image", "mrf-restore", "$D/grey.pgm --levels 4 --holes 2", 1,
        "--synthetic-size, --noise and --holes apply to the generated picture only (no IMAGE)"},
+      {"option of another suite", "mrf-bench", "--suite binary --problems tsukuba", 1,
+       "--problems applies to the gpuexpansion suite, not binary"},
       {"failed solve with --json", "mrf-solve", "$D/three.mrf --solver cpu-bk --json", 1,
        "backend 'cpu-bk' cannot solve this problem: max-flow solves two-label models only"},
   };
