@@ -181,9 +181,9 @@ std::string FindNonSubmodularMoveTerm(const Model& model, bool expansion) {
   if (kind == PairwiseKind::kPotts || kind == PairwiseKind::kTruncatedLinear) return {};  // metrics
   const LabelCosts cost(model);
   if (kind == PairwiseKind::kTruncatedQuadratic) {
-    // A semimetric: swap is always fine. min(d^2, T) obeys the triangle inequality iff T <= 2, and
-    // the first triple to break it is (0, 1, 2).
-    if (!expansion || L < 3 || model.pairwise.truncation <= 2) return {};
+    // A semimetric: swap is always fine. Pairwise::IsMetric holds the rule (T <= 2); the first triple
+    // to break it is (0, 1, 2).
+    if (!expansion || model.pairwise.IsMetric(L)) return {};
     return V(0, 2) + " = " + std::to_string(cost(0, 2)) + " > " + V(0, 1) + " + " + V(1, 2) + " = " +
            std::to_string(cost(0, 1) + cost(1, 2));
   }

@@ -2,11 +2,9 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "common/app.h"
 #include "mrf/io/model_file.h"
-#include "mrf/model.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 
@@ -172,8 +170,6 @@ void PrintReport(const std::string& energy_definition, const Result& result, con
               static_cast<long long>(split.smoothness));
   if (!verbose) std::printf("iterations: %lld\n", static_cast<long long>(result.iterations));
 }
-
-std::string FormatNumber(double value) { return NumberText(value); }
 
 std::pair<CLI::Option*, CLI::Option*> AddSyntheticInputOptions(CLI::App& cli, const std::string& what, int* width,
                                                                double* noise) {

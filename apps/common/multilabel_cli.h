@@ -78,7 +78,4 @@ void PrintReport(const std::string& energy_definition, const Result& result, con
 std::pair<CLI::Option*, CLI::Option*> AddSyntheticInputOptions(CLI::App& cli, const std::string& what, int* width,
                                                                double* noise);
 
-/// A number as a stream prints it ("20", "4.5"), for progress lines.
-std::string FormatNumber(double value);
-
 }  // namespace mrf::app

@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
       const int height = synthetic_width * 3 / 4;
       mrf::app::Progress(kProgram, "no image given: generating a " + std::to_string(synthetic_width) + "x" +
                                        std::to_string(height) + " picture (seed " + std::to_string(solve.seed) +
-                                       ", noise " + mrf::app::FormatNumber(noise) + ", " + std::to_string(holes) + " holes)");
+                                       ", noise " + mrf::NumberText(noise) + ", " + std::to_string(holes) + " holes)");
       mrf::SyntheticRestoration s = mrf::MakeSyntheticRestoration(synthetic_width, height, solve.seed, noise, holes);
       observed = std::move(s.noisy);
       mask = std::move(s.mask);

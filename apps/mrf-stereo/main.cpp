@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
       synthetic_height = synthetic_width * 3 / 4;
       mrf::app::Progress(kProgram, "no images given: generating a synthetic " + std::to_string(synthetic_width) + "x" +
                                        std::to_string(synthetic_height) + " pair (seed " + std::to_string(solve.seed) +
-                                       ", noise " + mrf::app::FormatNumber(noise) + ")");
+                                       ", noise " + mrf::NumberText(noise) + ")");
       mrf::SyntheticStereo pair =
           mrf::MakeSyntheticStereo(synthetic_width, synthetic_height, params.num_labels, solve.seed, noise);
       left = std::move(pair.left);
