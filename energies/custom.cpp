@@ -97,7 +97,7 @@ Model BuildCustomModel(const CustomEnergy& energy) {
   }
   if (!(energy.scale >= 0) || !std::isfinite(energy.scale))
     throw Error("custom energy: scale must be 0 (automatic) or a positive finite number (got " +
-                std::to_string(energy.scale) + ")");
+                mrf::NumberText(energy.scale) + ")");
   const double scale = energy.scale > 0 ? energy.scale : ChooseCostScale(largest);
 
   Model model;

@@ -106,7 +106,7 @@ SyntheticRestoration MakeSyntheticRestoration(int width, int height, std::uint64
     throw Error("synthetic restoration: image must be at least 8x8 (got " + std::to_string(width) + "x" +
                 std::to_string(height) + ")");
   if (!(noise >= 0))
-    throw Error("synthetic restoration: noise must be non-negative (got " + std::to_string(noise) + ")");
+    throw Error("synthetic restoration: noise must be non-negative (got " + mrf::NumberText(noise) + ")");
   if (holes < 0) throw Error("synthetic restoration: holes must be non-negative (got " + std::to_string(holes) + ")");
   std::mt19937_64 rng(seed);
   // A diagonal ramp, then bars and discs of flat or gently sloped intensity on top.

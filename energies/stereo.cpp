@@ -233,7 +233,7 @@ Model BuildStereoModel(const Image& left, const Image& right, const StereoParams
 }
 
 double BadPixelPercent(const Labeling& disparities, const Image& ground_truth, double gt_scale, double threshold) {
-  if (!(gt_scale > 0)) throw Error("ground-truth scale must be positive (got " + std::to_string(gt_scale) + ")");
+  if (!(gt_scale > 0)) throw Error("ground-truth scale must be positive (got " + mrf::NumberText(gt_scale) + ")");
   if (disparities.size() != ground_truth.size())
     throw Error("ground truth is " + ground_truth.Describe() + " (" + std::to_string(ground_truth.size()) +
                 " pixels) but the disparity map has " + std::to_string(disparities.size()) + " pixels");
@@ -319,7 +319,7 @@ SyntheticStereo MakeSyntheticStereo(int width, int height, Label num_labels, std
   if (num_labels < 2 || num_labels > width / 2)
     throw Error("synthetic stereo: labels must be in 2.." + std::to_string(width / 2) + " for width " +
                 std::to_string(width) + " (got " + std::to_string(num_labels) + ")");
-  if (!(noise >= 0)) throw Error("synthetic stereo: noise must be non-negative (got " + std::to_string(noise) + ")");
+  if (!(noise >= 0)) throw Error("synthetic stereo: noise must be non-negative (got " + mrf::NumberText(noise) + ")");
   std::mt19937_64 rng(seed);
 
   // Layers from far to near: a background plane, then rectangles and discs at larger disparities.

@@ -121,7 +121,7 @@ SyntheticScene MakeSyntheticScene(const SyntheticSceneOptions& o) {
   contrast.sigma = o.sigma;
   contrast.connectivity = 4;
   contrast.cost_scale = o.cost_scale;
-  if (!(o.sigma > 0)) throw Error("synthetic scene sigma must be positive (got " + std::to_string(o.sigma) + ")");
+  if (!(o.sigma > 0)) throw Error("synthetic scene sigma must be positive (got " + mrf::NumberText(o.sigma) + ")");
 
   Model& m = scene.model;
   m.topology = Topology::Grid2D(w, h, 4);

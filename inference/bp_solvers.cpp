@@ -91,7 +91,8 @@ void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result
   if (const char* launch = std::getenv("MRF_BP_CUDA_LAUNCH")) tuning.launch = bp::ParseCudaLaunch(launch);
   if (const char* kernel = std::getenv("MRF_BP_CUDA_KERNEL")) tuning.kernel = bp::ParseCudaKernel(kernel);
   if (const char* lanes = std::getenv("MRF_BP_LABELS_PER_LANE")) {
-    tuning.labels_per_lane = std::atoi(lanes);
+    const std::string text = lanes;
+    tuning.labels_per_lane = text == "2" || text == "4" || text == "8" || text == "16" ? std::atoi(lanes) : 0;
     if (tuning.labels_per_lane != 2 && tuning.labels_per_lane != 4 && tuning.labels_per_lane != 8 &&
         tuning.labels_per_lane != 16)
       throw Error(std::string("MRF_BP_LABELS_PER_LANE must be 2, 4, 8 or 16 (got '") + lanes + "')");

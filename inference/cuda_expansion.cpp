@@ -17,7 +17,7 @@ bool CudaExpansionTuning::IsValid(std::string* error) const {
     return false;
   };
   if (!(update_fraction >= 0.0 && update_fraction <= 1000.0))
-    return fail("update_fraction must be in 0..1000 (got " + std::to_string(update_fraction) + ")");
+    return fail("update_fraction must be in 0..1000 (got " + mrf::NumberText(update_fraction) + ")");
   if (memory_limit < 0) return fail("memory_limit must not be negative (got " + std::to_string(memory_limit) + ")");
   if (solve_blocks < 0) return fail("solve_blocks must not be negative (got " + std::to_string(solve_blocks) + ")");
   if (resolve_push_rounds < 0 || resolve_push_rounds > 512)

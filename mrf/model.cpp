@@ -79,7 +79,7 @@ bool Model::Validate(std::string* error) const {
   if (n <= 0) return fail("model has no nodes");
   if (num_labels < 1) return fail("model needs at least 1 label (num_labels = " + std::to_string(num_labels) + ")");
   if (!(cost_scale > 0) || !std::isfinite(cost_scale))
-    return fail("cost scale must be a positive finite number (got " + std::to_string(cost_scale) + ")");
+    return fail("cost scale must be a positive finite number (got " + mrf::NumberText(cost_scale) + ")");
   if (pairwise.lambda < 0) return fail("smoothness lambda is negative (" + std::to_string(pairwise.lambda) + ")");
   if (pairwise.truncation < 0)
     return fail("smoothness truncation is negative (" + std::to_string(pairwise.truncation) + ")");
@@ -99,7 +99,9 @@ bool Model::Validate(std::string* error) const {
       const Cost w = edge_weights[static_cast<std::size_t>(s)];
       if (w < 0) {
         NodeId p = -1, q = -1;
-        topology.edge_endpoints(s, &p, &q);
+        if (!topology.edge_endpoints(s, &p, &q))  // a grid slot past the border: no edge, still no negative weight
+          return fail("edge weight " + std::to_string(w) + " in slot " + std::to_string(s) +
+                      " (a slot past the grid's border, which holds no edge) is negative");
         return fail("edge weight " + std::to_string(w) + " of edge " + std::to_string(p) + "-" + std::to_string(q) +
                     " (slot " + std::to_string(s) + ") is negative");
       }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "mrf/model.h"
+
 namespace mrf {
 
 const char* ToString(Algorithm a) {
@@ -63,7 +65,7 @@ bool SolveOptions::IsValid(std::string* error) const {
   if (maxflow_backend.empty()) return fail("options.maxflow_backend is empty (use \"auto\" or an engine name)");
   if (max_iterations < 1) return fail("options.max_iterations must be >= 1 (got " + std::to_string(max_iterations) + ")");
   if (!(time_limit_s >= 0) || std::isinf(time_limit_s))
-    return fail("options.time_limit_s must be a finite number >= 0 (got " + std::to_string(time_limit_s) + ")");
+    return fail("options.time_limit_s must be a finite number >= 0 (got " + mrf::NumberText(time_limit_s) + ")");
   if (num_threads < 0) return fail("options.num_threads must be >= 0 (got " + std::to_string(num_threads) + ")");
   if (bp.schedule != "auto" && bp.schedule != "bpm" && bp.schedule != "sync" && bp.schedule != "tiled")
     return fail("options.bp.schedule must be auto, bpm, sync or tiled (got '" + bp.schedule + "')");

@@ -8,6 +8,7 @@
 #include <new>
 #include <sstream>
 
+#include "mrf/model.h"
 #include "mrf/registry.h"
 
 namespace mrf {
@@ -208,7 +209,7 @@ Segment StGraph::what_segment(NodeId node) const {
 void StGraph::set_limits(double time_limit_s, std::function<bool(const IterationRecord&)> callback) {
   if (!(time_limit_s >= 0) || std::isinf(time_limit_s))
     throw Error("set_limits: the time limit must be a finite number of seconds >= 0 (got " +
-                std::to_string(time_limit_s) + ")");
+                mrf::NumberText(time_limit_s) + ")");
   time_limit_s_ = time_limit_s;
   callback_ = std::move(callback);
 }

@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <exception>
 #include <new>
+#include <nlohmann/json.hpp>
 
+#include "mrf/registry.h"
 #include "mrf/types.h"
 
 namespace mrf::app {
@@ -16,6 +18,25 @@ bool g_quiet = false;
 }
 
 void SetQuiet(bool quiet) { g_quiet = quiet; }
+
+std::string RegistryJson(std::optional<Algorithm> only) {
+  const Registry& registry = Registry::Global();
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const SolverEntry& e : registry.entries()) {
+    if (only && e.algorithm != *only) continue;
+    std::string why;
+    const bool available = registry.IsAvailable(e.name, &why);
+    list.push_back({{"name", e.name},
+                    {"algorithm", ToString(e.algorithm)},
+                    {"device", ToString(e.device)},
+                    {"priority", e.priority},
+                    {"compiled_in", e.compiled_in},
+                    {"available", available},
+                    {"unavailable_reason", available ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(why)},
+                    {"summary", e.summary}});
+  }
+  return list.dump();
+}
 
 void Progress(const std::string& program, const std::string& message) {
   if (!g_quiet) std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
@@ -70,6 +91,12 @@ void CheckDecimalIntegers(const CLI::App& cli) {
 }  // namespace
 
 int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const std::function<int()>& body) {
+  cli.footer(
+      "\nEnvironment (engine tunings and fault injection, for measurements and tests; docs/environment.md):\n"
+      "  MRF_PR_TUNING=name=value,...              push-relabel engines (tbb-pr, cuda-pr, cuda-expansion, cuda-swap)\n"
+      "  MRF_CUDA_EXPANSION_TUNING=name=value,...  cuda-expansion and cuda-swap\n"
+      "  MRF_BP_CUDA_LAUNCH, MRF_BP_CUDA_KERNEL, MRF_BP_LABELS_PER_LANE  cuda-bp's launch mode, kernel, lanes\n"
+      "  MRF_CUDA_DEBUG_SYNC=1, MRF_INJECT_CUDA_FAULT=oom|launch|nodevice  debugging and fault tests");
   try {
     cli.parse(argc, argv);
     CheckDecimalIntegers(cli);

@@ -3,7 +3,10 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
+
+#include "mrf/options.h"
 
 namespace mrf::app {
 
@@ -25,5 +28,10 @@ CLI::Validator FiniteNonNegative();
 /// Option check: a finite number > 0 ("--sigma: must be a finite number > 0 (got 0)"): CLI::PositiveNumber's
 /// message prints the largest double in full.
 CLI::Validator FinitePositive();
+
+/// The registry's solvers (every one, or those computing `only`) as a JSON array, one object each: name,
+/// algorithm, device, priority, compiled_in, available, unavailable_reason (null when available) and
+/// summary. What --list-solvers and --list-backends print with --json.
+std::string RegistryJson(std::optional<Algorithm> only);
 
 }  // namespace mrf::app

@@ -1,10 +1,13 @@
 #include "common/multilabel_cli.h"
 
+#include <charconv>
 #include <cstdio>
-#include <fstream>
+#include <sstream>
+#include <system_error>
 
 #include "common/app.h"
 #include "mrf/io/model_file.h"
+#include "mrf/io/read_file.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 
@@ -102,21 +105,34 @@ void CheckExpansionNeedsMetric(const Model& model, const SolveOptions& options) 
 }
 
 std::vector<Cost> ReadCostTable(const std::string& path, Label labels) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot open smoothness table '" + path + "'");
+  const std::string text = ReadWholeFile(path, "smoothness table");  // a folder or a missing file: one line
+  const std::string where = "smoothness table '" + path + "'";
+  const long long expected = static_cast<long long>(labels) * labels;
   std::vector<Cost> table;
-  long long value;
-  while (in >> value) {
-    if (value < 0 || value > kMaxCost)
-      throw Error("smoothness table '" + path + "': entry " + std::to_string(table.size()) + " = " +
-                  std::to_string(value) + " is outside 0.." + std::to_string(kMaxCost));
+  std::istringstream in(text);
+  std::string token;
+  while (in >> token) {
+    // Entries count from 1 in messages, with the label pair (row, column) while inside the table.
+    const long long k = static_cast<long long>(table.size());
+    std::string entry = "entry " + std::to_string(k + 1);
+    if (k < expected) entry += " (V(" + std::to_string(k / labels) + "," + std::to_string(k % labels) + "))";
+    std::string shown = token.substr(0, 32);  // the entry as the message quotes it, one printable line
+    for (char& c : shown)
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+    long long value = 0;
+    const char* first = token.data();
+    const char* last = first + token.size();
+    const std::from_chars_result parsed = std::from_chars(first, last, value);
+    const bool out_of_range = parsed.ec == std::errc::result_out_of_range && parsed.ptr == last;
+    if (!out_of_range && (parsed.ec != std::errc() || parsed.ptr != last))
+      throw Error(where + ": " + entry + " '" + shown + "' is not an integer");
+    if (out_of_range || value < 0 || value > kMaxCost)
+      throw Error(where + ": " + entry + " = " + shown + " is outside 0.." + std::to_string(kMaxCost));
     table.push_back(static_cast<Cost>(value));
   }
-  if (!in.eof())
-    throw Error("smoothness table '" + path + "': entry " + std::to_string(table.size()) + " is not an integer");
-  if (static_cast<long long>(table.size()) != static_cast<long long>(labels) * labels)
-    throw Error("smoothness table '" + path + "' has " + std::to_string(table.size()) + " entries, expected " +
-                std::to_string(labels) + " x " + std::to_string(labels));
+  if (static_cast<long long>(table.size()) != expected)
+    throw Error(where + " has " + std::to_string(table.size()) + " entries, expected " + std::to_string(labels) +
+                " x " + std::to_string(labels));
   return table;
 }
 

@@ -268,7 +268,7 @@ int RunGpuExpansion(const BenchOptions& options) {
               "#   all moves; cpu/gpu: cpu-expansion's ms over the row's ('>': the baseline was stopped early).\n"
               "# cuda-expansion tuning: %s\n",
               repeat, repeat,
-              options.time_limit_s > 0 ? (", stopped after " + std::to_string(options.time_limit_s) + " s").c_str() : "",
+              options.time_limit_s > 0 ? (", stopped after " + mrf::NumberText(options.time_limit_s) + " s").c_str() : "",
               tunings.front().second.Describe().c_str());
   std::vector<Row> rows;
   for (const std::string& name : problems) {

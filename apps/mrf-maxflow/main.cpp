@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
                  "are the grid's nodes in raster order and every arc must join grid neighbours. Files written by mrf "
                  "carry their shape in a 'c mrf-grid' comment; grid engines (cuda-pr) need one of the two")
       ->check(CLI::Validator(CheckShape, "SHAPE"));
-  cli.add_flag("--list-backends", list, "List the max-flow engines with their compiled-in and available status, then exit");
+  cli.add_flag("--list-backends", list, "List the max-flow engines with their compiled-in and available status, then exit (a JSON array with --json)");
   auto* example_opt = cli.add_option(
       "--write-example", example_path,
       "Write a random grid-shaped DIMACS file (a segmentation-like problem; shape --size, seed --seed) and exit");
@@ -175,6 +175,10 @@ int main(int argc, char** argv) {
 
   return mrf::app::Run(kProgram, argc, argv, cli, [&]() -> int {
     mrf::app::SetQuiet(quiet || json);
+    if (list && json) {
+      std::printf("%s\n", mrf::app::RegistryJson(mrf::Algorithm::kMaxFlow).c_str());
+      return 0;
+    }
     if (list) return ListBackends();
     if (!example_path.empty()) {
       const mrf::Topology grid = mrf::ParseGridShape(size_text);

@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
                            std::to_string(left.height));
       }
       if (gt_scale == 0) gt_scale = DefaultGtScale(preset);
-      if (!(gt_scale > 0)) throw mrf::Error("--gt-scale must be positive (got " + std::to_string(gt_scale) + ")");
+      if (!(gt_scale > 0)) throw mrf::Error("--gt-scale must be positive (got " + mrf::NumberText(gt_scale) + ")");
       if (downsample > 1) {
         // Check sizes on the originals, so the error names what the user gave.
         if (left.width != right.width || left.height != right.height)

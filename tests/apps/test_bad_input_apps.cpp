@@ -50,6 +50,7 @@ std::string MakeSamples() {
   WriteFile(d + "/t3.txt", "0 1 1\n");
   WriteFile(d + "/tx.txt", "0 1 x 0\n");
   WriteFile(d + "/tneg.txt", "0 -1 1 0\n");
+  WriteFile(d + "/tbig.txt", "0 1\n1 99999999999999999999\n");
   const char newer[] = "MRFMODEL\x02\0\0\0 and then anything";  // version 2
   WriteFile(d + "/model.mrf", std::string(newer, sizeof newer - 1));
   Model m;
@@ -106,13 +107,17 @@ std::vector<Case> Cases() {
        "rectangle 0,0,8,6 covers the whole image: no background pixels to learn from"},
       // ---- Smoothness tables ----
       {"table missing", "mrf-stereo", "--smoothness table --table $D/none.txt --labels 2", 1,
-       "cannot open smoothness table '$D/none.txt'"},
+       "cannot open smoothness table '$D/none.txt': No such file or directory"},
       {"table of the wrong size", "mrf-stereo", "--smoothness table --table $D/t3.txt --labels 2", 1,
        "smoothness table '$D/t3.txt' has 3 entries, expected 2 x 2"},
       {"table entry not an integer", "mrf-stereo", "--smoothness table --table $D/tx.txt --labels 2", 1,
-       "smoothness table '$D/tx.txt': entry 2 is not an integer"},
+       "smoothness table '$D/tx.txt': entry 3 (V(1,0)) 'x' is not an integer"},
       {"table entry negative", "mrf-restore", "--smoothness table --table $D/tneg.txt --levels 2", 1,
-       "smoothness table '$D/tneg.txt': entry 1 = -1 is outside 0..2147483647"},
+       "smoothness table '$D/tneg.txt': entry 2 (V(0,1)) = -1 is outside 0..2147483647"},
+      {"table entry past 64 bits", "mrf-stereo", "--smoothness table --table $D/tbig.txt --labels 2", 1,
+       "smoothness table '$D/tbig.txt': entry 4 (V(1,1)) = 99999999999999999999 is outside 0..2147483647"},
+      {"table unreadable (a folder)", "mrf-stereo", "--smoothness table --table $D/folder.png --labels 2", 1,
+       "cannot read smoothness table '$D/folder.png': Is a directory"},
       // ---- Model files ----
       {"model file missing", "mrf-solve", "$D/missing.mrf", 1,
        "cannot open model file '$D/missing.mrf': No such file or directory"},
@@ -296,6 +301,19 @@ TEST(BadInputApps, UnknownMaxflowBackendIsRefusedEvenWhereNoMoveUsesIt) {
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_EQ(r.err, "mrf-stereo: error: --maxflow-backend: unknown max-flow backend 'nope' " + known + " (see --help)\n")
         << args;
+  }
+}
+
+// The engines' environment variables are part of every program's --help, with the page that explains them.
+TEST(BadInputApps, EveryHelpNamesTheEnvironmentVariables) {
+  for (const char* program : {"mrf-stereo", "mrf-restore", "mrf-segment", "mrf-maxflow", "mrf-solve", "mrf-bench",
+                              "example-custom-energy"}) {
+    const test::CommandResult r = test::RunCommand(test::AppPath(program) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << program;
+    for (const char* name : {"MRF_PR_TUNING", "MRF_CUDA_EXPANSION_TUNING", "MRF_BP_CUDA_LAUNCH", "MRF_BP_CUDA_KERNEL",
+                             "MRF_BP_LABELS_PER_LANE", "MRF_CUDA_DEBUG_SYNC", "MRF_INJECT_CUDA_FAULT",
+                             "docs/environment.md"})
+      EXPECT_NE(r.out.find(name), std::string::npos) << program << " --help lacks " << name;
   }
 }
 

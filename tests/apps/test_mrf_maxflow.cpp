@@ -219,6 +219,15 @@ TEST_F(MrfMaxflow, HelpDocumentsEveryOptionAndBackendsAreListed) {
   EXPECT_EQ(list.exit_code, 0);
   for (const std::string& name : Registry::Global().Names(Algorithm::kMaxFlow))
     EXPECT_NE(list.out.find("  " + name + " "), std::string::npos) << name << " missing in\n" << list.out;
+  // With --json: the max-flow engines only, in registry order, as one JSON array.
+  const nlohmann::json listed = nlohmann::json::parse(Maxflow("--list-backends --json").out);
+  std::vector<std::string> names;
+  for (const auto& e : listed) {
+    names.push_back(e["name"]);
+    EXPECT_EQ(e["algorithm"], "maxflow");
+    EXPECT_EQ(e["available"], Registry::Global().IsAvailable(e["name"]));
+  }
+  EXPECT_EQ(names, Registry::Global().Names(Algorithm::kMaxFlow));
 }
 
 }  // namespace

@@ -160,7 +160,7 @@ TEST(Cancellation, StGraphLimitsAreChecked) {
   try {
     g.set_limits(-2);
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "set_limits: the time limit must be a finite number of seconds >= 0 (got -2.000000)");
+    EXPECT_STREQ(e.what(), "set_limits: the time limit must be a finite number of seconds >= 0 (got -2)");
   }
 }
 

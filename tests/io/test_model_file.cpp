@@ -5,7 +5,10 @@
 #include <iterator>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "mrf/io/model_file.h"
+#include "mrf/registry.h"
 #include "support/test_support.h"
 
 namespace mrf {
@@ -81,6 +84,28 @@ TEST(ModelFile, MrfSolveSolvesASavedModel) {
   const auto unknown = test::RunCommand(test::AppPath("mrf-solve") + " " + dir + "/m.mrf --solver nope");
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_NE(unknown.err.find("unknown backend 'nope'"), std::string::npos) << unknown.err;
+}
+
+// --list-solvers --json: one JSON array with every registry entry, its availability as the library sees it.
+TEST(ModelFile, MrfSolveListsSolversAsJson) {
+  const auto r = test::RunCommand(test::AppPath("mrf-solve") + " --list-solvers --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  const nlohmann::json list = nlohmann::json::parse(r.out);
+  const Registry& registry = Registry::Global();
+  ASSERT_EQ(list.size(), registry.entries().size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const SolverEntry& e = registry.entries()[i];
+    std::string why;
+    const bool available = registry.IsAvailable(e.name, &why);
+    EXPECT_EQ(list[i]["name"], e.name);
+    EXPECT_EQ(list[i]["algorithm"], ToString(e.algorithm));
+    EXPECT_EQ(list[i]["device"], ToString(e.device));
+    EXPECT_EQ(list[i]["compiled_in"], e.compiled_in);
+    EXPECT_EQ(list[i]["available"], available) << e.name;
+    if (available) EXPECT_TRUE(list[i]["unavailable_reason"].is_null()) << e.name;
+    else EXPECT_EQ(list[i]["unavailable_reason"], why);
+  }
 }
 
 }  // namespace

@@ -92,6 +92,9 @@ TEST(BadModels, NegativeWeightsAndBadScale) {
   m.edge_weights.assign(12, 1);
   m.edge_weights[0] = -4;
   EXPECT_EQ(SolveError(m), "edge weight -4 of edge 0-1 (slot 0) is negative");
+  m.edge_weights[0] = 1;
+  m.edge_weights[2] = -5;  // node 2 is at the right border: slot 2 (its right edge) holds no edge
+  EXPECT_EQ(SolveError(m), "edge weight -5 in slot 2 (a slot past the grid's border, which holds no edge) is negative");
   m = SmallModel();
   m.cost_scale = kNaN;
   EXPECT_EQ(SolveError(m), "cost scale must be a positive finite number (got nan)");
@@ -199,7 +202,7 @@ TEST(BadRealCosts, CustomEnergyBuilder) {
   e.kind = PairwiseKind::kPotts;
   e.scale = -1;
   EXPECT_EQ(ErrorOf([&] { BuildCustomModel(e); }),
-            "custom energy: scale must be 0 (automatic) or a positive finite number (got -1.000000)");
+            "custom energy: scale must be 0 (automatic) or a positive finite number (got -1)");
   e.scale = 1;
   e.data = [](NodeId, Label) { return 1e12; };
   EXPECT_EQ(ErrorOf([&] { BuildCustomModel(e); }),
@@ -217,7 +220,7 @@ TEST(BadOptions, SolveOptionsAndNames) {
   EXPECT_EQ(SolveError(m, o), "options.max_iterations must be >= 1 (got 0)");
   o = {};
   o.time_limit_s = -1;
-  EXPECT_EQ(SolveError(m, o), "options.time_limit_s must be a finite number >= 0 (got -1.000000)");
+  EXPECT_EQ(SolveError(m, o), "options.time_limit_s must be a finite number >= 0 (got -1)");
   o.time_limit_s = kNaN;
   EXPECT_EQ(SolveError(m, o), "options.time_limit_s must be a finite number >= 0 (got nan)");
   o = {};
@@ -246,7 +249,7 @@ TEST(BadOptions, SolveOptionsAndNames) {
   EXPECT_EQ(ErrorOf([] { ParsePairwiseKind("cubic"); }),
             "unknown smoothness kind 'cubic' (expected potts, linear, quadratic or table)");
   EXPECT_EQ(ErrorOf([] { StGraph().set_limits(-1); }),
-            "set_limits: the time limit must be a finite number of seconds >= 0 (got -1.000000)");
+            "set_limits: the time limit must be a finite number of seconds >= 0 (got -1)");
   if (!Registry::Global().IsCompiledIn("cuda-pr")) {
     o = {};
     o.solver = "cuda-pr";
