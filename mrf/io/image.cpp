@@ -3,7 +3,9 @@
 #include <stb_image.h>
 #include <stb_image_write.h>
 
+#include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cctype>
 #include <cstring>
@@ -97,13 +99,69 @@ Image DecodePnm(const std::string& bytes, const std::string& name) {
   if (static_cast<std::int64_t>(bytes.size() - pos) < needed)
     Fail(name, "file is truncated (" + std::to_string(bytes.size() - pos) + " of " + std::to_string(needed) +
                    " pixel bytes)");
+  // Bytes past the pixels mean a header that does not describe the data (or a second image in the file):
+  // either way the pixels read would not be the ones meant.
+  const std::int64_t extra = static_cast<std::int64_t>(bytes.size() - pos) - needed;
+  if (extra > 0)
+    Fail(name, std::to_string(extra) + " bytes after the " + std::to_string(w) + "x" + std::to_string(h) +
+                   " pixels the PNM header announces (a header that does not match the data, or a second image)");
   Image img = Image::Filled(static_cast<int>(w), static_cast<int>(h), channels);
   const auto* data = reinterpret_cast<const unsigned char*>(bytes.data() + pos);
   for (std::size_t i = 0; i < img.pixels.size(); ++i) {
     const std::int64_t v = sample_bytes == 1 ? data[i] : (data[2 * i] << 8 | data[2 * i + 1]);
-    img.pixels[i] = static_cast<std::uint8_t>(std::min<std::int64_t>(v, maxval) * 255 / maxval);
+    if (v > maxval) {
+      const std::int64_t pixel = static_cast<std::int64_t>(i) / channels;
+      Fail(name, "PNM sample " + std::to_string(v) + " at pixel (" + std::to_string(pixel % w) + ", " +
+                     std::to_string(pixel / w) + ") exceeds the maximum value " + std::to_string(maxval));
+    }
+    img.pixels[i] = static_cast<std::uint8_t>(v * 255 / maxval);
   }
   return img;
+}
+
+// CRC-32 of ISO 3309 / ITU-T V.42 (the one PNG chunks carry), reflected, polynomial 0xEDB88320.
+std::uint32_t Crc32(const unsigned char* data, std::size_t size) {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> t{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[n] = c;
+    }
+    return t;
+  }();
+  std::uint32_t c = 0xFFFFFFFFu;
+  for (std::size_t i = 0; i < size; ++i) c = table[(c ^ data[i]) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+// Walks a PNG's chunks up to IEND and checks each one's length and CRC: stb_image checks neither, so
+// a damaged file could otherwise decode to wrong pixels without a word. Bytes after IEND are ignored,
+// as other decoders do (the image itself is whole).
+void CheckPngChunks(const std::string& bytes, const std::string& name) {
+  static const char kSignature[] = "\x89PNG\r\n\x1a\n";
+  if (bytes.size() < 8 || bytes.compare(0, 8, kSignature, 8) != 0)
+    Fail(name, "PNG signature is damaged (a file sent through a text-mode transfer?)");
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+  const auto be32 = [data](std::size_t at) {
+    return std::uint32_t{data[at]} << 24 | std::uint32_t{data[at + 1]} << 16 | std::uint32_t{data[at + 2]} << 8 |
+           data[at + 3];
+  };
+  std::size_t pos = 8;
+  while (true) {
+    if (pos == bytes.size()) Fail(name, "PNG is truncated (no IEND chunk)");
+    if (bytes.size() - pos < 12) Fail(name, "PNG is truncated in the chunk at byte " + std::to_string(pos));
+    const std::uint32_t length = be32(pos);
+    std::string type = bytes.substr(pos + 4, 4);
+    for (char& c : type)  // quoted in messages: keep them one printable line
+      if (!std::isalpha(static_cast<unsigned char>(c))) c = '?';
+    if (length > 0x7FFFFFFFu || bytes.size() - pos - 12 < length)
+      Fail(name, "PNG is truncated in chunk '" + type + "' at byte " + std::to_string(pos));
+    if (Crc32(data + pos + 4, std::size_t{length} + 4) != be32(pos + 8 + length))
+      Fail(name, "PNG chunk '" + type + "' at byte " + std::to_string(pos) + " fails its CRC check (the file is damaged)");
+    if (type == "IEND") return;
+    pos += std::size_t{length} + 12;
+  }
 }
 
 Image DecodeWithStb(const std::string& bytes, const std::string& name, const char* format) {
@@ -138,7 +196,10 @@ Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int
   if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) Fail(name, "file too large");
   auto starts_with = [&](const char* magic, std::size_t n) { return bytes.size() >= n && bytes.compare(0, n, magic, n) == 0; };
   Image img;
-  if (starts_with("\x89PNG", 4)) img = DecodeWithStb(bytes, name, "PNG");
+  if (starts_with("\x89PNG", 4)) {
+    CheckPngChunks(bytes, name);
+    img = DecodeWithStb(bytes, name, "PNG");
+  }
   else if (starts_with("\xFF\xD8\xFF", 3)) img = DecodeWithStb(bytes, name, "JPEG");
   else if (starts_with("P5", 2) || starts_with("P6", 2)) img = DecodePnm(bytes, name);
   else if (bytes.empty()) Fail(name, "file is empty");

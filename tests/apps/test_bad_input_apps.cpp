@@ -44,9 +44,14 @@ std::string MakeSamples() {
   WriteFile(d + "/short.pgm", "P5\n8 6\n255\n" + std::string(10, '\x40'));
   WriteFile(d + "/empty.png", "");
   WriteFile(d + "/text.png", "hello\n");
-  // A PNG whose second chunk is an unknown critical one named "A\nBC": stb quotes the name.
-  const std::string ihdr("\0\0\0\x0dIHDR\0\0\0\x10\0\0\0\x0c\x08\x02\0\0\0\0\0\0\0", 25);
-  WriteFile(d + "/chunk.png", "\x89PNG\r\n\x1a\n" + ihdr + std::string("\0\0\0\0A\nBC\0\0\0\0", 12));
+  // A PNG whose second chunk, CRCs intact, is an unknown critical one named "A\nBC": stb quotes the name.
+  const std::string signature = "\x89PNG\r\n\x1a\n";
+  const std::string ihdr = test::PngChunk("IHDR", std::string("\0\0\0\x10\0\0\0\x0c\x08\x02\0\0\0", 13));
+  WriteFile(d + "/chunk.png", signature + ihdr + test::PngChunk("A\nBC", "") + test::PngChunk("IEND", ""));
+  // The same with a damaged IHDR: its CRC fails.
+  std::string bad_ihdr = ihdr;
+  bad_ihdr[10] ^= 0x01;
+  WriteFile(d + "/crc.png", signature + bad_ihdr + test::PngChunk("IEND", ""));
   WriteFile(d + "/t3.txt", "0 1 1\n");
   WriteFile(d + "/tx.txt", "0 1 x 0\n");
   WriteFile(d + "/tneg.txt", "0 -1 1 0\n");
@@ -253,6 +258,8 @@ std::vector<Case> Cases() {
        "--gt-scale: must be a finite number >= 0 (got 'inf')"},
       {"data folder missing", "mrf-bench", "--suite expansion --quick --data-dir $D/no", 2,
        "--data-dir: Directory does not exist: $D/no"},
+      {"PNG chunk with a bad CRC", "mrf-stereo", "$D/crc.png $D/crc.png", 1,
+       "cannot read image '$D/crc.png': PNG chunk 'IHDR' at byte 8 fails its CRC check (the file is damaged)"},
       {"PNG chunk name with a line break", "mrf-restore", "$D/chunk.png", 1,
        "cannot read image '$D/chunk.png': corrupt or truncated PNG data (stb_image: A?BC PNG chunk not known)"},
       {"huge segmentation weight", "mrf-segment", "--size 16 --lambda 1e300", 1,

@@ -48,12 +48,59 @@ TEST(Image, TruncatedAndNonImageFilesAreRejected) {
   EXPECT_THROW(LoadImage(dir + "/empty.png"), Error);
 }
 
+std::string Message(const std::string& bytes, const std::string& name) {
+  try {
+    LoadImageFromMemory(bytes, name);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// stb_image checks no CRC: a damaged PNG must still be refused, not decoded to other pixels.
+TEST(Image, DamagedPngChunksAreRefused) {
+  const std::string dir = test::ScratchDir("image_crc");
+  Image img = Image::Filled(40, 30, 3);
+  for (std::size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<std::uint8_t>(i * 31 % 256);
+  SavePng(dir + "/a.png", img);
+  std::ifstream in(dir + "/a.png", std::ios::binary);
+  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(LoadImageFromMemory(good, "a.png").pixels, img.pixels);
+  // One flipped bit in the compressed pixels (the IDAT chunk follows the 8-byte signature and the
+  // 25-byte IHDR chunk).
+  std::string flipped = good;
+  flipped[33 + 8 + 20] ^= 0x10;
+  EXPECT_EQ(Message(flipped, "f.png"), "cannot read image 'f.png': PNG chunk 'IDAT' at byte 33 fails its CRC check (the file is damaged)");
+  std::string header = good;
+  header[8 + 8 + 3] ^= 0x01;  // the width
+  EXPECT_EQ(Message(header, "h.png"), "cannot read image 'h.png': PNG chunk 'IHDR' at byte 8 fails its CRC check (the file is damaged)");
+  // Without IEND (cut just before it), and cut inside a chunk.
+  EXPECT_EQ(Message(good.substr(0, good.size() - 12), "e.png"), "cannot read image 'e.png': PNG is truncated (no IEND chunk)");
+  EXPECT_EQ(Message(good.substr(0, 60), "c.png"), "cannot read image 'c.png': PNG is truncated in chunk 'IDAT' at byte 33");
+  std::string text_mode = good;
+  text_mode.replace(4, 2, "\n");  // CR LF -> LF, as a text-mode transfer does
+  EXPECT_NE(Message(text_mode, "t.png").find("PNG signature is damaged"), std::string::npos);
+  // Bytes after IEND do not touch the image: accepted, as other decoders do.
+  EXPECT_EQ(LoadImageFromMemory(good + "trailing", "a.png").pixels, img.pixels);
+}
+
+TEST(Image, PnmSamplesAndLengthMatchTheHeader) {
+  EXPECT_EQ(Message(std::string("P5\n3 1\n200\n\x10\xc9\x00", 14), "max.pgm"),
+            "cannot read image 'max.pgm': PNM sample 201 at pixel (1, 0) exceeds the maximum value 200");
+  EXPECT_EQ(Message(std::string("P6\n1 2\n255\n\x01\x02\x03\x04\x05\x06\x07", 18), "long.ppm"),
+            "cannot read image 'long.ppm': 1 bytes after the 1x2 pixels the PNM header announces (a header that "
+            "does not match the data, or a second image)");
+  const Image ok = LoadImageFromMemory(std::string("P5\n3 1\n200\n\x10\xc8\x00", 14), "ok.pgm");
+  EXPECT_EQ(ok.at(1, 0), 255);
+  EXPECT_EQ(ok.at(0, 0), 16 * 255 / 200);
+}
+
 TEST(Image, PnmHeadersAreCheckedAgainstTheData) {
   // Found by fuzzing: a PGM header promising more pixels than the file holds.
   EXPECT_THROW(LoadImageFromMemory(std::string("P515\n555515\n555\n\x01\x02\x03", 20), "short.pgm"), Error);
   EXPECT_THROW(LoadImageFromMemory("P6\n99999999999 2\n255\n", "huge.ppm"), Error);
   EXPECT_THROW(LoadImageFromMemory("P6\n2 2\n0\n............", "maxval.ppm"), Error);
-  const Image ok = LoadImageFromMemory(std::string("P5\n# comment\n3 1\n65535\n\xff\xff\x00\x00\x80\x00", 30), "ok.pgm", 3);
+  const Image ok = LoadImageFromMemory(std::string("P5\n# comment\n3 1\n65535\n\xff\xff\x00\x00\x80\x00", 29), "ok.pgm", 3);
   EXPECT_EQ(ok.width, 3);
   EXPECT_EQ(ok.channels, 3);
   EXPECT_EQ(ok.at(0, 0, 1), 255);

@@ -439,7 +439,15 @@ TEST(BadImages, EveryClassHasItsMessage) {
     for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, f)) > 0;) png.append(buffer, got);
     std::fclose(f);
   }
-  EXPECT_EQ(ImageError(png.substr(0, 40)), "cannot read image 'x.png': corrupt or truncated PNG data (stb_image: IDA)");
+  EXPECT_EQ(ImageError(png.substr(0, 40)), "cannot read image 'x.png': PNG is truncated in the chunk at byte 33");
+  EXPECT_EQ(ImageError(png.substr(0, png.size() - 12)), "cannot read image 'x.png': PNG is truncated (no IEND chunk)");
+  std::string flipped = png;
+  flipped[50] ^= 0x04;
+  EXPECT_EQ(ImageError(flipped), "cannot read image 'x.png': PNG chunk 'IDAT' at byte 33 fails its CRC check (the file is damaged)");
+  EXPECT_EQ(ImageError("P5\n2 1\n9\n\x03\x0a"), "cannot read image 'x.png': PNM sample 10 at pixel (1, 0) exceeds the maximum value 9");
+  EXPECT_EQ(ImageError("P5\n2 1\n255\nabc"),
+            "cannot read image 'x.png': 1 bytes after the 2x1 pixels the PNM header announces (a header that does not "
+            "match the data, or a second image)");
   EXPECT_EQ(ImageError(png, 2), "LoadImage: channels must be 0, 1 or 3 (got 2)");
   EXPECT_EQ(ErrorOf([] { Image::Filled(0, 3, 1); }), "invalid image shape 0x3x1");
 }

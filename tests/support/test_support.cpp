@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
@@ -43,6 +44,21 @@ std::string ScratchDir(const std::string& name) {
 std::string AppPath(const std::string& program) {
   const std::string bin = (std::filesystem::path(MRF_BINARY_DIR) / "bin").string();
   return (std::filesystem::path(EnvOr("MRF_APP_DIR", bin.c_str())) / program).string();
+}
+
+std::string PngChunk(const std::string& type, const std::string& data) {
+  const std::string body = type + data;
+  std::uint32_t crc = 0xFFFFFFFFu;
+  for (unsigned char byte : body) {
+    crc ^= byte;
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (crc & 1 ? 0xEDB88320u : 0u);
+  }
+  crc ^= 0xFFFFFFFFu;
+  const auto be32 = [](std::uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                       static_cast<char>(v)};
+  };
+  return be32(static_cast<std::uint32_t>(data.size())) + body + be32(crc);
 }
 
 void ExpectOneLineError(const std::string& program, const std::string& args, const std::string& phrase,

@@ -34,6 +34,9 @@ std::string AppPath(const std::string& program);
 /// line CLI11 rejects) and exactly one line on stderr, "PROGRAM: error: ...", containing `phrase`.
 void ExpectOneLineError(const std::string& program, const std::string& args, const std::string& phrase,
                         int exit_code = 1);
+/// One PNG chunk (length, type, data, CRC-32), for crafting PNG files in tests. Computes the CRC bit by
+/// bit, independently of the image reader's table.
+std::string PngChunk(const std::string& type, const std::string& data);
 /// True when the registry's `auto` choice finds a solver of this algorithm on some device.
 bool HasSolver(Algorithm algorithm);
 /// Checks a GPU move solver's registry entry (algorithm, device, compiled in exactly when CUDA is) and, where no GPU
