@@ -19,6 +19,7 @@
 #include "mrf/solve.h"
 #include "support/expansion_twin.h"
 #include "support/test_support.h"
+#include "gpu/move_solver_checks.h"
 
 namespace mrf {
 namespace {
@@ -248,35 +249,17 @@ TEST(CudaExpansion, TruncatesOnlyWhenAskedAndStaysHonest) {
 
 TEST(CudaExpansion, SmallBadInputsGiveClearMessages) {
   MRF_SKIP_WITHOUT_CUDA();
+  test::ExpectEdgeListRefusedAndAutoFallsBack("cuda-expansion", Algorithm::kExpansion, "cpu-expansion");
+  // Too little GPU memory (an injected limit): both figures in the message.
   std::mt19937_64 rng(9);
-  Pairwise potts{PairwiseKind::kPotts, 10, kMaxCost, {}};
-  // An edge list: refused when asked for by name, cpu-expansion instead under auto (recorded).
-  const Model list = test::RandomModel(rng, Topology::EdgeList(4, {0, 1, 2}, {1, 2, 3}), 3, 100, potts);
+  const Model grid = test::RandomModel(rng, Topology::Grid2D(64, 48, 4), 5, 100, Pairwise{PairwiseKind::kPotts, 10, kMaxCost, {}});
+  const CudaExpansionMemory need = EstimateCudaExpansionMemory(grid, CudaExpansionTuning{});
   SolveOptions named;
   named.solver = "cuda-expansion";
-  const Result bad = Solve(list, named);
-  EXPECT_FALSE(bad.ok);
-  EXPECT_NE(bad.message.find("needs a grid"), std::string::npos) << bad.message;
-  SolveOptions automatic;
-  automatic.algorithm = Algorithm::kExpansion;
-  const Result fallback = Solve(list, automatic);
-  ASSERT_TRUE(fallback.ok) << fallback.message;
-  EXPECT_EQ(fallback.backend_used, "cpu-expansion");
-  EXPECT_NE(fallback.fallback_reason.find("cuda-expansion failed"), std::string::npos) << fallback.fallback_reason;
-  // Too little GPU memory (an injected limit): both figures in the message, and auto falls back.
-  const Model grid = test::RandomModel(rng, Topology::Grid2D(64, 48, 4), 5, 100, potts);
-  const CudaExpansionMemory need = EstimateCudaExpansionMemory(grid, CudaExpansionTuning{});
-  CudaExpansionTuning small;
-  small.memory_limit = need.base_bytes / 2;
-  Result out;
-  try {
-    RunCudaExpansion(grid, named, &out, small);
-    ADD_FAILURE() << "a run above the memory limit did not fail";
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find("not enough GPU memory"), std::string::npos) << message;
-    EXPECT_NE(message.find("MiB available"), std::string::npos) << message;
-  }
+  test::ExpectRefusedBelowItsMemory("cuda-expansion", need.base_bytes, [&](const CudaExpansionTuning& tuning) {
+    Result out;
+    RunCudaExpansion(grid, named, &out, tuning);
+  });
   // Just enough for the base and one kept graph: runs, keeping one label's graph.
   CudaExpansionTuning one;
   one.memory_limit = need.base_bytes + need.per_kept_graph_bytes + need.per_kept_graph_bytes / 2;

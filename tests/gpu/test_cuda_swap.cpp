@@ -19,6 +19,7 @@
 #include "mrf/solve.h"
 #include "support/expansion_twin.h"
 #include "support/test_support.h"
+#include "gpu/move_solver_checks.h"
 
 namespace mrf {
 namespace {
@@ -238,34 +239,17 @@ TEST(CudaSwap, TruncatesOnlyWhenAskedWithCpuSwapsMessage) {
 
 TEST(CudaSwap, SmallBadInputsGiveClearMessagesAndAutoFallsBack) {
   MRF_SKIP_WITHOUT_CUDA();
+  test::ExpectEdgeListRefusedAndAutoFallsBack("cuda-swap", Algorithm::kSwap, "cpu-swap");
+  // Too little GPU memory (an injected limit): both figures in the message.
   std::mt19937_64 rng(9);
-  Pairwise potts{PairwiseKind::kPotts, 10, kMaxCost, {}};
-  const Model list = test::RandomModel(rng, Topology::EdgeList(4, {0, 1, 2}, {1, 2, 3}), 3, 100, potts);
+  const Model grid = test::RandomModel(rng, Topology::Grid2D(64, 48, 4), 5, 100, Pairwise{PairwiseKind::kPotts, 10, kMaxCost, {}});
+  const CudaExpansionMemory need = EstimateCudaSwapMemory(grid, CudaExpansionTuning{});
   SolveOptions named;
   named.solver = "cuda-swap";
-  const Result bad = Solve(list, named);
-  EXPECT_FALSE(bad.ok);
-  EXPECT_NE(bad.message.find("cuda-swap needs a grid"), std::string::npos) << bad.message;
-  SolveOptions automatic;
-  automatic.algorithm = Algorithm::kSwap;
-  const Result fallback = Solve(list, automatic);
-  ASSERT_TRUE(fallback.ok) << fallback.message;
-  EXPECT_EQ(fallback.backend_used, "cpu-swap");
-  EXPECT_NE(fallback.fallback_reason.find("cuda-swap failed"), std::string::npos) << fallback.fallback_reason;
-  // Too little GPU memory (an injected limit): both figures in the message.
-  const Model grid = test::RandomModel(rng, Topology::Grid2D(64, 48, 4), 5, 100, potts);
-  const CudaExpansionMemory need = EstimateCudaSwapMemory(grid, CudaExpansionTuning{});
-  CudaExpansionTuning small;
-  small.memory_limit = need.base_bytes / 2;
-  Result out;
-  try {
-    RunCudaSwap(grid, named, &out, small);
-    ADD_FAILURE() << "a run above the memory limit did not fail";
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    EXPECT_NE(message.find("cuda-swap: not enough GPU memory"), std::string::npos) << message;
-    EXPECT_NE(message.find("MiB available"), std::string::npos) << message;
-  }
+  test::ExpectRefusedBelowItsMemory("cuda-swap", need.base_bytes, [&](const CudaExpansionTuning& tuning) {
+    Result out;
+    RunCudaSwap(grid, named, &out, tuning);
+  });
   // Just the estimate: runs, within it.
   CudaExpansionTuning enough;
   enough.memory_limit = need.base_bytes;

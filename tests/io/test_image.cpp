@@ -10,6 +10,11 @@
 namespace mrf {
 namespace {
 
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 TEST(Image, PngRoundTripKeepsEveryValue) {
   const std::string dir = test::ScratchDir("image_roundtrip");
   Image img = Image::Filled(7, 5, 3);
@@ -38,8 +43,7 @@ TEST(Image, TruncatedAndNonImageFilesAreRejected) {
   Image img = Image::Filled(64, 64, 3);
   for (std::size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<std::uint8_t>(i * 7919 % 251);
   SavePng(dir + "/full.png", img);
-  std::ifstream in(dir + "/full.png", std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes = FileBytes(dir + "/full.png");
   std::ofstream(dir + "/cut.png", std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
   EXPECT_THROW(LoadImage(dir + "/cut.png"), Error);
   std::ofstream(dir + "/text.png") << "this is not an image\n";
@@ -63,8 +67,7 @@ TEST(Image, DamagedPngChunksAreRefused) {
   Image img = Image::Filled(40, 30, 3);
   for (std::size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<std::uint8_t>(i * 31 % 256);
   SavePng(dir + "/a.png", img);
-  std::ifstream in(dir + "/a.png", std::ios::binary);
-  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string good = FileBytes(dir + "/a.png");
   EXPECT_EQ(LoadImageFromMemory(good, "a.png").pixels, img.pixels);
   // One flipped bit in the compressed pixels (the IDAT chunk follows the 8-byte signature and the
   // 25-byte IHDR chunk).
