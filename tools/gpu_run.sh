@@ -12,7 +12,7 @@
 #   bp         --suite bp: cuda-bp against tbb-bp on Tsukuba and Aloe
 #   expansion  --suite gpuexpansion on Tsukuba and Venus: cuda-expansion, cuda-swap and their CPU baselines
 #   aloe       --suite gpuexpansion on Aloe (CPU baseline stopped after 25 s)
-#   profile    Nsight Compute on one launch of each GPU solver's main kernel (cuda-bp's fast tile kernel on
+#   profile    Nsight Compute on one launch of each GPU solver's main kernel (cuda-bp's fast tile or split kernel on
 #              Tsukuba 1 x 1, cuda-expansion's solve kernel on Tsukuba, cuda-pr's push and BFS kernels on the
 #              1024 x 1024 scene): stall reasons per SASS line as CSV, and the SASS of libmrf, in $OUT/profile.tgz
 # Environment: DEADLINE (seconds for everything, default 500), SIZES, PR_TUNINGS, EXP_TUNINGS, PROGRAMS (the test
@@ -86,7 +86,7 @@ for part in ${*:-tests memcheck racecheck}; do
       NCU="ncu --clock-control none --section WarpStateStats --section SourceCounters --section SchedulerStats \
            --section LaunchStats --section SpeedOfLight --import-source no -f"
       want() { case " ${PROFILES:-bp expansion pr} " in *" $1 "*) return 0 ;; esac; return 1; }
-      want bp && step ncu-bp 90 "Duration|Warp Cycles|Issued Ipc|==PROF==|rror" $NCU -k regex:FastTileKernel -c 1 -o $P/bp \
+      want bp && step ncu-bp 90 "Duration|Warp Cycles|Issued Ipc|==PROF==|rror" $NCU -k regex:"Fast(Tile|Split)Kernel" -c 1 -o $P/bp \
         ./bin/mrf-stereo $tsukuba --algorithm bp --device cuda --iterations 1
       want expansion && step ncu-expansion 150 "Duration|Warp Cycles|Issued Ipc|==PROF==|rror" env MRF_CUDA_EXPANSION_TUNING=device_loop=0 \
         $NCU -k regex:SolveKernel -s 6 -c 2 -o $P/expansion ./bin/mrf-stereo $tsukuba --algorithm expansion --device cuda

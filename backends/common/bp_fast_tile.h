@@ -574,6 +574,61 @@ MRF_UNROLL
   }
 }
 
+#if defined(__CUDA_ARCH__)
+/// A shared tile array by its 32-bit address in the block's shared window, taken once before a step loop.
+/// Through a generic pointer nvcc 13.0 re-derived the window (S2R SR_CgaCtaId) at every access of the
+/// vertical step loop: two reads a step, each stalling the in-order warp before the message (Nsight
+/// Compute on Tsukuba, 2026-11-24).
+struct SharedArray {
+  unsigned address;
+};
+__device__ inline SharedArray InShared(const Word* array) {
+  return {static_cast<unsigned>(__cvta_generic_to_shared(array))};
+}
+
+/// LoadWords on a SharedArray. Volatile: never merged with a load of another phase or moved across
+/// the barriers (volatile too) that separate the phases.
+template <int HW, int NW>
+__device__ void LoadWords(Word (&v)[HW], SharedArray array, int x, int y, int row_stride, int first) {
+  constexpr int VW = NW < 4 ? NW : 4;
+  constexpr int CW = HW < VW ? HW : VW;
+MRF_UNROLL
+  for (int k = 0; k < HW / CW; ++k) {
+    const int word = first + k * CW;
+    const unsigned at = array.address + 4u * static_cast<unsigned>(PixelOffset(x, y, word / VW, NW, row_stride) + word % VW);
+    if constexpr (CW == 4) {
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v[4 * k]), "=r"(v[4 * k + 1]), "=r"(v[4 * k + 2]), "=r"(v[4 * k + 3])
+                   : "r"(at));
+    } else if constexpr (CW == 2) {
+      asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v[2 * k]), "=r"(v[2 * k + 1]) : "r"(at));
+    } else {
+      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v[k]) : "r"(at));
+    }
+  }
+}
+
+/// StoreWords on a SharedArray.
+template <int HW, int NW>
+__device__ void StoreWords(SharedArray array, int x, int y, int row_stride, int first, const Word (&v)[HW]) {
+  constexpr int VW = NW < 4 ? NW : 4;
+  constexpr int CW = HW < VW ? HW : VW;
+MRF_UNROLL
+  for (int k = 0; k < HW / CW; ++k) {
+    const int word = first + k * CW;
+    const unsigned at = array.address + 4u * static_cast<unsigned>(PixelOffset(x, y, word / VW, NW, row_stride) + word % VW);
+    if constexpr (CW == 4) {
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(v[4 * k]), "r"(v[4 * k + 1]),
+                   "r"(v[4 * k + 2]), "r"(v[4 * k + 3]));
+    } else if constexpr (CW == 2) {
+      asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(at), "r"(v[2 * k]), "r"(v[2 * k + 1]));
+    } else {
+      asm volatile("st.shared.u32 [%0], %1;" ::"r"(at), "r"(v[k]));
+    }
+  }
+}
+#endif
+
 /// Copies HW consecutive words (16-byte aligned for HW >= 4, 8-byte for HW == 2) in vectors on the GPU.
 template <int HW>
 MRF_HD void CopyWords(Word (&v)[HW], const Word* src) {
@@ -822,6 +877,12 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
   auto px = [&](int p) { return vertical ? x_line : p; };
   auto py = [&](int p) { return vertical ? p : y_line; };
   auto staged = [&](int e, int i) { return stage + (static_cast<std::size_t>(e) * T + i) * NW + w0; };
+#if defined(__CUDA_ARCH__)
+  const SharedArray own_at = InShared(own), unary_at = InShared(unary), o1_at = InShared(o1), o2_at = InShared(o2);
+#else
+  Word* const own_at = own;
+  const Word *const unary_at = unary, *const o1_at = o1, *const o2_at = o2;
+#endif
 
   Word old[HW];  // the border message this visit replaces (to report changes)
 MRF_UNROLL
@@ -831,9 +892,9 @@ MRF_UNROLL
   Word m[HW];
   if (first) {
     CopyWords<HW>(m, staged(entering, line));
-    if (!idle) StoreWords<HW, NW>(own, px(pos), py(pos), rs, w0, m);
+    if (!idle) StoreWords<HW, NW>(own_at, px(pos), py(pos), rs, w0, m);
   } else {
-    LoadWords<HW, NW>(m, own, px(pos), py(pos), rs, w0);
+    LoadWords<HW, NW>(m, own_at, px(pos), py(pos), rs, w0);
   }
   // First iteration, horizontal chains: the vertical messages are 0 inside the tile, and at its top and
   // bottom rows the ones entering it.
@@ -846,15 +907,15 @@ MRF_UNROLL
     constexpr bool kFlat = decltype(flat_tag)::value;
     Word d[HW], a[HW], b[HW], pre[HW];  // pre: the sum at the next pixel of everything but the chain's message
     auto load = [&](int p) {
-      LoadWords<HW, NW>(d, unary, px(p), py(p), rs, w0);
+      LoadWords<HW, NW>(d, unary_at, px(p), py(p), rs, w0);
       if constexpr (kFlat) {
 MRF_UNROLL
         for (int w = 0; w < HW; ++w) a[w] = b[w] = 0;
         if (top) CopyWords<HW>(a, top + p * NW);
         if (bottom) CopyWords<HW>(b, bottom + p * NW);
       } else {
-        LoadWords<HW, NW>(a, o1, px(p), py(p), rs, w0);
-        LoadWords<HW, NW>(b, o2, px(p), py(p), rs, w0);
+        LoadWords<HW, NW>(a, o1_at, px(p), py(p), rs, w0);
+        LoadWords<HW, NW>(b, o2_at, px(p), py(p), rs, w0);
       }
     };
     auto sum = [&] {
@@ -869,13 +930,15 @@ MRF_UNROLL
       const int s = *scale;
       scale += scale_step;
       pos += step_pos;
-      if (i + 1 < steps) load(pos);  // the next pixel's inputs do not depend on this message
+      // The next pixel's inputs do not depend on this message. Past the chain's last step the loads repeat
+      // the current pixel (in bounds, unused): a select instead of a branch around them.
+      load(i + 1 < steps ? pos : pos - step_pos);
       if constexpr (LANES == 1)
         Message<NW, F>(h, s, P.form, m);
       else
         LocalMessage<HW, F>(h, s, P.form, LaneGroup<LANES>{lane}, m);
       sum();  // (after the message, so that the loads have landed)
-      if (i < stored) StoreWords<HW, NW>(own, px(pos), py(pos), rs, w0, m);
+      if (i < stored) StoreWords<HW, NW>(own_at, px(pos), py(pos), rs, w0, m);
     }
   };
   if (flat)
