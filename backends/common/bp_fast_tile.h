@@ -670,10 +670,27 @@ MRF_UNROLL
   }
 }
 
-/// Writes HW packed words as 2 HW border ints, labels first_label.. on; 0 at padded labels (L and up).
-/// Returns whether a real label changed.
+/// Reads 2 HW border ints as they are stored, for StoreBorder() to compare with at the end of a phase. Not
+/// packed here: a use right after the load made every chain wait for the L2 round trip before its first
+/// step (Nsight Compute: the stall before the step loop); unpacked, nothing waits for it until the end.
 template <int HW>
-MRF_HD bool StoreBorder(Cost* dst, const Word (&v)[HW], const Word (&old)[HW], int first_label, int L) {
+MRF_HD void LoadBorderAsStored(Cost (&v)[2 * HW], const Cost* src) {
+  static_assert(HW % 2 == 0, "border messages move in 16-byte vectors");
+MRF_UNROLL
+  for (int q = 0; q < HW / 2; ++q) {
+#if defined(__CUDA_ARCH__)
+    const int4 t = __ldcg(reinterpret_cast<const int4*>(src) + q);
+    v[4 * q] = t.x, v[4 * q + 1] = t.y, v[4 * q + 2] = t.z, v[4 * q + 3] = t.w;
+#else
+    for (int k = 0; k < 4; ++k) v[4 * q + k] = src[4 * q + k];
+#endif
+  }
+}
+
+/// Writes HW packed words as 2 HW border ints, labels first_label.. on; 0 at padded labels (L and up).
+/// Returns whether a real label changed from `old` (LoadBorderAsStored(), compared as packed halves).
+template <int HW>
+MRF_HD bool StoreBorder(Cost* dst, const Word (&v)[HW], const Cost (&old)[2 * HW], int first_label, int L) {
   static_assert(HW % 2 == 0, "border messages move in 16-byte vectors");
   bool changed = false;
   int x[2 * HW];
@@ -682,7 +699,7 @@ MRF_UNROLL
     const int label = first_label + 2 * w;
     x[2 * w] = label < L ? Lo(v[w]) : 0;
     x[2 * w + 1] = label + 1 < L ? Hi(v[w]) : 0;
-    changed |= Pack(x[2 * w], x[2 * w + 1]) != old[w];
+    changed |= Pack(x[2 * w], x[2 * w + 1]) != Pack(old[2 * w], old[2 * w + 1]);
   }
 MRF_UNROLL
   for (int q = 0; q < HW / 2; ++q) {
@@ -884,10 +901,10 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
   const Word *const unary_at = unary, *const o1_at = o1, *const o2_at = o2;
 #endif
 
-  Word old[HW];  // the border message this visit replaces (to report changes)
+  Cost old[2 * HW];  // the border message this visit replaces (to report changes)
 MRF_UNROLL
-  for (int w = 0; w < HW; ++w) old[w] = 0;
-  if (last && border && steps == length) LoadBorder<HW>(old, border + 2 * w0);
+  for (int k = 0; k < 2 * HW; ++k) old[k] = 0;
+  if (last && border && steps == length) LoadBorderAsStored<HW>(old, border + 2 * w0);
 
   Word m[HW];
   if (first) {
