@@ -546,31 +546,14 @@ MRF_UNROLL
   }
 }
 
-/// Stores words [first, first + HW) of a pixel (see LoadWords).
+/// Stores words [first, first + HW) of a pixel (see LoadWords): the host emulation's; the GPU's step loop
+/// stores through a SharedArray (below).
 template <int HW, int NW>
 MRF_HD void StoreWords(Word* array, int x, int y, int row_stride, int first, const Word (&v)[HW]) {
   constexpr int VW = NW < 4 ? NW : 4;
-  constexpr int CW = HW < VW ? HW : VW;
-MRF_UNROLL
-  for (int k = 0; k < HW / CW; ++k) {
-    const int word = first + k * CW;
-    Word* vector = array + PixelOffset(x, y, word / VW, NW, row_stride);
-#if defined(__CUDA_ARCH__)
-    if constexpr (CW == 4) {
-      // (nvcc 13.0 split a plain uint4 assignment here into four 4-byte stores, and storing through a uint4
-      // index measured 4-9% slower on Tsukuba.) Volatile: never dropped or moved; no other access of this
-      // phase touches the word, and the barriers that end a phase are volatile with a memory clobber.
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(
-                       static_cast<unsigned>(__cvta_generic_to_shared(vector))),
-                   "r"(v[4 * k]), "r"(v[4 * k + 1]), "r"(v[4 * k + 2]), "r"(v[4 * k + 3]));
-    } else if constexpr (CW == 2) {
-      reinterpret_cast<uint2*>(vector)[word % VW / 2] = make_uint2(v[2 * k], v[2 * k + 1]);
-    } else {
-      vector[word % VW] = v[k];
-    }
-#else
-    for (int i = 0; i < CW; ++i) vector[word % VW + i] = v[CW * k + i];
-#endif
+  for (int w = 0; w < HW; ++w) {
+    const int word = first + w;
+    array[PixelOffset(x, y, word / VW, NW, row_stride) + word % VW] = v[w];
   }
 }
 
@@ -586,16 +569,21 @@ __device__ inline SharedArray InShared(const Word* array) {
   return {static_cast<unsigned>(__cvta_generic_to_shared(array))};
 }
 
-/// LoadWords on a SharedArray. Volatile: never merged with a load of another phase or moved across
-/// the barriers (volatile too) that separate the phases.
+/// The shared address of word `word` of tile pixel (x, y) in `array` (see PixelOffset()).
+template <int NW>
+__device__ unsigned WordAddress(SharedArray array, int x, int y, int row_stride, int word) {
+  constexpr int VW = NW < 4 ? NW : 4;
+  return array.address + 4u * static_cast<unsigned>(PixelOffset(x, y, word / VW, NW, row_stride) + word % VW);
+}
+
+/// LoadWords on a SharedArray, in accesses of CW words as LoadWords. Volatile: never merged with a load of
+/// another phase or moved across the barriers (volatile too) that separate the phases.
 template <int HW, int NW>
 __device__ void LoadWords(Word (&v)[HW], SharedArray array, int x, int y, int row_stride, int first) {
-  constexpr int VW = NW < 4 ? NW : 4;
-  constexpr int CW = HW < VW ? HW : VW;
+  constexpr int CW = HW < (NW < 4 ? NW : 4) ? HW : (NW < 4 ? NW : 4);
 MRF_UNROLL
   for (int k = 0; k < HW / CW; ++k) {
-    const int word = first + k * CW;
-    const unsigned at = array.address + 4u * static_cast<unsigned>(PixelOffset(x, y, word / VW, NW, row_stride) + word % VW);
+    const unsigned at = WordAddress<NW>(array, x, y, row_stride, first + k * CW);
     if constexpr (CW == 4) {
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                    : "=r"(v[4 * k]), "=r"(v[4 * k + 1]), "=r"(v[4 * k + 2]), "=r"(v[4 * k + 3])
@@ -608,15 +596,15 @@ MRF_UNROLL
   }
 }
 
-/// StoreWords on a SharedArray.
+/// StoreWords on a SharedArray. Inline PTX: nvcc 13.0 split a plain uint4 store into four 4-byte stores,
+/// and a store through a uint4 index measured 4-9% slower on Tsukuba. Volatile: never dropped or moved; no
+/// other access of the phase touches the words.
 template <int HW, int NW>
 __device__ void StoreWords(SharedArray array, int x, int y, int row_stride, int first, const Word (&v)[HW]) {
-  constexpr int VW = NW < 4 ? NW : 4;
-  constexpr int CW = HW < VW ? HW : VW;
+  constexpr int CW = HW < (NW < 4 ? NW : 4) ? HW : (NW < 4 ? NW : 4);
 MRF_UNROLL
   for (int k = 0; k < HW / CW; ++k) {
-    const int word = first + k * CW;
-    const unsigned at = array.address + 4u * static_cast<unsigned>(PixelOffset(x, y, word / VW, NW, row_stride) + word % VW);
+    const unsigned at = WordAddress<NW>(array, x, y, row_stride, first + k * CW);
     if constexpr (CW == 4) {
       asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(v[4 * k]), "r"(v[4 * k + 1]),
                    "r"(v[4 * k + 2]), "r"(v[4 * k + 3]));
