@@ -116,12 +116,13 @@ std::vector<Cost> ReadCostTable(const std::string& path, Label labels) {
     const long long k = static_cast<long long>(table.size());
     std::string entry = "entry " + std::to_string(k + 1);
     if (k < expected) entry += " (V(" + std::to_string(k / labels) + "," + std::to_string(k % labels) + "))";
-    std::string shown = token.substr(0, 32);  // the entry as the message quotes it, one printable line
+    // The entry as the message quotes it: one printable line, cut after 32 characters.
+    std::string shown = token.size() > 32 ? token.substr(0, 32) + "..." : token;
     for (char& c : shown)
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
     long long value = 0;
-    const char* first = token.data();
-    const char* last = first + token.size();
+    const char* first = token.data() + (token.size() > 1 && token[0] == '+');  // "+5", as streams read it
+    const char* last = token.data() + token.size();
     const std::from_chars_result parsed = std::from_chars(first, last, value);
     const bool out_of_range = parsed.ec == std::errc::result_out_of_range && parsed.ptr == last;
     if (!out_of_range && (parsed.ec != std::errc() || parsed.ptr != last))

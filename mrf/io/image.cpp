@@ -101,7 +101,10 @@ Image DecodePnm(const std::string& bytes, const std::string& name) {
                    " pixel bytes)");
   // Bytes past the pixels mean a header that does not describe the data (or a second image in the file):
   // either way the pixels read would not be the ones meant.
-  const std::int64_t extra = static_cast<std::int64_t>(bytes.size() - pos) - needed;
+  // Trailing whitespace (a newline some writers add) is not data.
+  std::size_t end = bytes.size();
+  while (end > pos + static_cast<std::size_t>(needed) && std::isspace(static_cast<unsigned char>(bytes[end - 1]))) --end;
+  const std::int64_t extra = static_cast<std::int64_t>(end - pos) - needed;
   if (extra > 0)
     Fail(name, std::to_string(extra) + " bytes after the " + std::to_string(w) + "x" + std::to_string(h) +
                    " pixels the PNM header announces (a header that does not match the data, or a second image)");

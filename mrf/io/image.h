@@ -34,7 +34,7 @@ struct Image {
 /// Loads an image. `channels` = 0 keeps the file's channel count; 1 or 3 converts (grey <-> RGB).
 /// Throws mrf::Error with a one-line message naming the file for a missing, unreadable,
 /// truncated or corrupt file: a PNG's chunks must pass their CRCs and end with IEND; a PGM/PPM must
-/// hold exactly the pixels its header announces, none above its maximum value.
+/// hold exactly the pixels its header announces (trailing whitespace aside), none above its maximum value.
 Image LoadImage(const std::string& path, int channels = 0);
 /// Decodes an image held in memory; `name` appears in error messages.
 Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int channels = 0);

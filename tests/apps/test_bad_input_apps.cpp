@@ -55,7 +55,7 @@ std::string MakeSamples() {
   WriteFile(d + "/t3.txt", "0 1 1\n");
   WriteFile(d + "/tx.txt", "0 1 x 0\n");
   WriteFile(d + "/tneg.txt", "0 -1 1 0\n");
-  WriteFile(d + "/tbig.txt", "0 1\n1 99999999999999999999\n");
+  WriteFile(d + "/tbig.txt", "+0 1\n1 99999999999999999999\n");  // "+0": a sign is read as streams read it
   const char newer[] = "MRFMODEL\x02\0\0\0 and then anything";  // version 2
   WriteFile(d + "/model.mrf", std::string(newer, sizeof newer - 1));
   Model m;

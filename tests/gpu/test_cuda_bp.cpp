@@ -467,6 +467,16 @@ TEST(CudaBp, SmallInjectedFaultsGiveClearMessagesAndAutoFallsBack) {
     EXPECT_NE(fallback.fallback_reason.find(expected), std::string::npos) << fallback.fallback_reason;
     EXPECT_EQ(fallback.labels, cpu.labels) << fault;
   }
+  {  // A debugging switch with a value it does not know is refused, not silently ignored.
+    ScopedEnv debug("MRF_CUDA_DEBUG_SYNC", "yes");
+    SolveOptions named;
+    named.solver = "cuda-bp";
+    named.bp.schedule = "tiled";
+    const Result refused = Solve(m, named);
+    EXPECT_FALSE(refused.ok);
+    EXPECT_NE(refused.message.find("cuda-bp: MRF_CUDA_DEBUG_SYNC must be 0 or 1 (got 'yes')"), std::string::npos)
+        << refused.message;
+  }
   // Afterwards the GPU works again.
   ExpectSameAsCpu(m, Tiled(2, 6, 2), "after the injected faults");
 }

@@ -370,6 +370,13 @@ TEST(CudaPushRelabel, SmallInjectedFaultsGiveClearMessagesAndAutoFallsBack) {
   const StGraph g = test::GridFlowCase(rng, Topology::Grid2D(30, 20, 4), CapacityProfile::kUniform);
   const Model m = SmallBinaryModel(2);
   const Energy best = test::BruteForceMinEnergy(m);
+  {  // A debugging switch with a value it does not know is refused, not silently ignored.
+    ScopedEnv debug("MRF_CUDA_DEBUG_SYNC", "yes");
+    StGraph named = Copy(g);
+    const Result r = named.maxflow("cuda-pr");
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.message.find("cuda-pr: MRF_CUDA_DEBUG_SYNC must be 0 or 1 (got 'yes')"), std::string::npos) << r.message;
+  }
   const std::pair<const char*, const char*> faults[] = {{"oom", "out of GPU memory"}, {"launch", "kernel launch failed"}};
   for (const auto& [fault, expected] : faults) {
     ScopedEnv inject("MRF_INJECT_CUDA_FAULT", fault);

@@ -93,6 +93,8 @@ TEST(Image, PnmSamplesAndLengthMatchTheHeader) {
   EXPECT_EQ(Message(std::string("P6\n1 2\n255\n\x01\x02\x03\x04\x05\x06\x07", 18), "long.ppm"),
             "cannot read image 'long.ppm': 1 bytes after the 1x2 pixels the PNM header announces (a header that "
             "does not match the data, or a second image)");
+  // A newline after the pixels, as some writers add, is not data.
+  EXPECT_EQ(LoadImageFromMemory(std::string("P5\n3 1\n200\n\x10\xc8\x00\n", 15), "nl.pgm").width, 3);
   const Image ok = LoadImageFromMemory(std::string("P5\n3 1\n200\n\x10\xc8\x00", 14), "ok.pgm");
   EXPECT_EQ(ok.at(1, 0), 255);
   EXPECT_EQ(ok.at(0, 0), 16 * 255 / 200);

@@ -1,6 +1,7 @@
 // The model file format: exact round trips, and a clear error for every kind of damage.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <sstream>
