@@ -92,10 +92,9 @@ void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result
   if (const char* kernel = std::getenv("MRF_BP_CUDA_KERNEL")) tuning.kernel = bp::ParseCudaKernel(kernel);
   if (const char* lanes = std::getenv("MRF_BP_LABELS_PER_LANE")) {
     const std::string text = lanes;
-    tuning.labels_per_lane = text == "2" || text == "4" || text == "8" || text == "16" ? std::atoi(lanes) : 0;
-    if (tuning.labels_per_lane != 2 && tuning.labels_per_lane != 4 && tuning.labels_per_lane != 8 &&
-        tuning.labels_per_lane != 16)
-      throw Error(std::string("MRF_BP_LABELS_PER_LANE must be 2, 4, 8 or 16 (got '") + lanes + "')");
+    if (text != "2" && text != "4" && text != "8" && text != "16")
+      throw Error("MRF_BP_LABELS_PER_LANE must be 2, 4, 8 or 16 (got '" + text + "')");
+    tuning.labels_per_lane = std::atoi(lanes);
   }
   bp::CudaRunner runner(problem, config, tuning);
   result->timings.setup_ms = MsSince(start) - runner.times().upload_ms;

@@ -1,6 +1,9 @@
 #include "mrf/device.h"
 
+#include <cstdlib>
+
 #include "mrf/config.h"
+#include "mrf/types.h"
 
 #if MRF_HAVE_CUDA
 // Defined in backends/cuda/device_query.cu (the static CUDA library linked into libmrf).
@@ -14,6 +17,14 @@ std::string DeviceDescription();
 namespace mrf {
 
 bool CudaCompiledIn() { return MRF_HAVE_CUDA != 0; }
+
+bool CudaDebugSyncRequested(const std::string& engine) {
+  const char* env = std::getenv("MRF_CUDA_DEBUG_SYNC");
+  const std::string value = env ? env : "";
+  if (value.empty() || value == "0") return false;
+  if (value == "1") return true;
+  throw Error(engine + ": MRF_CUDA_DEBUG_SYNC must be 0 or 1 (got '" + value + "')");
+}
 
 #if MRF_HAVE_CUDA
 int CudaDeviceCount() { return cuda::DeviceCount(); }

@@ -15,5 +15,9 @@ int CudaDeviceCount();
 std::string CudaUnavailableReason();
 /// Name and memory of device 0, e.g. "NVIDIA H100 80GB HBM3, 79.2 GiB", or "" without one.
 std::string CudaDeviceDescription();
+/// Whether MRF_CUDA_DEBUG_SYNC asks the CUDA engines to synchronise after every launch: unset, empty or
+/// "0": no; "1": yes; any other value throws mrf::Error naming `engine` ("cuda-pr: MRF_CUDA_DEBUG_SYNC
+/// must be 0 or 1 (got 'yes')").
+bool CudaDebugSyncRequested(const std::string& engine);
 
 }  // namespace mrf

@@ -179,6 +179,13 @@ std::string NumberText(double value) {
   return text;
 }
 
+std::string PrintableText(const std::string& text, std::size_t limit) {
+  std::string shown = text.size() > limit ? text.substr(0, limit) + "..." : text;
+  for (char& c : shown)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+  return shown;
+}
+
 Cost QuantizeCost(double value, double scale, const std::string& what, bool allow_negative) {
   if (std::isnan(value)) throw Error(what + " is NaN");
   if (std::isinf(value)) throw Error(what + " is infinite");

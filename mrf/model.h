@@ -2,6 +2,7 @@
 /// @file model.h
 /// @brief The one plain-data MRF model that every energy builds and every solver consumes.
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -114,5 +115,9 @@ Cost QuantizeCost(double value, double scale, const std::string& what, bool allo
 /// A number as a short text for messages (six significant digits: "1e+300", where std::to_string
 /// writes 301 digits).
 std::string NumberText(double value);
+
+/// `text` cut after `limit` characters (marked "...") with every byte outside printable ASCII shown as '?':
+/// for quoting file contents in one-line messages.
+std::string PrintableText(const std::string& text, std::size_t limit = 200);
 
 }  // namespace mrf

@@ -116,10 +116,7 @@ std::vector<Cost> ReadCostTable(const std::string& path, Label labels) {
     const long long k = static_cast<long long>(table.size());
     std::string entry = "entry " + std::to_string(k + 1);
     if (k < expected) entry += " (V(" + std::to_string(k / labels) + "," + std::to_string(k % labels) + "))";
-    // The entry as the message quotes it: one printable line, cut after 32 characters.
-    std::string shown = token.size() > 32 ? token.substr(0, 32) + "..." : token;
-    for (char& c : shown)
-      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+    const std::string shown = PrintableText(token, 32);  // the entry as the message quotes it
     long long value = 0;
     const char* first = token.data() + (token.size() > 1 && token[0] == '+');  // "+5", as streams read it
     const char* last = token.data() + token.size();

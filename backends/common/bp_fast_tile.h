@@ -580,7 +580,7 @@ __device__ unsigned WordAddress(SharedArray array, int x, int y, int row_stride,
 /// another phase or moved across the barriers (volatile too) that separate the phases.
 template <int HW, int NW>
 __device__ void LoadWords(Word (&v)[HW], SharedArray array, int x, int y, int row_stride, int first) {
-  constexpr int CW = HW < (NW < 4 ? NW : 4) ? HW : (NW < 4 ? NW : 4);
+  constexpr int CW = HW < VectorWords(NW) ? HW : VectorWords(NW);  // words per access, as LoadWords
 MRF_UNROLL
   for (int k = 0; k < HW / CW; ++k) {
     const unsigned at = WordAddress<NW>(array, x, y, row_stride, first + k * CW);
@@ -601,7 +601,7 @@ MRF_UNROLL
 /// other access of the phase touches the words.
 template <int HW, int NW>
 __device__ void StoreWords(SharedArray array, int x, int y, int row_stride, int first, const Word (&v)[HW]) {
-  constexpr int CW = HW < (NW < 4 ? NW : 4) ? HW : (NW < 4 ? NW : 4);
+  constexpr int CW = HW < VectorWords(NW) ? HW : VectorWords(NW);  // words per access, as LoadWords
 MRF_UNROLL
   for (int k = 0; k < HW / CW; ++k) {
     const unsigned at = WordAddress<NW>(array, x, y, row_stride, first + k * CW);

@@ -1332,8 +1332,7 @@ struct CudaRunner::Impl {
     CheckConfig(p, c);
     if (c.schedule == Schedule::kBpm)
       throw Error("cuda-bp runs the tiled and sync schedules; bpm runs on the CPU (tbb-bp)");
-    if (const char* v = std::getenv("MRF_CUDA_DEBUG_SYNC"); v && *v && std::string(v) != "0" && std::string(v) != "1")
-      throw Error(std::string("cuda-bp: MRF_CUDA_DEBUG_SYNC must be 0 or 1 (got '") + v + "')");
+    CudaDebugSyncRequested("cuda-bp");  // a bad value is refused here; DebugSync() caches the switch
     if (const char* v = std::getenv("MRF_INJECT_CUDA_FAULT")) inject = v;
     if (!inject.empty() && inject != "oom" && inject != "launch" && inject != "nodevice")
       throw Error("cuda-bp: MRF_INJECT_CUDA_FAULT must be 'nodevice', 'oom' or 'launch' (got '" + inject + "')");

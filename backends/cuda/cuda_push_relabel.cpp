@@ -60,10 +60,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
 
  protected:
   void Prepare(const pr::TileLayout& layout) override {
-    const std::string debug_sync = GetEnv("MRF_CUDA_DEBUG_SYNC");
-    if (!debug_sync.empty() && debug_sync != "0" && debug_sync != "1")
-      throw Error("cuda-pr: MRF_CUDA_DEBUG_SYNC must be 0 or 1 (got '" + debug_sync + "')");
-    debug_sync_ = debug_sync == "1";
+    debug_sync_ = CudaDebugSyncRequested("cuda-pr");
     inject_ = GetEnv("MRF_INJECT_CUDA_FAULT");
     if (!inject_.empty() && inject_ != "oom" && inject_ != "launch")
       throw Error("cuda-pr: MRF_INJECT_CUDA_FAULT must be 'oom' or 'launch' (got '" + inject_ + "')");

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "mrf/io/read_file.h"
+#include "mrf/model.h"
 #include "mrf/types.h"
 
 namespace mrf {
@@ -174,9 +175,7 @@ Image DecodeWithStb(const std::string& bytes, const std::string& name, const cha
   // stb_image's reasons are terse ("IDA", "outofdata"): say what they mean, keep them for reference.
   auto corrupt = [&] {
     // stb's reason can quote bytes of the file (a PNG chunk's name): keep the message one printable line.
-    std::string reason = stbi_failure_reason();
-    for (char& c : reason)
-      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+    const std::string reason = PrintableText(stbi_failure_reason());
     Fail(name, std::string("corrupt or truncated ") + format + " data (stb_image: " + reason + ")");
   };
   if (!stbi_info_from_memory(data, size, &w, &h, &n)) corrupt();
