@@ -39,8 +39,10 @@ std::string Image::Describe() const {
 
 namespace {
 
-// Largest image accepted: keeps a lying header from asking for gigabytes.
-constexpr std::int64_t kMaxPixels = std::int64_t{1} << 28;
+// Largest image accepted (8192 x 8192): keeps a lying header from asking for gigabytes. A JPEG header of a
+// few hundred bytes can announce any size and stb allocates several bytes per pixel for it before reading
+// any data, and stb's PNG size guess overflows an int beyond 2^29 bytes (both found by fuzzing).
+constexpr std::int64_t kMaxPixels = std::int64_t{1} << 26;
 
 [[noreturn]] void Fail(const std::string& name, const std::string& why) {
   throw Error("cannot read image '" + name + "': " + why);
@@ -49,7 +51,8 @@ constexpr std::int64_t kMaxPixels = std::int64_t{1} << 28;
 void CheckShape(const std::string& name, std::int64_t w, std::int64_t h) {
   if (w <= 0 || h <= 0) Fail(name, "image has no pixels");
   if (w > kMaxPixels / h)
-    Fail(name, "image of " + std::to_string(w) + "x" + std::to_string(h) + " pixels is larger than supported");
+    Fail(name, "image of " + std::to_string(w) + "x" + std::to_string(h) + " pixels is larger than the " +
+                   std::to_string(kMaxPixels) + " pixels supported");
 }
 
 // Converts between grey and RGB (alpha dropped) so callers get the channel count they asked for.
@@ -168,6 +171,16 @@ void CheckPngChunks(const std::string& bytes, const std::string& name) {
   }
 }
 
+// stb_image decodes a JPEG cut short as if the missing data were zeros, without a word. The entropy-coded
+// data never holds a marker (a 0xFF byte in it is followed by 0x00 or a restart marker), so a whole file
+// has an end-of-image marker after its last start-of-scan (an embedded thumbnail's scan comes earlier).
+void CheckJpegEnd(const std::string& bytes, const std::string& name) {
+  const std::size_t scan = bytes.rfind("\xFF\xDA", std::string::npos, 2);
+  if (scan == std::string::npos) Fail(name, "JPEG has no image data (no start-of-scan marker)");
+  if (bytes.find("\xFF\xD9", scan + 2, 2) == std::string::npos)
+    Fail(name, "JPEG is truncated (no end-of-image marker after its image data)");
+}
+
 Image DecodeWithStb(const std::string& bytes, const std::string& name, const char* format) {
   int w = 0, h = 0, n = 0;
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
@@ -202,7 +215,10 @@ Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int
     CheckPngChunks(bytes, name);
     img = DecodeWithStb(bytes, name, "PNG");
   }
-  else if (starts_with("\xFF\xD8\xFF", 3)) img = DecodeWithStb(bytes, name, "JPEG");
+  else if (starts_with("\xFF\xD8\xFF", 3)) {
+    CheckJpegEnd(bytes, name);
+    img = DecodeWithStb(bytes, name, "JPEG");
+  }
   else if (starts_with("P5", 2) || starts_with("P6", 2)) img = DecodePnm(bytes, name);
   else if (bytes.empty()) Fail(name, "file is empty");
   else Fail(name, "not a PNG, JPEG or binary PGM/PPM image");

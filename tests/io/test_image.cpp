@@ -1,6 +1,11 @@
 // Image loading and writing, including the errors for missing, truncated and non-image files.
 #include <gtest/gtest.h>
 
+#include <stb_image_write.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
@@ -85,6 +90,54 @@ TEST(Image, DamagedPngChunksAreRefused) {
   EXPECT_NE(Message(text_mode, "t.png").find("PNG signature is damaged"), std::string::npos);
   // Bytes after IEND do not touch the image: accepted, as other decoders do.
   EXPECT_EQ(LoadImageFromMemory(good + "trailing", "a.png").pixels, img.pixels);
+}
+
+// Headers that announce more pixels than supported are refused before stb sees them. Found by fuzzing:
+// stb allocated gigabytes for a few hundred bytes of JPEG header, and its size guess for a 16-bit PNG of
+// 16384 x 16384 overflowed an int into a request of 2^64 bytes.
+TEST(Image, HugeHeadersAreRefusedBeforeDecoding) {
+  auto be32 = [](std::uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
+  };
+  const std::string ihdr = be32(16384) + be32(16384) + std::string("\x10\x06\x00\x00\x00", 5);  // 16-bit RGBA
+  const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + test::PngChunk("IHDR", ihdr) +
+                          test::PngChunk("IDAT", std::string("\x78\x9c\x03\x00\x00\x00\x00\x01", 8)) +
+                          test::PngChunk("IEND", "");
+  EXPECT_EQ(Message(png, "big.png"),
+            "cannot read image 'big.png': image of 16384x16384 pixels is larger than the 67108864 pixels supported");
+  // A baseline JPEG header of 16000 x 16000 pixels, 3 components, with one empty scan.
+  auto segment = [](char marker, const std::string& body) {
+    const std::size_t n = body.size() + 2;
+    return std::string{'\xFF', marker, static_cast<char>(n >> 8), static_cast<char>(n)} + body;
+  };
+  const std::string frame = std::string("\x08\x3e\x80\x3e\x80\x03\x01\x11\x00\x02\x11\x00\x03\x11\x00", 15);
+  const std::string jpeg = std::string("\xFF\xD8", 2) + segment('\xC0', frame) +
+                           segment('\xDA', std::string("\x03\x01\x00\x02\x00\x03\x00\x00\x3f\x00", 10)) +
+                           std::string("\xFF\xD9", 2);
+  EXPECT_EQ(Message(jpeg, "big.jpg"),
+            "cannot read image 'big.jpg': image of 16000x16000 pixels is larger than the 67108864 pixels supported");
+}
+
+// stb decodes a JPEG cut short as if the missing data were zeros: the reader refuses one without its end.
+TEST(Image, JpegDecodesAndATruncatedOneIsRefused) {
+  Image img = Image::Filled(48, 32, 3);
+  for (int y = 0; y < img.height; ++y)
+    for (int x = 0; x < img.width; ++x)
+      for (int c = 0; c < 3; ++c) img.pixels[(y * img.width + x) * 3 + c] = static_cast<std::uint8_t>(x * 4 + c * 40);
+  std::string jpeg;
+  auto append = [](void* context, void* data, int size) { static_cast<std::string*>(context)->append(static_cast<const char*>(data), size); };
+  ASSERT_TRUE(stbi_write_jpg_to_func(append, &jpeg, img.width, img.height, 3, img.pixels.data(), 95));
+  const Image back = LoadImageFromMemory(jpeg, "a.jpg");
+  ASSERT_EQ(back.width, 48);
+  ASSERT_EQ(back.height, 32);
+  ASSERT_EQ(back.channels, 3);
+  int worst = 0;  // lossy, but a smooth ramp comes back close
+  for (std::size_t i = 0; i < img.pixels.size(); ++i) worst = std::max(worst, std::abs(back.pixels[i] - img.pixels[i]));
+  EXPECT_LE(worst, 16);
+  EXPECT_EQ(Message(jpeg.substr(0, jpeg.size() * 2 / 3), "cut.jpg"),
+            "cannot read image 'cut.jpg': JPEG is truncated (no end-of-image marker after its image data)");
+  EXPECT_EQ(Message(jpeg.substr(0, 20), "head.jpg"),
+            "cannot read image 'head.jpg': JPEG has no image data (no start-of-scan marker)");
 }
 
 TEST(Image, PnmSamplesAndLengthMatchTheHeader) {
