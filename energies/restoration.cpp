@@ -7,6 +7,7 @@
 
 #include "energies/smoothness_check.h"
 #include "energies/synthetic_random.h"
+#include "mrf/memory.h"
 
 namespace mrf {
 
@@ -59,7 +60,12 @@ Model BuildRestorationModel(const Image& observed, const Image& mask, const Rest
   model.topology = Topology::Grid2D(w, h, 4);
   model.num_labels = levels;
   model.pairwise = params.smoothness;
-  model.unary.assign(static_cast<std::size_t>(w) * h * levels, 0);
+  const std::size_t count = static_cast<std::size_t>(w) * h * levels;
+  const std::string shortfall = MemoryShortfall(static_cast<double>(count) * sizeof(Cost),
+      "restoration: the data costs of " + std::to_string(w) + "x" + std::to_string(h) + " pixels x " +
+      std::to_string(levels) + " levels");
+  if (!shortfall.empty()) throw Error(shortfall);
+  model.unary.assign(count, 0);
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
       if (has_mask && IsMissing(mask, x, y)) continue;

@@ -8,6 +8,7 @@
 
 #include "energies/smoothness_check.h"
 #include "energies/synthetic_random.h"
+#include "mrf/memory.h"
 
 namespace mrf {
 
@@ -164,7 +165,11 @@ std::vector<Cost> ComputeStereoDataCosts(const Image& left, const Image& right, 
     left_range = ComputeBtRange(left);
     right_range = ComputeBtRange(right);
   }
-  std::vector<Cost> costs(static_cast<std::size_t>(w) * h * labels);
+  const std::size_t count = static_cast<std::size_t>(w) * h * labels;
+  const std::string shortfall = MemoryShortfall(static_cast<double>(count) * sizeof(Cost),
+      "the data costs of " + std::to_string(w) + "x" + std::to_string(h) + " pixels x " + std::to_string(labels) + " labels");
+  if (!shortfall.empty()) throw Error(shortfall);
+  std::vector<Cost> costs(count);
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
       Cost* out = &costs[(static_cast<std::size_t>(y) * w + x) * labels];

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include <unistd.h>
+#include "mrf/memory.h"
 
 namespace mrf {
 
@@ -404,14 +404,8 @@ class DimacsParser {
     const NodeId inner = num_nodes_ - 2;
     // A 40-byte file can announce two billion nodes. Refuse a graph that, with a solver's work arrays
     // (about 64 bytes a node), could not fit in this machine's memory, instead of paging until killed.
-    const double need_gib = 64.0 * static_cast<double>(inner) / (1 << 30);
-    const double have_gib = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / (1 << 30);
-    if (have_gib > 0 && need_gib > have_gib) {
-      char message[160];
-      std::snprintf(message, sizeof message, "%d nodes need about %.1f GiB of memory, more than this machine's %.1f GiB",
-                    num_nodes_, need_gib, have_gib);
-      FailAt(problem_line_, message);
-    }
+    const std::string shortfall = MemoryShortfall(64.0 * static_cast<double>(inner), std::to_string(num_nodes_) + " nodes");
+    if (!shortfall.empty()) FailAt(problem_line_, shortfall);
     if (grid_) {
       if (grid_->num_nodes() != inner) {
         const std::string origin = grid_imposed_ ? "the imposed " : "the mrf-grid comment's ";

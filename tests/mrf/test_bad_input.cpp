@@ -10,8 +10,11 @@
 #include <string>
 
 #include "energies/custom.h"
+#include "energies/restoration.h"
+#include "energies/stereo.h"
 #include "mrf/io/image.h"
 #include "mrf/io/model_file.h"
+#include "mrf/memory.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 #include "support/test_support.h"
@@ -450,6 +453,35 @@ TEST(BadImages, EveryClassHasItsMessage) {
             "match the data, or a second image)");
   EXPECT_EQ(ImageError(png, 2), "LoadImage: channels must be 0, 1 or 3 (got 2)");
   EXPECT_EQ(ErrorOf([] { Image::Filled(0, 3, 1); }), "invalid image shape 0x3x1");
+}
+
+// ---- Sizes beyond this machine's memory ------------------------------------------------------------
+
+TEST(BadSizes, CostVolumesThatCannotFitAreRefusedBeforeAllocating) {
+  const double have = PhysicalMemoryBytes();
+  ASSERT_GT(have, 0);
+  EXPECT_EQ(MemoryShortfall(1 << 20, "a megabyte"), "");
+  const std::string twice = MemoryShortfall(2 * have, "twice the memory");
+  EXPECT_EQ(twice.rfind("twice the memory need about ", 0), 0u) << twice;
+  EXPECT_NE(twice.find(" GiB of memory, more than this machine's "), std::string::npos) << twice;
+  // 4096 x 4096 pixels x 4095 disparities: 256 GiB of data costs. (Skipped where they would fit: the
+  // test must not allocate them.)
+  const double stereo_bytes = 4096.0 * 4096 * 4095 * sizeof(Cost);
+  if (stereo_bytes > have) {
+    const Image image = Image::Filled(4096, 4096, 1, 0);
+    StereoParams params;
+    params.num_labels = 4095;
+    EXPECT_EQ(ErrorOf([&] { ComputeStereoDataCosts(image, image, params); }),
+              MemoryShortfall(stereo_bytes, "the data costs of 4096x4096 pixels x 4095 labels"));
+  }
+  const double restoration_bytes = 8192.0 * 8192 * 256 * sizeof(Cost);
+  if (restoration_bytes > have) {
+    const Image image = Image::Filled(8192, 8192, 1, 0);
+    EXPECT_EQ(ErrorOf([&] { BuildRestorationModel(image, Image{}, RestorationParams{}); }),
+              MemoryShortfall(restoration_bytes, "restoration: the data costs of 8192x8192 pixels x 256 levels"));
+  } else {
+    GTEST_SKIP() << "this machine's " << have / (1 << 30) << " GiB hold the restoration costs of an 8192x8192 image";
+  }
 }
 
 }  // namespace
