@@ -1,22 +1,72 @@
 #include "mrf/memory.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 
 namespace mrf {
+namespace {
 
-double PhysicalMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+struct MemoryLimit {
+  double bytes = 0;          // 0: unknown
+  const char* whose = "";   // completes "more than ... X GiB"
+};
+
+// A limit file's number ("max" and unreadable files: none).
+double ReadLimit(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text)) return 0;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  return end != text.c_str() && *end == '\0' && value > 0 ? value : 0;
 }
 
+// This process's control group in the hierarchy of `controller` ("" for cgroup v2) from /proc/self/cgroup.
+std::string CgroupPath(const std::string& controller) {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string names = line.substr(a + 1, b - a - 1);
+    if (controller.empty() ? names.empty() : ("," + names + ",").find("," + controller + ",") != std::string::npos)
+      return line.substr(b + 1);
+  }
+  return "";
+}
+
+MemoryLimit UsableMemory() {
+  MemoryLimit least;
+  auto consider = [&least](double bytes, const char* whose) {
+    if (bytes > 0 && (least.bytes == 0 || bytes < least.bytes)) least = {bytes, whose};
+  };
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) consider(static_cast<double>(pages) * static_cast<double>(page), "this machine's");
+  const char* group = "the limit of this process's control group,";
+  const std::string v2 = CgroupPath(""), v1 = CgroupPath("memory");
+  for (const std::string& path : {"/sys/fs/cgroup" + v2 + "/memory.max", std::string("/sys/fs/cgroup/memory.max"),
+                                  "/sys/fs/cgroup/memory" + v1 + "/memory.limit_in_bytes",
+                                  std::string("/sys/fs/cgroup/memory/memory.limit_in_bytes")})
+    consider(ReadLimit(path), group);
+  rlimit address_space{};
+  if (getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY)
+    consider(static_cast<double>(address_space.rlim_cur), "this process's address-space limit (ulimit -v),");
+  return least;
+}
+
+}  // namespace
+
+double UsableMemoryBytes() { return UsableMemory().bytes; }
+
 std::string MemoryShortfall(double bytes, const std::string& what) {
-  const double have = PhysicalMemoryBytes();
-  if (have <= 0 || bytes <= have) return {};
-  char amounts[120];
-  std::snprintf(amounts, sizeof amounts, " need about %.1f GiB of memory, more than this machine's %.1f GiB",
-                bytes / (1 << 30), have / (1 << 30));
+  const MemoryLimit limit = UsableMemory();
+  if (limit.bytes <= 0 || bytes <= limit.bytes) return {};
+  char amounts[200];
+  std::snprintf(amounts, sizeof amounts, " need about %.1f GiB of memory, more than %s %.1f GiB", bytes / (1 << 30),
+                limit.whose, limit.bytes / (1 << 30));
   return what + amounts;
 }
 

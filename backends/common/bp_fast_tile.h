@@ -987,8 +987,8 @@ MRF_UNROLL
 }
 
 /// Phase 4 of a reverse-sweep visit: the tile's labels, the least belief (ties: the smallest label).
-/// Padded labels (L and up) never hold the least belief (FastSupport()'s pad cost), and are masked out
-/// all the same. Written for the critical path it sits on (the block's next visit waits for it): a
+/// Padded labels (L and up) never hold the least belief (FastSupport()'s pad cost); they are masked out
+/// all the same, and should one ever be the least, the real labels are searched one by one. Written for the critical path it sits on (the block's next visit waits for it): a
 /// packed minimum and one comparison per word instead of a branch per label, no division per pixel.
 template <int NW>
 MRF_HD void LabelPhase(const Params& P, const Tile& t, const Buffers& B, int buf, int tid, int n) {
@@ -1026,7 +1026,16 @@ MRF_UNROLL
     // The smallest label among the set bits: even 2w from bit w, odd 2w + 1 from bit 16 + w.
     const int even = bits & 0xFFFFu ? 2 * CountTrailingZeros(bits & 0xFFFFu) : 64;
     const int odd = bits >> 16 ? 2 * CountTrailingZeros(bits >> 16) + 1 : 64;
-    P.labels[static_cast<std::size_t>(t.y0 + y) * P.width + t.x0 + x] = even < odd ? even : odd;
+    int label = even < odd ? even : odd;
+    if (bits == 0) {  // a padded label below every real one: the pad cost forbids it; the least real one all the same
+      int best = 2147483647;
+MRF_UNROLL
+      for (int w = 0; w < NW; ++w) {
+        if (2 * w < P.L && Lo(belief[w]) < best) best = Lo(belief[w]), label = 2 * w;
+        if (2 * w + 1 < P.L && Hi(belief[w]) < best) best = Hi(belief[w]), label = 2 * w + 1;
+      }
+    }
+    P.labels[static_cast<std::size_t>(t.y0 + y) * P.width + t.x0 + x] = label;
     x += step_x;
     if (x >= tw) x -= tw, ++y;
   }

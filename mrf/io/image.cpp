@@ -41,7 +41,7 @@ namespace {
 
 // Largest image accepted (8192 x 8192): keeps a lying header from asking for gigabytes. A JPEG header of a
 // few hundred bytes can announce any size and stb allocates several bytes per pixel for it before reading
-// any data, and stb's PNG size guess overflows an int beyond 2^29 bytes (both found by fuzzing).
+// any data, and stb's PNG size guess overflows an int beyond 2^31 bytes (both found by fuzzing).
 constexpr std::int64_t kMaxPixels = std::int64_t{1} << 26;
 
 [[noreturn]] void Fail(const std::string& name, const std::string& why) {
@@ -171,14 +171,56 @@ void CheckPngChunks(const std::string& bytes, const std::string& name) {
   }
 }
 
-// stb_image decodes a JPEG cut short as if the missing data were zeros, without a word. The entropy-coded
-// data never holds a marker (a 0xFF byte in it is followed by 0x00 or a restart marker), so a whole file
-// has an end-of-image marker after its last start-of-scan (an embedded thumbnail's scan comes earlier).
+// stb_image decodes a JPEG cut short as if the missing data were zeros, without a word. So the reader walks
+// the file's markers up to its end-of-image marker: segments by their lengths (an Exif thumbnail inside one
+// is skipped whole), and after each start-of-scan the entropy-coded data, where a 0xFF byte is followed by
+// 0x00 (a stuffed byte), a restart marker or more 0xFF fill bytes. Bytes after the end-of-image marker are
+// ignored, as other decoders do (phones append videos there); stray bytes between segments are skipped,
+// as stb does.
 void CheckJpegEnd(const std::string& bytes, const std::string& name) {
-  const std::size_t scan = bytes.rfind("\xFF\xDA", std::string::npos, 2);
-  if (scan == std::string::npos) Fail(name, "JPEG has no image data (no start-of-scan marker)");
-  if (bytes.find("\xFF\xD9", scan + 2, 2) == std::string::npos)
-    Fail(name, "JPEG is truncated (no end-of-image marker after its image data)");
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+  const std::size_t size = bytes.size();
+  bool scanned = false;
+  auto truncated = [&] {
+    Fail(name, scanned ? "JPEG is truncated (no end-of-image marker after its image data)"
+                       : "JPEG is truncated (it ends before its image data)");
+  };
+  auto next_ff = [&](std::size_t from) {
+    const void* at = from < size ? std::memchr(data + from, 0xFF, size - from) : nullptr;
+    if (!at) truncated();
+    return static_cast<std::size_t>(static_cast<const unsigned char*>(at) - data);
+  };
+  std::size_t pos = 2;  // after the start-of-image marker
+  while (true) {
+    pos = next_ff(pos);
+    while (pos < size && data[pos] == 0xFF) ++pos;  // fill bytes before a marker
+    if (pos == size) truncated();
+    const unsigned marker = data[pos++];
+    if (marker == 0xD9) {
+      if (!scanned) Fail(name, "JPEG has no image data (no start-of-scan marker)");
+      return;
+    }
+    if (marker == 0x00 || marker == 0x01 || marker == 0xD8 || (marker >= 0xD0 && marker <= 0xD7)) continue;  // no length
+    if (size - pos < 2) truncated();
+    const std::size_t length = std::size_t{data[pos]} << 8 | data[pos + 1];
+    if (length < 2) Fail(name, "JPEG segment at byte " + std::to_string(pos - 2) + " has a length below 2 (the file is damaged)");
+    if (size - pos < length) truncated();
+    pos += length;
+    if (marker != 0xDA) continue;
+    scanned = true;  // entropy-coded data up to the next marker
+    while (true) {
+      pos = next_ff(pos);
+      if (pos + 1 == size) truncated();
+      const unsigned after = data[pos + 1];
+      if (after == 0x00 || (after >= 0xD0 && after <= 0xD7)) {
+        pos += 2;
+      } else if (after == 0xFF) {
+        ++pos;
+      } else {
+        break;  // a marker: the outer loop reads it
+      }
+    }
+  }
 }
 
 Image DecodeWithStb(const std::string& bytes, const std::string& name, const char* format) {

@@ -197,6 +197,58 @@ TEST(BpFastTile, SupportRefusesWhatItCannotTake) {
   EXPECT_EQ(fast::FastSupport(3, bp::kPottsMessage, kMaxCost, 10, 10, 0).words, 2);
 }
 
+// The label phase on random beliefs with many ties, for every word count, odd and even label counts, tiles
+// narrower than the block and every way of sharing the pixels between threads (the GPU runs it with the
+// block's compute threads, the emulation with one): each pixel gets the least real belief's smallest label.
+TEST(BpFastTile, LabelPhaseTakesTheLeastBeliefWithAnyThreadCount) {
+  std::mt19937 rng(7);
+  for (int words : {2, 4, 8, 16}) {
+    WithWords(words, [&](auto nw) {
+      constexpr int NW = decltype(nw)::value;
+      for (int L = 2; L <= 2 * NW; L += 3) {
+        // pad 100: the pad cost, above every real belief; -5: below them, which the pad cost forbids (the
+        // phase must still pick a real label).
+        for (int pad : {100, -5})
+        for (int side : {1, 5, 24}) {
+          const int tile = 24, lanes = 1, tw = std::max(1, side - 1), th = side;
+          std::vector<Word> shared(fast::SharedWords(tile, NW, lanes), 0);
+          const fast::Buffers B = fast::CarvePipeline(shared.data(), tile, NW, lanes, 2, 1).View(0);
+          fast::Params P;
+          P.width = tw, P.height = th, P.L = L, P.tile = tile, P.row_stride = fast::RowStride(tile, NW, lanes);
+          const fast::Tile t = fast::MakeTile(P, 0, 0);
+          std::vector<int> expected(static_cast<std::size_t>(tw) * th);
+          std::uniform_int_distribution<int> value(0, 3);  // few values: many ties
+          for (int y = 0; y < th; ++y)
+            for (int x = 0; x < tw; ++x) {
+              Word belief[NW] = {};
+              for (Word* array : {B.unary[0], B.fl, B.fr, B.fu, B.fd}) {
+                Word v[NW];
+                for (int w = 0; w < NW; ++w)
+                  v[w] = fast::Pack(2 * w < L ? value(rng) : pad, 2 * w + 1 < L ? value(rng) : pad);
+                fast::StoreWords<NW, NW>(array, x, y, P.row_stride, 0, v);
+                for (int w = 0; w < NW; ++w) belief[w] += v[w];
+              }
+              int best = 1 << 30, label = -1;
+              for (int l = 0; l < L; ++l) {
+                const int b = l % 2 ? fast::Hi(belief[l / 2]) : fast::Lo(belief[l / 2]);
+                if (b < best) best = b, label = l;
+              }
+              expected[static_cast<std::size_t>(y) * tw + x] = label;
+            }
+          for (int n : {1, 2, 3, tw - 1, tw, tw + 1, 2 * tw + 3, 96, tw * th + 5}) {
+            if (n < 1) continue;
+            std::vector<int> labels(expected.size(), -1);
+            P.labels = labels.data();
+            for (int tid = 0; tid < n; ++tid) fast::LabelPhase<NW>(P, t, B, 0, tid, n);
+            EXPECT_EQ(labels, expected) << NW << " words, " << L << " labels, pad " << pad << ", " << tw << "x" << th
+                                        << " tile, " << n << " threads";
+          }
+        }
+      }
+    });
+  }
+}
+
 TEST(BpFastTile, PipelinePlanVisitsEveryTileInSerialOrder) {
   for (int tiles_x : {1, 2, 5})
     for (int tiles_y : {1, 3, 7})

@@ -137,7 +137,23 @@ TEST(Image, JpegDecodesAndATruncatedOneIsRefused) {
   EXPECT_EQ(Message(jpeg.substr(0, jpeg.size() * 2 / 3), "cut.jpg"),
             "cannot read image 'cut.jpg': JPEG is truncated (no end-of-image marker after its image data)");
   EXPECT_EQ(Message(jpeg.substr(0, 20), "head.jpg"),
-            "cannot read image 'head.jpg': JPEG has no image data (no start-of-scan marker)");
+            "cannot read image 'head.jpg': JPEG is truncated (it ends before its image data)");
+  EXPECT_EQ(Message(std::string("\xFF\xD8\xFF\xD9", 4), "empty.jpg"),
+            "cannot read image 'empty.jpg': JPEG has no image data (no start-of-scan marker)");
+  EXPECT_EQ(Message(std::string("\xFF\xD8\xFF\xE0\x00\x01", 6), "short.jpg"),
+            "cannot read image 'short.jpg': JPEG segment at byte 2 has a length below 2 (the file is damaged)");
+  // Bytes after the end-of-image marker (phones append videos there) are not the image, even when they
+  // look like a start-of-scan without an end.
+  const std::string trailer("\x00\x00\xFF\xDA\x12\x34", 6);
+  EXPECT_EQ(LoadImageFromMemory(jpeg + trailer, "trailer.jpg").pixels, back.pixels);
+  // An Exif-like segment holding a whole thumbnail (its own scan and end marker) is skipped: the main
+  // image cut short is still refused, and whole it decodes as before.
+  const std::string thumbnail("\xFF\xD8\xFF\xDA\x00\x02\x11\x22\xFF\xD9", 10);
+  const std::string app1 = std::string("\xFF\xE1\x00", 3) + static_cast<char>(thumbnail.size() + 2) + thumbnail;
+  const std::string with_thumbnail = jpeg.substr(0, 2) + app1 + jpeg.substr(2);
+  EXPECT_EQ(LoadImageFromMemory(with_thumbnail, "exif.jpg").pixels, back.pixels);
+  EXPECT_EQ(Message(with_thumbnail.substr(0, with_thumbnail.size() - 2), "exif_cut.jpg"),
+            "cannot read image 'exif_cut.jpg': JPEG is truncated (no end-of-image marker after its image data)");
 }
 
 TEST(Image, PnmSamplesAndLengthMatchTheHeader) {

@@ -457,31 +457,33 @@ TEST(BadImages, EveryClassHasItsMessage) {
 
 // ---- Sizes beyond this machine's memory ------------------------------------------------------------
 
-TEST(BadSizes, CostVolumesThatCannotFitAreRefusedBeforeAllocating) {
-  const double have = PhysicalMemoryBytes();
+TEST(BadSizes, MemoryShortfallComparesWithTheUsableMemory) {
+  const double have = UsableMemoryBytes();
   ASSERT_GT(have, 0);
   EXPECT_EQ(MemoryShortfall(1 << 20, "a megabyte"), "");
   const std::string twice = MemoryShortfall(2 * have, "twice the memory");
   EXPECT_EQ(twice.rfind("twice the memory need about ", 0), 0u) << twice;
-  EXPECT_NE(twice.find(" GiB of memory, more than this machine's "), std::string::npos) << twice;
-  // 4096 x 4096 pixels x 4095 disparities: 256 GiB of data costs. (Skipped where they would fit: the
-  // test must not allocate them.)
-  const double stereo_bytes = 4096.0 * 4096 * 4095 * sizeof(Cost);
-  if (stereo_bytes > have) {
-    const Image image = Image::Filled(4096, 4096, 1, 0);
-    StereoParams params;
-    params.num_labels = 4095;
-    EXPECT_EQ(ErrorOf([&] { ComputeStereoDataCosts(image, image, params); }),
-              MemoryShortfall(stereo_bytes, "the data costs of 4096x4096 pixels x 4095 labels"));
-  }
-  const double restoration_bytes = 8192.0 * 8192 * 256 * sizeof(Cost);
-  if (restoration_bytes > have) {
-    const Image image = Image::Filled(8192, 8192, 1, 0);
-    EXPECT_EQ(ErrorOf([&] { BuildRestorationModel(image, Image{}, RestorationParams{}); }),
-              MemoryShortfall(restoration_bytes, "restoration: the data costs of 8192x8192 pixels x 256 levels"));
-  } else {
-    GTEST_SKIP() << "this machine's " << have / (1 << 30) << " GiB hold the restoration costs of an 8192x8192 image";
-  }
+  EXPECT_NE(twice.find(" GiB of memory, more than "), std::string::npos) << twice;
+}
+
+// Cost volumes are checked before they are allocated. Each case runs only where it cannot fit: elsewhere it
+// would allocate it.
+TEST(BadSizes, StereoCostsThatCannotFitAreRefusedBeforeAllocating) {
+  const double bytes = 4096.0 * 4096 * 4095 * sizeof(Cost);  // 256 GiB
+  if (bytes <= UsableMemoryBytes()) GTEST_SKIP() << "this machine holds the 256 GiB of the case";
+  const Image image = Image::Filled(4096, 4096, 1, 0);
+  StereoParams params;
+  params.num_labels = 4095;
+  EXPECT_EQ(ErrorOf([&] { ComputeStereoDataCosts(image, image, params); }),
+            MemoryShortfall(bytes, "the data costs of 4096x4096 pixels x 4095 labels"));
+}
+
+TEST(BadSizes, RestorationCostsThatCannotFitAreRefusedBeforeAllocating) {
+  const double bytes = 8192.0 * 8192 * 256 * sizeof(Cost);  // 64 GiB
+  if (bytes <= UsableMemoryBytes()) GTEST_SKIP() << "this machine holds the 64 GiB of the case";
+  const Image image = Image::Filled(8192, 8192, 1, 0);
+  EXPECT_EQ(ErrorOf([&] { BuildRestorationModel(image, Image{}, RestorationParams{}); }),
+            MemoryShortfall(bytes, "restoration: the data costs of 8192x8192 pixels x 256 levels"));
 }
 
 }  // namespace
