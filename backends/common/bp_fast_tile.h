@@ -48,14 +48,6 @@ MRF_HD int Lo(Word w) { return static_cast<int>(static_cast<std::int16_t>(static
 MRF_HD int Hi(Word w) { return static_cast<int>(static_cast<std::int16_t>(static_cast<std::uint16_t>(w >> 16))); }
 /// A word from two values.
 MRF_HD Word Pack(int lo, int hi) { return (static_cast<Word>(lo) & 0xFFFFu) | (static_cast<Word>(hi) << 16); }
-/// Trailing zero bits of v != 0.
-MRF_HD int CountTrailingZeros(unsigned v) {
-#if defined(__CUDA_ARCH__)
-  return __ffs(v) - 1;
-#else
-  return __builtin_ctz(v);
-#endif
-}
 
 /// Halfwise minimum.
 MRF_HD Word Min2(Word a, Word b) {
@@ -968,76 +960,26 @@ MRF_UNROLL
   }
 }
 
-/// Bit w of the result: the low half of v[w] equals `value`; bit 16 + w: the high half does (NW <= 16).
-template <int NW>
-MRF_HD unsigned HalvesEqualTo(const Word (&v)[NW], int value) {
-  static_assert(NW <= 16, "one bit per half in a 32-bit mask");
-  unsigned bits = 0;
-#if defined(__CUDA_ARCH__)
-  const Word target = Splat(value);
-MRF_UNROLL
-  for (int w = 0; w < NW; ++w) {
-    const Word equal = __vcmpeq2(v[w], target);  // 0xFFFF in each equal half
-    bits |= (equal & 0x00010001u) << w;
-  }
-#else
-  for (int w = 0; w < NW; ++w) bits |= (Lo(v[w]) == value ? 1u : 0u) << w | (Hi(v[w]) == value ? 1u : 0u) << (16 + w);
-#endif
-  return bits;
-}
-
 /// Phase 4 of a reverse-sweep visit: the tile's labels, the least belief (ties: the smallest label).
-/// Padded labels (L and up) never hold the least belief (FastSupport()'s pad cost); they are masked out
-/// all the same, and should one ever be the least, the real labels are searched one by one. Written for the critical path it sits on (the block's next visit waits for it): a
-/// packed minimum and one comparison per word instead of a branch per label, no division per pixel.
 template <int NW>
 MRF_HD void LabelPhase(const Params& P, const Tile& t, const Buffers& B, int buf, int tid, int n) {
-  const int rs = P.row_stride, tw = t.tw;
-  // Pixel i = y tw + x of thread tid, then every n-th: n = step_y tw + step_x.
-  const int step_y = n / tw, step_x = n - step_y * tw;
-  int y = tid / tw, x = tid - y * tw;
-  // Real labels: even ones 2w < L (low halves), odd ones 2w + 1 < L (high halves).
-  const unsigned real = ((1u << ((P.L + 1) / 2)) - 1u) | ((1u << (P.L / 2)) - 1u) << 16;
-#if defined(__CUDA_ARCH__)
-  const SharedArray u_at = InShared(B.Unary(buf)), l_at = InShared(B.fl), r_at = InShared(B.fr),
-                    up_at = InShared(B.fu), dn_at = InShared(B.fd);
-#else
-  const Word *const u_at = B.Unary(buf), *const l_at = B.fl, *const r_at = B.fr, *const up_at = B.fu,
-             *const dn_at = B.fd;
-#endif
-  for (; y < t.th; y += step_y) {
-    Word belief[NW], m[NW];
-    LoadWords<NW, NW>(belief, u_at, x, y, rs, 0);
-    LoadWords<NW, NW>(m, l_at, x, y, rs, 0);
+  const int rs = P.row_stride;
+  for (int i = tid; i < t.tw * t.th; i += n) {
+    const int y = i / t.tw, x = i - y * t.tw;
+    Word u[NW], l[NW], r[NW], up[NW], dn[NW];
+    LoadPixel<NW>(u, B.Unary(buf), x, y, rs);
+    LoadPixel<NW>(l, B.fl, x, y, rs);
+    LoadPixel<NW>(r, B.fr, x, y, rs);
+    LoadPixel<NW>(up, B.fu, x, y, rs);
+    LoadPixel<NW>(dn, B.fd, x, y, rs);
+    int best = 2147483647, label = 0;
 MRF_UNROLL
-    for (int w = 0; w < NW; ++w) belief[w] += m[w];  // halves never carry (bound)
-    LoadWords<NW, NW>(m, r_at, x, y, rs, 0);
-MRF_UNROLL
-    for (int w = 0; w < NW; ++w) belief[w] += m[w];
-    LoadWords<NW, NW>(m, up_at, x, y, rs, 0);
-MRF_UNROLL
-    for (int w = 0; w < NW; ++w) belief[w] += m[w];
-    LoadWords<NW, NW>(m, dn_at, x, y, rs, 0);
-MRF_UNROLL
-    for (int w = 0; w < NW; ++w) belief[w] += m[w];
-    const Word least2 = MinTree<NW, 0, NW>(belief);
-    const int least = Lo(least2) < Hi(least2) ? Lo(least2) : Hi(least2);
-    const unsigned bits = HalvesEqualTo<NW>(belief, least) & real;
-    // The smallest label among the set bits: even 2w from bit w, odd 2w + 1 from bit 16 + w.
-    const int even = bits & 0xFFFFu ? 2 * CountTrailingZeros(bits & 0xFFFFu) : 64;
-    const int odd = bits >> 16 ? 2 * CountTrailingZeros(bits >> 16) + 1 : 64;
-    int label = even < odd ? even : odd;
-    if (bits == 0) {  // a padded label below every real one: the pad cost forbids it; the least real one all the same
-      int best = 2147483647;
-MRF_UNROLL
-      for (int w = 0; w < NW; ++w) {
-        if (2 * w < P.L && Lo(belief[w]) < best) best = Lo(belief[w]), label = 2 * w;
-        if (2 * w + 1 < P.L && Hi(belief[w]) < best) best = Hi(belief[w]), label = 2 * w + 1;
-      }
+    for (int w = 0; w < NW; ++w) {
+      const Word belief = u[w] + l[w] + r[w] + up[w] + dn[w];  // halves never carry (bound)
+      if (2 * w < P.L && Lo(belief) < best) best = Lo(belief), label = 2 * w;
+      if (2 * w + 1 < P.L && Hi(belief) < best) best = Hi(belief), label = 2 * w + 1;
     }
     P.labels[static_cast<std::size_t>(t.y0 + y) * P.width + t.x0 + x] = label;
-    x += step_x;
-    if (x >= tw) x -= tw, ++y;
   }
 }
 
