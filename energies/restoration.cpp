@@ -61,10 +61,9 @@ Model BuildRestorationModel(const Image& observed, const Image& mask, const Rest
   model.num_labels = levels;
   model.pairwise = params.smoothness;
   const std::size_t count = static_cast<std::size_t>(w) * h * levels;
-  const std::string shortfall = MemoryShortfall(static_cast<double>(count) * sizeof(Cost),
-      "restoration: the data costs of " + std::to_string(w) + "x" + std::to_string(h) + " pixels x " +
-      std::to_string(levels) + " levels");
-  if (!shortfall.empty()) throw Error(shortfall);
+  CheckFitsInMemory(static_cast<double>(count) * sizeof(Cost), "restoration: the data costs of " + std::to_string(w) +
+                                                                   "x" + std::to_string(h) + " pixels x " +
+                                                                   std::to_string(levels) + " levels");
   model.unary.assign(count, 0);
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {

@@ -166,9 +166,8 @@ std::vector<Cost> ComputeStereoDataCosts(const Image& left, const Image& right, 
     right_range = ComputeBtRange(right);
   }
   const std::size_t count = static_cast<std::size_t>(w) * h * labels;
-  const std::string shortfall = MemoryShortfall(static_cast<double>(count) * sizeof(Cost),
-      "the data costs of " + std::to_string(w) + "x" + std::to_string(h) + " pixels x " + std::to_string(labels) + " labels");
-  if (!shortfall.empty()) throw Error(shortfall);
+  CheckFitsInMemory(static_cast<double>(count) * sizeof(Cost), "the data costs of " + std::to_string(w) + "x" +
+                                                                   std::to_string(h) + " pixels x " + std::to_string(labels) + " labels");
   std::vector<Cost> costs(count);
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {

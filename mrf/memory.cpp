@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <vector>
+
+#include "mrf/types.h"
 
 namespace mrf {
 namespace {
@@ -25,17 +28,20 @@ double ReadLimit(const std::string& path) {
   return end != text.c_str() && *end == '\0' && value > 0 ? value : 0;
 }
 
-// This process's control group in the hierarchy of `controller` ("" for cgroup v2) from /proc/self/cgroup.
-std::string CgroupPath(const std::string& controller) {
+// This process's memory-limit files, from /proc/self/cgroup: its cgroup v2 group (the line with no
+// controller names), its v1 memory group, and the roots of both hierarchies.
+std::vector<std::string> CgroupLimitFiles() {
+  std::string v2, v1;
   std::ifstream in("/proc/self/cgroup");
   for (std::string line; std::getline(in, line);) {
     const std::size_t a = line.find(':'), b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string names = line.substr(a + 1, b - a - 1);
-    if (controller.empty() ? names.empty() : ("," + names + ",").find("," + controller + ",") != std::string::npos)
-      return line.substr(b + 1);
+    if (names.empty()) v2 = line.substr(b + 1);
+    else if (("," + names + ",").find(",memory,") != std::string::npos) v1 = line.substr(b + 1);
   }
-  return "";
+  return {"/sys/fs/cgroup" + v2 + "/memory.max", "/sys/fs/cgroup/memory.max",
+          "/sys/fs/cgroup/memory" + v1 + "/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
 }
 
 MemoryLimit UsableMemory() {
@@ -45,12 +51,7 @@ MemoryLimit UsableMemory() {
   };
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page > 0) consider(static_cast<double>(pages) * static_cast<double>(page), "this machine's");
-  const char* group = "the limit of this process's control group,";
-  const std::string v2 = CgroupPath(""), v1 = CgroupPath("memory");
-  for (const std::string& path : {"/sys/fs/cgroup" + v2 + "/memory.max", std::string("/sys/fs/cgroup/memory.max"),
-                                  "/sys/fs/cgroup/memory" + v1 + "/memory.limit_in_bytes",
-                                  std::string("/sys/fs/cgroup/memory/memory.limit_in_bytes")})
-    consider(ReadLimit(path), group);
+  for (const std::string& path : CgroupLimitFiles()) consider(ReadLimit(path), "the limit of this process's control group,");
   rlimit address_space{};
   if (getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY)
     consider(static_cast<double>(address_space.rlim_cur), "this process's address-space limit (ulimit -v),");
@@ -68,6 +69,11 @@ std::string MemoryShortfall(double bytes, const std::string& what) {
   std::snprintf(amounts, sizeof amounts, " need about %.1f GiB of memory, more than %s %.1f GiB", bytes / (1 << 30),
                 limit.whose, limit.bytes / (1 << 30));
   return what + amounts;
+}
+
+void CheckFitsInMemory(double bytes, const std::string& what) {
+  const std::string shortfall = MemoryShortfall(bytes, what);
+  if (!shortfall.empty()) throw Error(shortfall);
 }
 
 }  // namespace mrf

@@ -17,4 +17,7 @@ double UsableMemoryBytes();
 /// allocating until the system kills the process.
 std::string MemoryShortfall(double bytes, const std::string& what);
 
+/// Throws mrf::Error with MemoryShortfall()'s reason when `bytes` do not fit.
+void CheckFitsInMemory(double bytes, const std::string& what);
+
 }  // namespace mrf

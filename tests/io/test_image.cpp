@@ -92,27 +92,27 @@ TEST(Image, DamagedPngChunksAreRefused) {
   EXPECT_EQ(LoadImageFromMemory(good + "trailing", "a.png").pixels, img.pixels);
 }
 
+// A JPEG segment: its marker, its length (2 + the body's) and the body.
+std::string JpegSegment(char marker, const std::string& body) {
+  const std::size_t n = body.size() + 2;
+  return std::string{'\xFF', marker, static_cast<char>(n >> 8), static_cast<char>(n)} + body;
+}
+
 // Headers that announce more pixels than supported are refused before stb sees them. Found by fuzzing:
 // stb allocated gigabytes for a few hundred bytes of JPEG header, and its size guess for a 16-bit PNG of
 // 16384 x 16384 overflowed an int into a request of 2^64 bytes.
 TEST(Image, HugeHeadersAreRefusedBeforeDecoding) {
-  auto be32 = [](std::uint32_t v) {
-    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
-  };
-  const std::string ihdr = be32(16384) + be32(16384) + std::string("\x10\x06\x00\x00\x00", 5);  // 16-bit RGBA
+  const std::string ihdr =
+      test::BigEndian32(16384) + test::BigEndian32(16384) + std::string("\x10\x06\x00\x00\x00", 5);  // 16-bit RGBA
   const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + test::PngChunk("IHDR", ihdr) +
                           test::PngChunk("IDAT", std::string("\x78\x9c\x03\x00\x00\x00\x00\x01", 8)) +
                           test::PngChunk("IEND", "");
   EXPECT_EQ(Message(png, "big.png"),
             "cannot read image 'big.png': image of 16384x16384 pixels is larger than the 67108864 pixels supported");
   // A baseline JPEG header of 16000 x 16000 pixels, 3 components, with one empty scan.
-  auto segment = [](char marker, const std::string& body) {
-    const std::size_t n = body.size() + 2;
-    return std::string{'\xFF', marker, static_cast<char>(n >> 8), static_cast<char>(n)} + body;
-  };
   const std::string frame = std::string("\x08\x3e\x80\x3e\x80\x03\x01\x11\x00\x02\x11\x00\x03\x11\x00", 15);
-  const std::string jpeg = std::string("\xFF\xD8", 2) + segment('\xC0', frame) +
-                           segment('\xDA', std::string("\x03\x01\x00\x02\x00\x03\x00\x00\x3f\x00", 10)) +
+  const std::string jpeg = std::string("\xFF\xD8", 2) + JpegSegment('\xC0', frame) +
+                           JpegSegment('\xDA', std::string("\x03\x01\x00\x02\x00\x03\x00\x00\x3f\x00", 10)) +
                            std::string("\xFF\xD9", 2);
   EXPECT_EQ(Message(jpeg, "big.jpg"),
             "cannot read image 'big.jpg': image of 16000x16000 pixels is larger than the 67108864 pixels supported");
@@ -149,8 +149,7 @@ TEST(Image, JpegDecodesAndATruncatedOneIsRefused) {
   // An Exif-like segment holding a whole thumbnail (its own scan and end marker) is skipped: the main
   // image cut short is still refused, and whole it decodes as before.
   const std::string thumbnail("\xFF\xD8\xFF\xDA\x00\x02\x11\x22\xFF\xD9", 10);
-  const std::string app1 = std::string("\xFF\xE1\x00", 3) + static_cast<char>(thumbnail.size() + 2) + thumbnail;
-  const std::string with_thumbnail = jpeg.substr(0, 2) + app1 + jpeg.substr(2);
+  const std::string with_thumbnail = jpeg.substr(0, 2) + JpegSegment('\xE1', thumbnail) + jpeg.substr(2);
   EXPECT_EQ(LoadImageFromMemory(with_thumbnail, "exif.jpg").pixels, back.pixels);
   EXPECT_EQ(Message(with_thumbnail.substr(0, with_thumbnail.size() - 2), "exif_cut.jpg"),
             "cannot read image 'exif_cut.jpg': JPEG is truncated (no end-of-image marker after its image data)");

@@ -46,6 +46,11 @@ std::string AppPath(const std::string& program) {
   return (std::filesystem::path(EnvOr("MRF_APP_DIR", bin.c_str())) / program).string();
 }
 
+std::string BigEndian32(std::uint32_t v) {
+  return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                     static_cast<char>(v)};
+}
+
 std::string PngChunk(const std::string& type, const std::string& data) {
   const std::string body = type + data;
   std::uint32_t crc = 0xFFFFFFFFu;
@@ -54,11 +59,7 @@ std::string PngChunk(const std::string& type, const std::string& data) {
     for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (crc & 1 ? 0xEDB88320u : 0u);
   }
   crc ^= 0xFFFFFFFFu;
-  const auto be32 = [](std::uint32_t v) {
-    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
-                       static_cast<char>(v)};
-  };
-  return be32(static_cast<std::uint32_t>(data.size())) + body + be32(crc);
+  return BigEndian32(static_cast<std::uint32_t>(data.size())) + body + BigEndian32(crc);
 }
 
 void ExpectOneLineError(const std::string& program, const std::string& args, const std::string& phrase,

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <random>
 #include <string>
 
@@ -34,6 +35,8 @@ std::string AppPath(const std::string& program);
 /// line CLI11 rejects) and exactly one line on stderr, "PROGRAM: error: ...", containing `phrase`.
 void ExpectOneLineError(const std::string& program, const std::string& args, const std::string& phrase,
                         int exit_code = 1);
+/// The four bytes of v, most significant first (PNG fields and lengths).
+std::string BigEndian32(std::uint32_t v);
 /// One PNG chunk (length, type, data, CRC-32), for crafting PNG files in tests. Computes the CRC bit by
 /// bit, independently of the image reader's table.
 std::string PngChunk(const std::string& type, const std::string& data);
