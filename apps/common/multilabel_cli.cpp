@@ -150,7 +150,9 @@ Result SaveCheckAndSolve(const std::string& program, const Model& model, const s
     Progress(program, "saved the model to " + model_path);
   }
   CheckExpansionNeedsMetric(model, options);
-  Progress(program, "solving (" + solve.algorithm + ", device " + solve.device + ")");
+  // A solver named with --solver fixes the algorithm and device: say so rather than the ignored flags.
+  Progress(program, options.solver != "auto" ? "solving with " + options.solver
+                                             : "solving (" + solve.algorithm + ", device " + solve.device + ")");
   return Solve(model, options);
 }
 

@@ -86,6 +86,12 @@ TEST(MrfStereo, TextReportNamesBackendEnergyTimeAndErrors) {
   EXPECT_NE(r.err.find("mrf-stereo: no images given: generating a synthetic"), std::string::npos)
       << "progress on stderr: " << r.err;
   EXPECT_NE(r.err.find("mrf-stereo: iteration 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("mrf-stereo: solving (icm, device auto)"), std::string::npos) << r.err;
+  // A solver named by --solver is what the progress line reports, not the ignored --algorithm.
+  const test::CommandResult named = test::RunCommand(Stereo("--solver cpu-icm --synthetic-size 64 --labels 8"));
+  ASSERT_EQ(named.exit_code, 0) << named.out << named.err;
+  EXPECT_NE(named.err.find("mrf-stereo: solving with cpu-icm"), std::string::npos) << named.err;
+  EXPECT_EQ(named.err.find("expansion"), std::string::npos) << named.err;
   const test::CommandResult quiet = test::RunCommand(Stereo("-q --algorithm icm --synthetic-size 64 --labels 8"));
   ASSERT_EQ(quiet.exit_code, 0);
   EXPECT_TRUE(quiet.err.empty()) << "-q prints no progress: " << quiet.err;
