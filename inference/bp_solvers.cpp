@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "backends/common/bp_engine.h"
 #include "mrf/device.h"
@@ -85,7 +86,7 @@ void SolveBpCpu(const Model& model, const SolveOptions& options, Result* result)
 
 void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result) {
   const auto start = Clock::now();
-  const bp::Problem problem = bp::PrepareProblem(model);
+  bp::Problem problem = bp::PrepareProblem(model);
   const bp::Config config = ConfigFrom(options, true);
   bp::CudaTuning tuning;
   if (const char* launch = std::getenv("MRF_BP_CUDA_LAUNCH")) tuning.launch = bp::ParseCudaLaunch(launch);
@@ -96,7 +97,7 @@ void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result
       throw Error("MRF_BP_LABELS_PER_LANE must be 2, 4, 8 or 16 (got '" + text + "')");
     tuning.labels_per_lane = std::atoi(lanes);
   }
-  bp::CudaRunner runner(problem, config, tuning);
+  bp::CudaRunner runner(std::move(problem), config, tuning);
   result->timings.setup_ms = MsSince(start) - runner.times().upload_ms;
   std::string stop_note;
   bp::RunOutput out = runner.Run(Logger(options, result, start, &stop_note));

@@ -29,6 +29,8 @@ const char* ToString(Device d) {
 
 const char* ToString(LabelOrder o) { return o == LabelOrder::kSequential ? "sequential" : "random"; }
 
+const char* ToString(StartLabels s) { return s == StartLabels::kZero ? "zero" : "bp"; }
+
 namespace {
 template <class Enum>
 Enum ParseName(const std::string& name, std::initializer_list<Enum> values, const char* what) {
@@ -56,6 +58,10 @@ LabelOrder ParseLabelOrder(const std::string& name) {
   return ParseName(name, {LabelOrder::kSequential, LabelOrder::kRandom}, "label order");
 }
 
+StartLabels ParseStartLabels(const std::string& name) {
+  return ParseName(name, {StartLabels::kZero, StartLabels::kBeliefPropagation}, "start");
+}
+
 bool SolveOptions::IsValid(std::string* error) const {
   auto fail = [&](const std::string& msg) {
     if (error) *error = msg;
@@ -72,6 +78,8 @@ bool SolveOptions::IsValid(std::string* error) const {
   if (bp.tile_size < 0) return fail("options.bp.tile_size must be >= 0 (got " + std::to_string(bp.tile_size) + ")");
   if (bp.inner_iterations < 1)
     return fail("options.bp.inner_iterations must be >= 1 (got " + std::to_string(bp.inner_iterations) + ")");
+  if (start != StartLabels::kZero && !initial_labels.empty())
+    return fail(std::string("options.start is '") + ToString(start) + "' but initial_labels are given too (use one)");
   return true;
 }
 

@@ -32,15 +32,27 @@ enum class LabelOrder {
   kRandom,      ///< A fresh permutation every cycle, from `seed`.
 };
 
+/// Where expansion and swap start when no initial labelling is given.
+enum class StartLabels {
+  kZero,  ///< Every node at label 0 (the reference implementations' start).
+  /// The labelling of tiled belief propagation (2 outer x 2 inner iterations, coarse-to-fine start) on
+  /// the device the moves run on: lower final energies in fewer cycles on stereo (docs/benchmarks.md).
+  /// 4-connected 2-D grids only.
+  kBeliefPropagation,
+};
+
 const char* ToString(Algorithm a);   ///< auto, maxflow, expansion, swap, icm, bp
 const char* ToString(Device d);      ///< auto, cpu, cuda
 const char* ToString(LabelOrder o);  ///< sequential, random
+const char* ToString(StartLabels s);  ///< zero, bp
 /// Parses a command-line name; throws mrf::Error listing the accepted names.
 Algorithm ParseAlgorithm(const std::string& name);
 /// Parses a command-line name; throws mrf::Error listing the accepted names.
 Device ParseDevice(const std::string& name);
 /// Parses a command-line name; throws mrf::Error listing the accepted names.
 LabelOrder ParseLabelOrder(const std::string& name);
+/// Parses a command-line name; throws mrf::Error listing the accepted names.
+StartLabels ParseStartLabels(const std::string& name);
 
 /// Belief-propagation specific settings.
 struct BpOptions {
@@ -65,8 +77,11 @@ struct SolveOptions {
   int max_iterations = 100;        ///< Cycles (expansion, swap), iterations (BP, ICM).
   LabelOrder label_order = LabelOrder::kSequential;  ///< Expansion/swap label order.
   std::uint64_t seed = 0;          ///< Seed for every random choice; same seed, same result.
-  /// Starting labelling; empty means all label 0 (ICM: every node's cheapest data label).
+  /// Starting labelling; empty means all label 0 (ICM: every node's cheapest data label), or for
+  /// expansion and swap the labelling `start` names.
   Labeling initial_labels;
+  /// Expansion and swap without initial_labels: label 0 everywhere, or a belief-propagation labelling.
+  StartLabels start = StartLabels::kZero;
   double time_limit_s = 0;         ///< Stop after this many seconds (0 = no limit).
   int num_threads = 0;             ///< TBB threads (0 = TBB's default).
   /// Expansion/swap: truncate terms that break submodularity instead of rejecting the model.

@@ -36,7 +36,9 @@ std::string Result::BriefReport() const {
 std::string Result::FullReport() const {
   std::ostringstream out;
   out << BriefReport();
-  out << "timings:   setup " << Ms(timings.setup_ms) << ", transfer " << Ms(timings.transfer_ms) << ", solve "
+  out << "timings:   ";
+  if (timings.start_ms >= 0) out << "start " << Ms(timings.start_ms) << ", ";
+  out << "setup " << Ms(timings.setup_ms) << ", transfer " << Ms(timings.transfer_ms) << ", solve "
       << Ms(timings.solve_ms) << ", total " << Ms(timings.total_ms) << "\n";
   out << "iterations: " << iterations << "\n";
   for (const IterationRecord& r : log) {
@@ -59,6 +61,7 @@ std::string Result::ToJson() const {
   j["lower_bound"] = has_lower_bound ? nlohmann::json(lower_bound) : nlohmann::json(nullptr);
   j["flow"] = flow >= 0 ? nlohmann::json(flow) : nlohmann::json(nullptr);
   j["cost_scale"] = cost_scale;
+  j["start_ms"] = timings.start_ms;
   j["setup_ms"] = timings.setup_ms;
   j["transfer_ms"] = timings.transfer_ms;
   j["solve_ms"] = timings.solve_ms;

@@ -14,6 +14,7 @@ struct Timings {
   double setup_ms = -1;     ///< Building the solver's own data (graphs, messages, workspaces).
   double transfer_ms = -1;  ///< Host <-> device copies (GPU solvers only).
   double solve_ms = -1;     ///< The optimisation itself.
+  double start_ms = -1;     ///< Computing the starting labelling (SolveOptions::start), before the solver's own.
   double total_ms = -1;     ///< Everything inside mrf::Solve, validation and evaluation included.
 };
 
@@ -47,7 +48,7 @@ struct Result {
   /// BriefReport() plus the timing split and the iteration log.
   std::string FullReport() const;
   /// One JSON object: ok, message, energy, lower_bound, flow, backend, backend_requested,
-  /// fallback_reason, cost_scale, setup_ms, transfer_ms, solve_ms, time_ms, iterations, log.
+  /// fallback_reason, cost_scale, start_ms, setup_ms, transfer_ms, solve_ms, time_ms, iterations, log.
   std::string ToJson() const;
 };
 

@@ -39,6 +39,10 @@ void AddSolveOptions(CLI::App& cli, SolveCli* s) {
       ->capture_default_str();
   cli.add_option("--label-order", s->label_order, "Expansion/swap label order: sequential|random")
       ->capture_default_str();
+  cli.add_option("--start", s->start,
+                 "Expansion/swap start: zero (every pixel label 0) or bp (tiled BP's labelling, 2 x 2 iterations "
+                 "coarse-to-fine, on the moves' device; 4-connected grids)")
+      ->capture_default_str();
   cli.add_option("--time-limit", s->time_limit_s, "Stop after this many seconds (0 = no limit)")
       ->check(FiniteNonNegative())
       ->capture_default_str();
@@ -69,6 +73,7 @@ SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program) {
   options.device = ParseDevice(s.device);
   options.maxflow_backend = s.maxflow_backend;
   options.label_order = ParseLabelOrder(s.label_order);
+  options.start = ParseStartLabels(s.start);
   options.max_iterations = s.iterations;
   options.seed = s.seed;
   options.time_limit_s = s.time_limit_s;

@@ -21,6 +21,7 @@ struct SolveCli {
   std::string solver = "auto";           ///< a registry name, or auto
   std::string maxflow_backend = "auto";  ///< engine inside expansion/swap moves
   std::string label_order = "sequential";
+  std::string start = "zero";            ///< expansion/swap start: zero|bp
   int iterations = 100;
   std::uint64_t seed = 0;
   double time_limit_s = 0;
@@ -31,7 +32,7 @@ struct SolveCli {
   bool coarse_to_fine = false;
 };
 
-/// Adds --algorithm, --device, --solver, --maxflow-backend, --iterations, --seed, --label-order,
+/// Adds --algorithm, --device, --solver, --maxflow-backend, --iterations, --seed, --label-order, --start,
 /// --time-limit, --truncate, --bp-schedule, --bp-tile-size, --bp-inner-iterations and --coarse-to-fine to `cli`,
 /// writing into `s` (whose values are the defaults).
 void AddSolveOptions(CLI::App& cli, SolveCli* s);

@@ -347,10 +347,13 @@ int RunGpuExpansion(const BenchOptions& options) {
                   problem.model.num_labels, static_cast<long long>(s.bfs_rounds), s.solve_blocks, s.cycles_ms,
                   static_cast<double>(s.device_bytes) / (1 << 20), s.loop.c_str());
     }
-    if (selected("cuda-expansion")) {
-      // The registered solver through mrf::Solve (validation and the result's energy included).
+    for (const StartLabels start : {StartLabels::kZero, StartLabels::kBeliefPropagation}) {
+      if (!selected("cuda-expansion")) break;
+      // The registered solver through mrf::Solve (validation and the result's energy included), from label 0
+      // and from tiled BP's labelling (--start bp).
       SolveOptions o = base;
       o.solver = "cuda-expansion";
+      o.start = start;
       std::vector<double> times;
       Result r;
       for (int i = 0; i <= repeat; ++i) {
@@ -361,7 +364,7 @@ int RunGpuExpansion(const BenchOptions& options) {
       }
       Row row;
       row.problem = name;
-      row.method = "cuda-expansion via mrf::Solve";
+      row.method = start == StartLabels::kZero ? "cuda-expansion via mrf::Solve" : "same, --start bp";
       row.reference = problem.reference;
       row.energy = r.energy;
       row.cycles = r.iterations;
@@ -372,14 +375,25 @@ int RunGpuExpansion(const BenchOptions& options) {
       row.note = r.message;
       PrintRow(row);
       rows.push_back(row);
-      if (problem.target_ms > 0)
-        std::printf("# %s target: energy <= %.0f (reference x 1.005) in <= %.0f ms end to end: %s (%lld, %.2f ms)\n",
-                    name.c_str(), 1.005 * static_cast<double>(problem.reference), problem.target_ms,
-                    static_cast<double>(r.energy) <= 1.005 * static_cast<double>(problem.reference) &&
-                            row.ms <= problem.target_ms
-                        ? "met"
-                        : "missed",
-                    static_cast<long long>(r.energy), row.ms);
+      if (problem.target_ms > 0) {
+        const double target = 1.005 * static_cast<double>(problem.reference);
+        // When the log first reached the target energy (times since Solve started, of the last run).
+        std::string reached = "never";
+        for (const IterationRecord& record : r.log)
+          if (record.energy >= 0 && static_cast<double>(record.energy) <= target) {
+            char ms[32];
+            std::snprintf(ms, sizeof ms, "%.2f", record.time_ms);
+            reached = std::string(ms) + " ms into the run (" +
+                      (record.iteration == 0 ? std::string("its start") : "cycle " + std::to_string(record.iteration)) +
+                      ")";
+            break;
+          }
+        std::printf("# %s target: energy <= %.0f (reference x 1.005) in <= %.0f ms end to end: %s (%lld, %.2f ms); "
+                    "the energy first met the target %s\n",
+                    name.c_str(), target, problem.target_ms,
+                    static_cast<double>(r.energy) <= target && row.ms <= problem.target_ms ? "met" : "missed",
+                    static_cast<long long>(r.energy), row.ms, reached.c_str());
+      }
       std::printf("# %s\n", r.message.c_str());
     }
     if (problem.swap_reference > 0) SwapRows(problem, base, repeat, gpu, selected, &rows);

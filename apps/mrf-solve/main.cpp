@@ -13,6 +13,7 @@
 int main(int argc, char** argv) {
   CLI::App cli{"mrf-solve: minimise the energy of a saved mrf model (see docs/model_format.md)."};
   std::string model_path, solver = "auto", algorithm = "auto", device = "auto", maxflow = "auto", order = "sequential";
+  std::string start = "zero";
   std::string labels_path;
   mrf::SolveOptions options;
   bool json = false, quiet = false, list = false;
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
   cli.add_option("--iterations", options.max_iterations, "Iteration limit (cycles for expansion/swap)")
       ->check(CLI::Range(1, 1000000))->capture_default_str();
   cli.add_option("--label-order", order, "Expansion/swap label order: sequential|random")->capture_default_str();
+  cli.add_option("--start", start, "Expansion/swap start: zero (label 0 everywhere) or bp (tiled BP's labelling; 4-connected grids)")
+      ->capture_default_str();
   cli.add_option("--seed", options.seed, "Seed for every random choice")
       ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
     options.device = mrf::ParseDevice(device);
     options.maxflow_backend = maxflow;
     options.label_order = mrf::ParseLabelOrder(order);
+    options.start = mrf::ParseStartLabels(start);
     // Max-flow engines report progress without an energy, every few thousand augmentations: shown
     // at most twice a second. Iterative solvers report each iteration's energy.
     double last_shown_ms = -1e9;

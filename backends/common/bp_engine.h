@@ -238,8 +238,8 @@ struct CudaTimes {
 /// first iteration (launch) fail as the real fault would, for tests of the messages and the fallback.
 class CudaRunner {
  public:
-  /// Uploads `problem` and prepares the schedule of `config`.
-  CudaRunner(const Problem& problem, const Config& config, const CudaTuning& tuning = {});
+  /// Uploads `problem` and prepares the schedule of `config` (pass an rvalue to spare a copy).
+  CudaRunner(Problem problem, const Config& config, const CudaTuning& tuning = {});
   ~CudaRunner();
   CudaRunner(const CudaRunner&) = delete;
   CudaRunner& operator=(const CudaRunner&) = delete;

@@ -13,7 +13,7 @@ namespace {
 
 struct CudaRunner::Impl {};
 
-CudaRunner::CudaRunner(const Problem&, const Config&, const CudaTuning&) { NotCompiled(); }
+CudaRunner::CudaRunner(Problem, const Config&, const CudaTuning&) { NotCompiled(); }
 CudaRunner::~CudaRunner() = default;
 RunOutput CudaRunner::Run(const IterationCallback&, bool, bool) { NotCompiled(); }
 double CudaRunner::TimeIterations(int) { NotCompiled(); }

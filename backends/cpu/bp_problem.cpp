@@ -1,7 +1,11 @@
 // The prepared BP problem, its energy, the coarse-to-fine pyramid and the tile geometry shared by the
 // TBB and CUDA engines (backends/common/bp_engine.h).
 #include <algorithm>
+#include <atomic>
 #include <limits>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_reduce.h>
 
 #include "backends/common/bp_engine.h"
 
@@ -28,11 +32,16 @@ std::int64_t TableSpread(const Problem& p) {
 // Fills max_message / max_unary_spread and rejects problems whose messages could overflow.
 void CheckBound(Problem& p) {
   const int L = p.num_labels;
-  std::int64_t dr = 0;
-  for (int node = 0; node < p.num_nodes(); ++node) {
-    const Cost* u = &p.unary[static_cast<std::size_t>(node) * L];
-    dr = std::max<std::int64_t>(dr, *std::max_element(u, u + L));  // already shifted: min is 0
-  }
+  const std::int64_t dr = tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(0, p.unary.size() / L, 4096), std::int64_t{0},
+      [&](const tbb::blocked_range<std::size_t>& nodes, std::int64_t widest) {
+        for (std::size_t node = nodes.begin(); node < nodes.end(); ++node) {
+          const Cost* u = &p.unary[node * L];
+          widest = std::max<std::int64_t>(widest, *std::max_element(u, u + L));  // already shifted: min is 0
+        }
+        return widest;
+      },
+      [](std::int64_t a, std::int64_t b) { return std::max(a, b); });
   const std::int64_t table_spread = TableSpread(p);
   std::int64_t r = 0;
   for (Cost s : p.scale_right) r = std::max(r, EdgeSpread(p, s, table_spread));
@@ -44,22 +53,39 @@ void CheckBound(Problem& p) {
   p.max_message = static_cast<Cost>(r);
 }
 
-// Shifts unary costs (64-bit sums) so that each node's minimum is 0; throws when a spread leaves 32 bits.
-void ShiftUnary(const std::vector<std::int64_t>& raw, int L, Problem& p) {
+// Shifts unary costs so that each node's minimum is 0; throws when a spread leaves 32 bits. `raw` holds
+// the model's 32-bit costs or the coarse levels' 64-bit sums; nodes are shifted in parallel (the model's
+// own array is read in place: a 64-bit copy of it cost more than the shift).
+template <typename RawCost>
+void ShiftUnary(const std::vector<RawCost>& raw, int L, Problem& p) {
   const std::size_t n = raw.size() / L;
   p.unary.resize(raw.size());
-  p.unary_offset = 0;
-  for (std::size_t node = 0; node < n; ++node) {
-    const std::int64_t* u = &raw[node * L];
-    const std::int64_t lo = *std::min_element(u, u + L);
-    for (int l = 0; l < L; ++l) {
-      const std::int64_t v = u[l] - lo;
-      if (v > kInt32Max)
-        throw Error("belief propagation: unary spread " + std::to_string(v) + " at node " + std::to_string(node) +
-                    " does not fit 32 bits");
-      p.unary[node * L + l] = static_cast<Cost>(v);
-    }
-    p.unary_offset = CheckedAdd(p.unary_offset, lo, "belief propagation unary offset");
+  std::atomic<std::size_t> first_too_wide{n};  // the error names the first such node, whatever the threads
+  p.unary_offset = tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(0, n, 4096), Energy{0},
+      [&](const tbb::blocked_range<std::size_t>& nodes, Energy offset) {
+        for (std::size_t node = nodes.begin(); node < nodes.end(); ++node) {
+          const RawCost* u = &raw[node * L];
+          const std::int64_t lo = *std::min_element(u, u + L);
+          for (int l = 0; l < L; ++l) {
+            const std::int64_t v = std::int64_t{u[l]} - lo;
+            if (v > kInt32Max) {
+              std::size_t seen = first_too_wide.load();
+              while (node < seen && !first_too_wide.compare_exchange_weak(seen, node)) {
+              }
+            }
+            p.unary[node * L + l] = static_cast<Cost>(v);
+          }
+          offset = CheckedAdd(offset, lo, "belief propagation unary offset");
+        }
+        return offset;
+      },
+      [](Energy a, Energy b) { return CheckedAdd(a, b, "belief propagation unary offset"); });
+  if (const std::size_t node = first_too_wide.load(); node < n) {
+    const RawCost* u = &raw[node * L];
+    const std::int64_t spread = std::int64_t{*std::max_element(u, u + L)} - *std::min_element(u, u + L);
+    throw Error("belief propagation: unary spread " + std::to_string(spread) + " at node " + std::to_string(node) +
+                " does not fit 32 bits");
   }
 }
 
@@ -79,8 +105,7 @@ Problem PrepareProblem(const Model& model) {
   if (model.pairwise.kind == PairwiseKind::kTable) p.table = model.pairwise.table;
   const int L = p.num_labels;
   const std::size_t n = static_cast<std::size_t>(p.num_nodes());
-  std::vector<std::int64_t> raw(model.unary.begin(), model.unary.end());
-  ShiftUnary(raw, L, p);
+  ShiftUnary(model.unary, L, p);
   p.scale_right.assign(n, 0);
   p.scale_down.assign(n, 0);
   const std::int64_t lambda = model.pairwise.lambda;

@@ -1099,6 +1099,19 @@ struct Level {
   }
 };
 
+// The fast kernel's unary costs, two labels per word, from the level's padded 32-bit ones (Lp = 2 x words);
+// padded labels take `pad_cost`. Packed on the device: on the host it was a pass over every cost and a
+// second upload.
+__global__ void PackUnaryKernel(const Cost* unary, int L, int words, int pad_cost, std::int64_t count,
+                                fast::Word* packed) {
+  const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= count) return;
+  const std::int64_t node = t / words;
+  const int w = static_cast<int>(t % words);
+  const Cost* u = unary + node * 2 * words;
+  packed[t] = fast::Pack(2 * w < L ? u[2 * w] : pad_cost, 2 * w + 1 < L ? u[2 * w + 1] : pad_cost);
+}
+
 }  // namespace
 
 // ---- The runner -----------------------------------------------------------------------------------
@@ -1223,11 +1236,16 @@ struct CudaRunner::Impl {
     level.unary_offset = p.unary_offset;
     const std::size_t n = level.nodes();
     const int L = p.num_labels;
-    std::vector<Cost> padded(n * Lp, 0);
-    for (std::size_t node = 0; node < n; ++node)
-      std::copy_n(&p.unary[node * L], L, &padded[node * Lp]);
     level.unary.Allocate(n * Lp, "the unary costs");
-    level.unary.Upload(padded, stream);
+    std::vector<Cost> padded;
+    if (Lp == L) {  // nothing to pad: upload the costs as they are
+      level.unary.Upload(p.unary, stream);
+    } else {
+      padded.assign(n * Lp, 0);
+      for (std::size_t node = 0; node < n; ++node)
+        std::copy_n(&p.unary[node * L], L, &padded[node * Lp]);
+      level.unary.Upload(padded, stream);
+    }
     level.scale_right.Allocate(n, "the edge scales");
     level.scale_right.Upload(p.scale_right, stream);
     level.scale_down.Allocate(n, "the edge scales");
@@ -1325,8 +1343,9 @@ struct CudaRunner::Impl {
     if (!use_fast) fast_why = why;
   }
 
-  void Setup(const Problem& p, const Config& c, const CudaTuning& t) {
-    problem = p;
+  void Setup(Problem&& given, const Config& c, const CudaTuning& t) {
+    problem = std::move(given);  // moved, not copied: the unary costs alone are megabytes
+    const Problem& p = problem;
     config = c;
     tuning = t;
     CheckConfig(p, c);
@@ -1425,20 +1444,15 @@ struct CudaRunner::Impl {
 
   // The fast kernel's packed unary costs (padded labels cost fast_support.pad_cost) and counters.
   void UploadFast() {
-    const int L = problem.num_labels, words = fast_support.words;
-    const std::size_t n = static_cast<std::size_t>(problem.num_nodes());
-    std::vector<fast::Word> packed(n * words);
-    for (std::size_t node = 0; node < n; ++node)
-      for (int w = 0; w < words; ++w) {
-        auto cost = [&](int l) { return l < L ? problem.unary[node * L + l] : fast_support.pad_cost; };
-        packed[node * words + w] = fast::Pack(cost(2 * w), cost(2 * w + 1));
-      }
-    fast_unary.Allocate(packed.size(), "the packed unary costs");
-    fast_unary.Upload(packed, stream);
+    const int words = fast_support.words;
+    const std::int64_t count = static_cast<std::int64_t>(problem.num_nodes()) * words;
+    fast_unary.Allocate(static_cast<std::size_t>(count), "the packed unary costs");
+    PackUnaryKernel<<<Blocks(count, 256), 256, 0, stream>>>(levels[0].unary.get(), problem.num_labels, words,
+                                                            fast_support.pad_cost, count, fast_unary.get());
+    MRF_CHECK_LAUNCH("unary packing kernel", stream, false);
     tile_done.Allocate(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y, "the tile counters");
     fast_error.Allocate(1, "the flags");
     fast_kernel = fastk::Pick(words, fast_support.form, false);
-    MRF_CUDA_CHECK(cudaStreamSynchronize(stream));  // `packed` is freed on return
   }
 
   void ChooseTile() {
@@ -1735,9 +1749,9 @@ struct CudaRunner::Impl {
   }
 };
 
-CudaRunner::CudaRunner(const Problem& problem, const Config& config, const CudaTuning& tuning)
+CudaRunner::CudaRunner(Problem problem, const Config& config, const CudaTuning& tuning)
     : impl_(std::make_unique<Impl>()) {
-  impl_->Setup(problem, config, tuning);
+  impl_->Setup(std::move(problem), config, tuning);
   float ms = 0;
   MRF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl_->start, impl_->stop));
   times_.upload_ms = ms;

@@ -169,6 +169,7 @@ std::vector<Case> Cases() {
       {"unknown device", "mrf-stereo", "--device gpu", 1, "unknown device 'gpu' (expected one of: auto, cpu, cuda)"},
       {"unknown label order", "mrf-restore", "--label-order shuffled", 1,
        "unknown label order 'shuffled' (expected one of: sequential, random)"},
+      {"unknown start", "mrf-restore", "--start wta", 1, "unknown start 'wta' (expected one of: zero, bp)"},
       {"unknown BP schedule", "mrf-stereo", "--bp-schedule zigzag", 1,
        "options.bp.schedule must be auto, bpm, sync or tiled (got 'zigzag')"},
       {"unknown max-flow engine for moves", "mrf-solve", "$D/three.mrf --solver cpu-expansion --maxflow-backend nope",

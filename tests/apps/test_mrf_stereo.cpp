@@ -159,6 +159,7 @@ TEST(MrfStereo, BadInputIsAOneLineError) {
   ExpectOneLineError("--data-cost cubic", "unknown data cost 'cubic'");
   ExpectOneLineError("--algorithm annealing", "unknown algorithm 'annealing'");
   ExpectOneLineError("--solver no-such-solver", "no-such-solver");
+  ExpectOneLineError("--start wta", "unknown start 'wta' (expected one of: zero, bp)");
 }
 
 TEST(MrfStereo, HelpListsEveryOption) {
@@ -166,6 +167,7 @@ TEST(MrfStereo, HelpListsEveryOption) {
   ASSERT_EQ(r.exit_code, 0);
   for (const char* option : {"--preset",
                              "--labels",
+                             "--start",
                              "--data-cost",
                              "--no-bt",
                              "--data-truncation",

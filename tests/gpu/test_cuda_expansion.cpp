@@ -223,6 +223,36 @@ TEST(CudaExpansion, NeverRaisesTheEnergyAndEndsWhereNoExpansionHelps) {
   std::printf("cuda-expansion vs cpu-expansion on %d models: largest energy difference %.4f%%\n", cases, 100 * worst);
 }
 
+// --start bp on the GPU: the start is cuda-bp's labelling, which equals tbb-bp's bit for bit (so the start
+// record's energy is the CPU's), and the moves from it are exactly cuda-expansion's from those labels.
+TEST(CudaExpansion, StartsFromTheBpLabellingOnTheDevice) {
+  MRF_SKIP_WITHOUT_CUDA();
+  int checked = 0;
+  for (const Case& c : RandomCases(11, 9, 2)) {
+    if (c.model.topology.kind() != TopologyKind::kGrid4) continue;
+    SCOPED_TRACE(c.name);
+    const Result cpu_start = test::BpStartByHand(c.model);
+    ASSERT_TRUE(cpu_start.ok) << cpu_start.message;
+    SolveOptions options = Options(c);
+    options.start = StartLabels::kBeliefPropagation;
+    const Result r = Solve(c.model, options);
+    ASSERT_TRUE(r.ok) << r.message;
+    ASSERT_GE(r.log.size(), 2u);
+    EXPECT_EQ(r.log[0].iteration, 0);
+    EXPECT_EQ(r.log[0].energy, cpu_start.energy) << "the start is not the BP labelling";
+    EXPECT_NE(r.log[0].note.find("start: cuda-bp"), std::string::npos) << r.log[0].note;
+    EXPECT_LE(r.energy, cpu_start.energy);
+    for (std::size_t i = 2; i < r.log.size(); ++i) EXPECT_LE(r.log[i].energy, r.log[i - 1].energy) << "cycle " << i;
+    SolveOptions by_hand = Options(c);
+    by_hand.initial_labels = cpu_start.labels;
+    const Result same = Solve(c.model, by_hand);
+    ASSERT_TRUE(same.ok) << same.message;
+    EXPECT_EQ(same.labels, r.labels) << "not cuda-expansion's moves from the BP labelling";
+    ++checked;
+  }
+  EXPECT_GE(checked, 3);
+}
+
 TEST(CudaExpansion, TruncatesOnlyWhenAskedAndStaysHonest) {
   MRF_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(8);

@@ -187,6 +187,16 @@ Model RandomModel(std::mt19937_64& rng, const Topology& topology, Label labels, 
   return m;
 }
 
+Result BpStartByHand(const Model& model) {
+  SolveOptions bp;
+  bp.solver = "tbb-bp";
+  bp.max_iterations = 2;
+  bp.bp.schedule = "tiled";
+  bp.bp.inner_iterations = 2;
+  bp.bp.coarse_to_fine = true;
+  return Solve(model, bp);
+}
+
 Energy BruteForceMinEnergy(const Model& model, Labeling* best) {
   const NodeId n = model.num_nodes();
   double count = 1;

@@ -10,6 +10,7 @@
 #include "mrf/device.h"
 #include "mrf/model.h"
 #include "mrf/options.h"
+#include "mrf/result.h"
 #include "mrf/st_graph.h"
 
 namespace mrf::test {
@@ -57,6 +58,9 @@ Energy BruteForceMinCut(const StGraph& graph);
 /// A random model with random unary costs in [0, max_unary] and the given pairwise term.
 Model RandomModel(std::mt19937_64& rng, const Topology& topology, Label labels, Cost max_unary,
                   const Pairwise& pairwise, Cost max_weight = 1);
+/// tbb-bp run as SolveOptions::start documents its belief-propagation start (tiled, 2 outer x 2 inner
+/// iterations, coarse-to-fine): the labelling expansion and swap must start from with --start bp.
+Result BpStartByHand(const Model& model);
 /// The minimum energy over all labellings (L^n <= a few million), and one minimiser.
 Energy BruteForceMinEnergy(const Model& model, Labeling* best = nullptr);
 
