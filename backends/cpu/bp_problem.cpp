@@ -5,6 +5,7 @@
 #include <limits>
 
 #include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
 
 #include "backends/common/bp_engine.h"
@@ -147,26 +148,29 @@ Problem CoarsenProblem(const Problem& f) {
   auto self_cost = [&](std::int64_t scale, int a) {  // V(a, a): 0 except for tables
     return f.kind == kTableMessage ? scale * f.table[static_cast<std::size_t>(a) * L + a] : 0;
   };
-  for (int y = 0; y < H; ++y)
-    for (int x = 0; x < W; ++x) {
-      const int node = y * W + x;
-      const std::size_t parent = static_cast<std::size_t>(y / 2) * CW + x / 2;
-      for (int l = 0; l < L; ++l) raw[parent * L + l] += f.unary[static_cast<std::size_t>(node) * L + l];
-      if (x + 1 < W) {
-        if (x % 2 == 0) {  // inside the block
-          for (int l = 0; l < L; ++l) raw[parent * L + l] += self_cost(f.scale_right[node], l);
-        } else {
-          right[parent] += f.scale_right[node];
+  // Coarse rows in parallel: each gathers its two fine rows, so no two threads add into one parent.
+  tbb::parallel_for(tbb::blocked_range<int>(0, c.height), [&](const tbb::blocked_range<int>& coarse_rows) {
+    for (int y = 2 * coarse_rows.begin(); y < std::min(H, 2 * coarse_rows.end()); ++y)
+      for (int x = 0; x < W; ++x) {
+        const int node = y * W + x;
+        const std::size_t parent = static_cast<std::size_t>(y / 2) * CW + x / 2;
+        for (int l = 0; l < L; ++l) raw[parent * L + l] += f.unary[static_cast<std::size_t>(node) * L + l];
+        if (x + 1 < W) {
+          if (x % 2 == 0) {  // inside the block
+            for (int l = 0; l < L; ++l) raw[parent * L + l] += self_cost(f.scale_right[node], l);
+          } else {
+            right[parent] += f.scale_right[node];
+          }
+        }
+        if (y + 1 < H) {
+          if (y % 2 == 0) {
+            for (int l = 0; l < L; ++l) raw[parent * L + l] += self_cost(f.scale_down[node], l);
+          } else {
+            down[parent] += f.scale_down[node];
+          }
         }
       }
-      if (y + 1 < H) {
-        if (y % 2 == 0) {
-          for (int l = 0; l < L; ++l) raw[parent * L + l] += self_cost(f.scale_down[node], l);
-        } else {
-          down[parent] += f.scale_down[node];
-        }
-      }
-    }
+  });
   ShiftUnary(raw, L, c);
   c.unary_offset = CheckedAdd(c.unary_offset, f.unary_offset, "coarse unary offset");
   c.scale_right.resize(cn);
