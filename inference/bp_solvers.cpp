@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include <tbb/task_arena.h>
+
 #include "backends/common/bp_engine.h"
 #include "mrf/device.h"
 
@@ -68,11 +70,17 @@ std::string Describe(const SolveOptions& o, const bp::Config& c, const bp::RunOu
   return text;
 }
 
+// PrepareProblem's parallel loops on options.num_threads threads, as the rest of the run.
+bp::Problem PrepareOnThreads(const Model& model, const SolveOptions& options) {
+  tbb::task_arena arena(options.num_threads > 0 ? options.num_threads : tbb::task_arena::automatic);
+  return arena.execute([&model] { return bp::PrepareProblem(model); });
+}
+
 }  // namespace
 
 void SolveBpCpu(const Model& model, const SolveOptions& options, Result* result) {
   const auto start = Clock::now();
-  const bp::Problem problem = bp::PrepareProblem(model);
+  const bp::Problem problem = PrepareOnThreads(model, options);
   const bp::Config config = ConfigFrom(options, false);
   result->timings.setup_ms = MsSince(start);
   const auto solve_start = Clock::now();
@@ -86,7 +94,7 @@ void SolveBpCpu(const Model& model, const SolveOptions& options, Result* result)
 
 void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result) {
   const auto start = Clock::now();
-  bp::Problem problem = bp::PrepareProblem(model);
+  bp::Problem problem = PrepareOnThreads(model, options);
   const bp::Config config = ConfigFrom(options, true);
   bp::CudaTuning tuning;
   if (const char* launch = std::getenv("MRF_BP_CUDA_LAUNCH")) tuning.launch = bp::ParseCudaLaunch(launch);

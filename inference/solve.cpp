@@ -4,6 +4,7 @@
 #include <chrono>
 #include <new>
 
+#include "inference/iteration_control.h"
 #include "mrf/registry.h"
 
 namespace mrf {
@@ -40,9 +41,48 @@ double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Runs `entry`; expansion and swap asked to start from belief propagation first run tiled BP (2 outer x
-// 2 inner iterations, coarse-to-fine) on the device the moves use, and start from its labelling. The
-// log keeps times since the solve started: the start is record 0, the moves' records come after it.
+// The labelling --start bp starts from: tiled BP (2 outer x 2 inner iterations, coarse-to-fine) on the
+// device the moves use. When cuda-bp cannot take the model (more than 256 labels, a GPU fault), tbb-bp
+// computes it: the same labelling. The user's time limit and callback apply to it (records numbered 0);
+// `*stopped` says the callback stopped it.
+Result BpStart(const SolverEntry& moves, const Model& model, const SolveOptions& options, std::string* solver,
+               bool* stopped) {
+  SolveOptions bp;
+  bp.max_iterations = 2;
+  bp.num_threads = options.num_threads;
+  bp.time_limit_s = options.time_limit_s;
+  bp.bp.schedule = "tiled";
+  bp.bp.inner_iterations = 2;
+  bp.bp.coarse_to_fine = true;
+  if (options.callback)
+    bp.callback = [&options, stopped](IterationRecord record) {
+      record.note = "start: BP iteration " + std::to_string(record.iteration);
+      record.iteration = 0;
+      *stopped = !options.callback(record);
+      return !*stopped;
+    };
+  std::string gpu_failure;
+  for (const char* name : {"cuda-bp", "tbb-bp"}) {
+    if (moves.device != Device::kCuda && std::string(name) == "cuda-bp") continue;
+    const SolverEntry* entry = Registry::Global().Find(name);
+    if (!entry) continue;
+    bp.solver = *solver = name;
+    Result first;
+    try {
+      entry->solve(model, bp, &first);
+      if (!gpu_failure.empty()) first.message += "; " + gpu_failure;
+      return first;
+    } catch (const std::exception& e) {
+      if (moves.device != Device::kCuda || !gpu_failure.empty()) throw Error(std::string("start bp: ") + e.what());
+      gpu_failure = std::string("cuda-bp could not compute the start (") + e.what() + "): tbb-bp did";
+    }
+  }
+  throw Error("start bp: this build has no belief-propagation solver");
+}
+
+// Runs `entry`; expansion and swap asked to start from belief propagation start from BpStart's labelling.
+// The start is log record 0; the moves' records are shifted by its time (each solver's own clock starts
+// with its cycle loop, so its setup before the first cycle is not in the log's times).
 void RunSolver(const SolverEntry& entry, const Model& model, const SolveOptions& options, Result* result) {
   const bool moves = entry.algorithm == Algorithm::kExpansion || entry.algorithm == Algorithm::kSwap;
   if (options.start == StartLabels::kZero || !moves) {
@@ -53,28 +93,24 @@ void RunSolver(const SolverEntry& entry, const Model& model, const SolveOptions&
     return;
   }
   const auto start = std::chrono::steady_clock::now();
-  SolveOptions bp;
-  bp.solver = entry.device == Device::kCuda ? "cuda-bp" : "tbb-bp";
-  bp.max_iterations = 2;
-  bp.num_threads = options.num_threads;
-  bp.bp.schedule = "tiled";
-  bp.bp.inner_iterations = 2;
-  bp.bp.coarse_to_fine = true;
-  const SolverEntry* bp_entry = Registry::Global().Find(bp.solver);
-  if (!bp_entry) throw Error("start bp: this build has no " + bp.solver);
-  Result first;
-  try {
-    bp_entry->solve(model, bp, &first);
-  } catch (const std::exception& e) {
-    throw Error(std::string("start bp: ") + e.what());
-  }
+  std::string start_solver;
+  bool stopped = false;
+  Result first = BpStart(entry, model, options, &start_solver, &stopped);
   const double start_ms = MsSince(start);
   const Energy start_energy = EvaluateEnergy(model, first.labels).total;
+  const IterationRecord start_record{0, start_energy, start_ms, "start: " + start_solver + ", " + first.message};
+  result->timings.start_ms = start_ms;
+  if (stopped) {  // the user's callback said stop: the start is the answer
+    result->labels = std::move(first.labels);
+    result->log = {start_record};
+    result->message = "stopped by the callback during the start (" + start_solver + ")";
+    return;
+  }
 
   SolveOptions from_start = options;
   from_start.start = StartLabels::kZero;
   from_start.initial_labels = std::move(first.labels);
-  if (options.time_limit_s > 0)  // what is left of it; a spent limit still lets the first cycle run
+  if (options.time_limit_s > 0)  // what is left of it (a spent limit stops the moves at their first check)
     from_start.time_limit_s = std::max(options.time_limit_s - start_ms / 1000.0, 1e-6);
   if (options.callback)
     from_start.callback = [&options, start_ms](IterationRecord record) {
@@ -82,11 +118,17 @@ void RunSolver(const SolverEntry& entry, const Model& model, const SolveOptions&
       return options.callback(record);
     };
   entry.solve(model, from_start, result);
+  // A solver stopped by the time limit names the limit it was given: name the user's.
+  const std::string given = "(" + SecondsText(from_start.time_limit_s) + ")";
+  if (options.time_limit_s > 0) {
+    const std::size_t at = result->message.find(given);
+    if (at != std::string::npos)
+      result->message.replace(at, given.size(), "(" + SecondsText(options.time_limit_s) + ", the start included)");
+  }
   for (IterationRecord& record : result->log) record.time_ms += start_ms;
-  result->log.insert(result->log.begin(),
-                     IterationRecord{0, start_energy, start_ms, "start: " + bp.solver + ", " + first.message});
+  result->log.insert(result->log.begin(), start_record);
   result->timings.start_ms = start_ms;
-  result->message += "; started from " + bp.solver + "'s labelling (energy " + std::to_string(start_energy) + ")";
+  result->message += "; started from " + start_solver + "'s labelling (energy " + std::to_string(start_energy) + ")";
 }
 
 }  // namespace

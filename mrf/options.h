@@ -36,7 +36,8 @@ enum class LabelOrder {
 enum class StartLabels {
   kZero,  ///< Every node at label 0 (the reference implementations' start).
   /// The labelling of tiled belief propagation (2 outer x 2 inner iterations, coarse-to-fine start) on
-  /// the device the moves run on: lower final energies in fewer cycles on stereo (docs/benchmarks.md).
+  /// the device the moves run on (cuda-bp falling back to tbb-bp when it cannot take the model): lower
+  /// final energies on stereo (docs/benchmarks.md).
   /// 4-connected 2-D grids only.
   kBeliefPropagation,
 };

@@ -1308,11 +1308,13 @@ struct CudaRunner::Impl {
     return bytes;
   }
 
-  // The largest message spread over the fine level and (coarse-to-fine) the coarser ones: border messages
-  // of a coarse-to-fine start come from the coarse levels, so the fast kernel's bound must cover them.
+  // The largest message spread the fine level's tile kernel meets: its own, and (coarse-to-fine) that of
+  // the level just above, whose messages become its border messages. The coarser levels only start
+  // that level, on the 32-bit synchronous kernels, so their larger spreads (coarse edge scales double
+  // per level) do not bound the fast kernel's 16-bit sums.
   Cost LargestMessage() const {
     Cost r = problem.max_message;
-    for (const Problem& c : coarse) r = std::max(r, c.max_message);
+    if (!coarse.empty()) r = std::max(r, coarse.front().max_message);
     return r;
   }
 

@@ -382,6 +382,20 @@ TEST(CudaBp, AutomaticKernelPicksTheFastOneOnlyWhenItApplies) {
   big.pairwise.lambda = 5000;  // sums beyond 16 bits: the general kernel, with the same result
   EXPECT_FALSE(fast(big, Tiled(1, 0, 1)));
   ExpectSameAsCpu(big, Tiled(2, 5, 1), "costs beyond 16 bits");
+  // Coarse-to-fine: only the level just above the fine one sends it messages, so the coarser levels'
+  // larger spreads (edge scales double per level) must not keep the fast kernel away.
+  Model steep = RandomGrid(rng, 64, 64, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
+  steep.pairwise.lambda = 200;
+  const Problem fine = bp::PrepareProblem(steep);
+  const std::vector<Problem> levels = bp::CoarseLevels(fine);
+  ASSERT_EQ(levels.size(), 3u);
+  Cost steepest = fine.max_message;
+  for (const Problem& level : levels) steepest = std::max(steepest, level.max_message);
+  const Cost entering = std::max(fine.max_message, levels.front().max_message);
+  ASSERT_LE(fine.max_unary_spread + 8 * entering + 1, 32767) << "the fast kernel must take this one";
+  ASSERT_GT(fine.max_unary_spread + 8 * steepest + 1, 32767) << "not the case this checks";
+  EXPECT_TRUE(fast(steep, Tiled(2, 0, 2, true)));
+  ExpectSameAsCpu(steep, Tiled(2, 0, 2, true), "coarse levels with large spreads");
   // Asking for the fast kernel where it cannot run is an error that says why.
   bp::CudaTuning tuning;
   tuning.kernel = bp::CudaKernel::kFast;

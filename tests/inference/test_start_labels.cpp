@@ -68,9 +68,15 @@ TEST(StartLabels, MovesStartFromTheBpLabellingAndNeverRiseAboveIt) {
         EXPECT_GE(r.log[i].time_ms, r.log[i - 1].time_ms) << name << ": log times go back at record " << i;
         EXPECT_GE(r.log[i].time_ms, r.timings.start_ms) << name << ": a cycle before the start ended";
       }
-      // The user's callback sees the moves' records (not the start), on the same clock as the log.
-      ASSERT_EQ(seen.size() + 1, r.log.size()) << name;
-      for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_GE(seen[i].time_ms, r.timings.start_ms) << name;
+      // The user's callback sees the start's BP iterations (numbered 0; one or two, as BP converges),
+      // then the moves' records on the log's clock.
+      std::size_t bp_records = 0;
+      while (bp_records < seen.size() && seen[bp_records].iteration == 0) ++bp_records;
+      EXPECT_GE(bp_records, 1u) << name;
+      EXPECT_LE(bp_records, 2u) << name;
+      ASSERT_EQ(seen.size() - bp_records, r.log.size() - 1) << name;
+      for (std::size_t i = bp_records; i < seen.size(); ++i)
+        EXPECT_EQ(seen[i].time_ms, r.log[i - bp_records + 1].time_ms) << name << ", record " << i;
 
       SolveOptions by_hand;
       by_hand.solver = solver;
@@ -102,6 +108,43 @@ TEST(StartLabels, BadCombinationsAreOneLineErrors) {
   EXPECT_THROW(ParseStartLabels("random"), Error);
   EXPECT_EQ(ParseStartLabels("bp"), StartLabels::kBeliefPropagation);
   EXPECT_EQ(ParseStartLabels(ToString(StartLabels::kZero)), StartLabels::kZero);
+}
+
+TEST(StartLabels, TheTimeLimitAndTheCallbackCoverTheStart) {
+  if (!Registry::Global().IsAvailable("tbb-bp")) GTEST_SKIP() << "no tbb-bp in this build";
+  std::mt19937_64 rng(13);
+  const Model model = GridModels(13).front();
+  const Result bp = test::BpStartByHand(model);
+  ASSERT_TRUE(bp.ok) << bp.message;
+
+  // A callback that stops at once stops the start: its labelling is the answer.
+  SolveOptions options;
+  options.solver = "cpu-expansion";
+  options.start = StartLabels::kBeliefPropagation;
+  std::vector<IterationRecord> seen;
+  options.callback = [&seen](const IterationRecord& r) {
+    seen.push_back(r);
+    return false;
+  };
+  const Result stopped = Solve(model, options);
+  ASSERT_TRUE(stopped.ok) << stopped.message;
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].iteration, 0);
+  EXPECT_NE(seen[0].note.find("start: BP iteration 1"), std::string::npos) << seen[0].note;
+  EXPECT_EQ(stopped.message, "stopped by the callback during the start (tbb-bp)");
+  ASSERT_EQ(stopped.log.size(), 1u);
+  EXPECT_EQ(stopped.log[0].iteration, 0);
+  EXPECT_EQ(stopped.energy, stopped.log[0].energy);
+
+  // A limit spent by the start: the moves stop at their first check, and the message names the
+  // user's limit, not what was left of it.
+  options.callback = nullptr;
+  options.time_limit_s = 1e-9;
+  const Result limited = Solve(model, options);
+  ASSERT_TRUE(limited.ok) << limited.message;
+  EXPECT_NE(limited.message.find("stopped by the time limit (1e-09 s, the start included)"), std::string::npos)
+      << limited.message;
+  EXPECT_LE(limited.energy, limited.log[0].energy);
 }
 
 TEST(StartLabels, SolversWithoutMovesSayTheStartWasNotUsed) {
