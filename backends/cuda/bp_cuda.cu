@@ -1237,20 +1237,23 @@ struct CudaRunner::Impl {
     const std::size_t n = level.nodes();
     const int L = p.num_labels;
     level.unary.Allocate(n * Lp, "the unary costs");
-    std::vector<Cost> padded;
     if (Lp == L) {  // nothing to pad: upload the costs as they are
       level.unary.Upload(p.unary, stream);
     } else {
-      padded.assign(n * Lp, 0);
-      for (std::size_t node = 0; node < n; ++node)
-        std::copy_n(&p.unary[node * L], L, &padded[node * Lp]);
-      level.unary.Upload(padded, stream);
+      // Padded on the way: a pitched copy puts each node's L costs at the start of its Lp slots and a
+      // pitched memset zeroes the rest (Venus's 13 MB: 1.6-2.4 ms on an H100 machine, against 4.3-19 ms
+      // for padding a fresh host copy first and uploading that).
+      const std::size_t row = static_cast<std::size_t>(L) * sizeof(Cost);
+      const std::size_t pitch = static_cast<std::size_t>(Lp) * sizeof(Cost);
+      MRF_CUDA_CHECK(cudaMemcpy2DAsync(level.unary.get(), pitch, p.unary.data(), row, row, n, cudaMemcpyHostToDevice,
+                                       stream));
+      MRF_CUDA_CHECK(cudaMemset2DAsync(level.unary.get() + L, pitch, 0, pitch - row, n, stream));
     }
     level.scale_right.Allocate(n, "the edge scales");
     level.scale_right.Upload(p.scale_right, stream);
     level.scale_down.Allocate(n, "the edge scales");
     level.scale_down.Upload(p.scale_down, stream);
-    MRF_CUDA_CHECK(cudaStreamSynchronize(stream));  // `padded` is freed on return
+    MRF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the costs are in place before the first run
   }
 
   // Message buffers start at 0; messages from outside the grid and at padded labels are never written
