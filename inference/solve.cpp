@@ -119,15 +119,14 @@ void RunSolver(const SolverEntry& entry, const Model& model, const SolveOptions&
     };
   entry.solve(model, from_start, result);
   // A solver stopped by the time limit names the limit it was given: name the user's.
-  const std::string given = "(" + SecondsText(from_start.time_limit_s) + ")";
   if (options.time_limit_s > 0) {
+    const std::string given = "(" + SecondsText(from_start.time_limit_s) + ")";
     const std::size_t at = result->message.find(given);
     if (at != std::string::npos)
       result->message.replace(at, given.size(), "(" + SecondsText(options.time_limit_s) + ", the start included)");
   }
   for (IterationRecord& record : result->log) record.time_ms += start_ms;
   result->log.insert(result->log.begin(), start_record);
-  result->timings.start_ms = start_ms;
   result->message += "; started from " + start_solver + "'s labelling (energy " + std::to_string(start_energy) + ")";
 }
 
