@@ -161,14 +161,14 @@ int RunBp(const BenchOptions& o) {
       targets = {MakeConfig(Schedule::kTiled, 2, 2, true)};
     if (gpu) {
       std::vector<GpuVariant> variants;
-      for (bp::CudaLaunch l : {bp::CudaLaunch::kSplit, bp::CudaLaunch::kPipeline, bp::CudaLaunch::kCooperative,
+      for (bp::CudaLaunch l : {bp::CudaLaunch::kSplit, bp::CudaLaunch::kPipeline, bp::CudaLaunch::kPipelineRows, bp::CudaLaunch::kCooperative,
                                bp::CudaLaunch::kGraph, bp::CudaLaunch::kPerDiagonal})
         variants.push_back({bp::CudaKernel::kFast, l, 0});
       for (bp::CudaLaunch l : {bp::CudaLaunch::kGraph, bp::CudaLaunch::kPerDiagonal, bp::CudaLaunch::kCooperative})
         variants.push_back({bp::CudaKernel::kGeneral, l, 0});
       if (tsukuba)  // other tile sides, every launch of the fast kernel
         for (int side : {16, 32})
-          for (bp::CudaLaunch l : {bp::CudaLaunch::kSplit, bp::CudaLaunch::kPipeline, bp::CudaLaunch::kCooperative,
+          for (bp::CudaLaunch l : {bp::CudaLaunch::kSplit, bp::CudaLaunch::kPipeline, bp::CudaLaunch::kPipelineRows, bp::CudaLaunch::kCooperative,
                                    bp::CudaLaunch::kGraph, bp::CudaLaunch::kPerDiagonal})
             variants.push_back({bp::CudaKernel::kFast, l, side});
       double best = 1e30;

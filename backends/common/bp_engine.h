@@ -190,14 +190,16 @@ enum class CudaLaunch {
   kPerDiagonal,  ///< One kernel launch per diagonal.
   kGraph,        ///< The per-diagonal launches of one outer iteration captured once as a CUDA graph.
   kCooperative,  ///< One cooperative launch per outer iteration, a grid barrier between diagonals.
-  kPipeline,     ///< Fast kernel only: one cooperative launch per outer iteration, a block per tile row,
-                 ///< each tile waiting only for the tile above (below) it through a flag in global memory.
+  kPipeline,     ///< Fast kernel only: one cooperative launch per outer iteration, a block per tile column,
+                 ///< each tile waiting only for the horizontal chains of the tile on its left (right)
+                 ///< through a flag in global memory.
+  kPipelineRows, ///< The pipeline with a block per tile row, each tile waiting for the tile above (below).
   kSplit,        ///< Fast kernel, one inner iteration only: the pipeline with the horizontal chains of a
                  ///< block's next tile running while the vertical chains of its current tile do.
 };
-/// Parses auto | diagonal | graph | cooperative | pipeline | split.
+/// Parses auto | diagonal | graph | cooperative | pipeline | pipeline-rows | split.
 CudaLaunch ParseCudaLaunch(const std::string& name);
-/// auto, diagonal, graph, cooperative, pipeline or split.
+/// auto, diagonal, graph, cooperative, pipeline, pipeline-rows or split.
 const char* ToString(CudaLaunch launch);
 
 /// Which CUDA tile kernel runs the tiled schedule.
@@ -218,8 +220,8 @@ struct CudaTuning {
   int labels_per_lane = 0;                ///< General kernel: C in {2, 4, 8, 16}; 0 = DefaultLabelsPerLane().
   /// Testing: pretend that only this many bytes of device memory are free (0: ask the device).
   std::size_t free_bytes_override = 0;
-  /// Pipeline launch: blocks (0: one per tile row, as many as can be resident); fewer make each block
-  /// take several tile rows.
+  /// Pipeline launches: blocks (0: one per tile column, or row, as many as can be resident); fewer make
+  /// each block take several.
   int pipeline_blocks = 0;
 };
 

@@ -346,6 +346,9 @@ MRF_HD int PixelOffset(int x, int y, int j, int words, int row_stride) {
 
 /// The four edges of a tile in the staging buffers, T x NW words each.
 enum Edge : int { kEdgeLeft = 0, kEdgeRight = 1, kEdgeTop = 2, kEdgeBottom = 3 };
+/// Edge e in a mask of edges (-1: none).
+MRF_HD constexpr unsigned EdgeBit(int e) { return e < 0 ? 0u : 1u << e; }
+constexpr unsigned kAllEdges = 0xFu;
 
 /// A block's shared arrays (or their host copies in the emulation).
 struct Buffers {
@@ -460,60 +463,86 @@ MRF_HD Tile MakeTile(const Params& P, int tx, int ty) {
 
 // ---- The pipeline plan: which tiles a block visits, in which order -------------------------------------
 
+/// How pipeline blocks share the tiles. A visit's horizontal chains write the message its right (left)
+/// neighbour needs; its vertical chains, after them, the one for the tile below (above). So when blocks walk
+/// tile rows, a block waits for the whole visit of the tile above (two phases a tile row), and when they walk
+/// tile columns, only for the horizontal chains of the tile on the left (one phase a tile column): a sweep's
+/// critical path is about 2 W + 2 H chain steps by rows against 2 H + W by columns (docs/bp.md).
+enum class Walk : int { kRows = 0, kColumns = 1 };
+
 /// One visit of a pipeline block.
 struct Visit {
   int tx = 0, ty = 0;
-  int sweep = 0;             ///< 0: raster, 1: reverse raster (within the outer iteration).
-  bool carried = false;      ///< Its entering left (raster) or right (reverse) edge comes from the block's
-                             ///< previous visit, through shared memory.
-  bool carry_next = false;   ///< Its next visit takes the edge it sends right (raster) or left (reverse).
+  int sweep = 0;          ///< 0: raster, 1: reverse raster (within the outer iteration).
+  int carried_edge = -1;  ///< The entering edge the block's previous visit left in this visit's staging
+                          ///< buffer (through shared memory); -1: none.
+  int carry_edge = -1;    ///< The edge of the next visit's staging buffer this visit's chains write; -1: none.
 };
 
-/// Tile rows block b of nb handles: b, b + nb, ...
-MRF_HD int RowsOfBlock(int b, int nb, int tiles_y) { return b < tiles_y ? (tiles_y - 1 - b) / nb + 1 : 0; }
+/// Tile lines (rows or columns, `lines` of them) block b of nb handles: b, b + nb, ...
+MRF_HD int LinesOfBlock(int b, int nb, int lines) { return b < lines ? (lines - 1 - b) / nb + 1 : 0; }
 
 /// Visits block b of nb makes in one outer iteration.
-MRF_HD int VisitsOfBlock(int b, int nb, int tiles_x, int tiles_y) { return 2 * RowsOfBlock(b, nb, tiles_y) * tiles_x; }
+MRF_HD int VisitsOfBlock(Walk walk, int b, int nb, int tiles_x, int tiles_y) {
+  return walk == Walk::kRows ? 2 * LinesOfBlock(b, nb, tiles_y) * tiles_x : 2 * LinesOfBlock(b, nb, tiles_x) * tiles_y;
+}
 
-/// Visit n of block b of nb: the raster sweep over its rows top-down, then the reverse sweep bottom-up.
-/// Every block visits its tiles in the serial raster (reverse raster) order, so a block only ever waits
-/// for the tile above (below) it, in the same sweep.
-MRF_HD Visit VisitOfBlock(int b, int nb, int tiles_x, int tiles_y, int n) {
-  const int rows = RowsOfBlock(b, nb, tiles_y);
-  const int per_sweep = rows * tiles_x;
+/// Visit n of block b of nb: the raster sweep over its lines (tile rows top-down, each left to right; or
+/// tile columns left to right, each top-down), then the reverse sweep in the opposite order. Both orders
+/// give every tile the same neighbours' messages as the serial raster order (above and left already
+/// visited in this sweep, below and right not yet), so the results are those of the serial schedule; a
+/// block waits only for the tile above (below) it, or on its left (right), in the same sweep.
+MRF_HD Visit VisitOfBlock(Walk walk, int b, int nb, int tiles_x, int tiles_y, int n) {
+  const bool rows = walk == Walk::kRows;
+  const int along = rows ? tiles_x : tiles_y;  // tiles in one line
+  const int lines = LinesOfBlock(b, nb, rows ? tiles_y : tiles_x);
+  const int per_sweep = lines * along;
   Visit v;
   v.sweep = n < per_sweep ? 0 : 1;
   const int k = n - v.sweep * per_sweep;
-  const int row = k / tiles_x, i = k - row * tiles_x;
-  if (v.sweep == 0) {
-    v.ty = b + row * nb;
-    v.tx = i;
-  } else {
-    v.ty = b + (rows - 1 - row) * nb;
-    v.tx = tiles_x - 1 - i;
-  }
-  v.carried = i > 0;
-  v.carry_next = i + 1 < tiles_x;
+  const int line_k = k / along, i = k - line_k * along;
+  const int line = v.sweep == 0 ? b + line_k * nb : b + (lines - 1 - line_k) * nb;
+  const int pos = v.sweep == 0 ? i : along - 1 - i;
+  v.tx = rows ? pos : line;
+  v.ty = rows ? line : pos;
+  // The next visit (raster: right or below) takes the message this one sends there on its entering edge.
+  const int edge = rows ? (v.sweep == 0 ? kEdgeLeft : kEdgeRight) : (v.sweep == 0 ? kEdgeTop : kEdgeBottom);
+  v.carried_edge = i > 0 ? edge : -1;
+  v.carry_edge = i + 1 < along ? edge : -1;
   return v;
 }
 
-/// A tile a pipeline loader waits for before it reads a visit's entering border messages: its index
-/// (ty tiles_x + tx) and how many sweeps of this outer iteration it must have finished (1: the raster
-/// sweep, 2: both).
+/// A tile a pipeline loader waits for before it reads the border messages that tile sends into a visit's
+/// tile: its index (ty tiles_x + tx), how many sweeps of this outer iteration it must have finished (1: the
+/// raster sweep, 2: both; by tile columns a tile counts as done once its horizontal chains are:
+/// PublishesEarly()), and the entering edge those messages arrive by. The visit's other edges need no wait.
 struct LoaderWait {
   int tile = -1;
   int sweeps = 0;
+  int edge = -1;
 };
 
-/// The waits of visit v of tile t (returns how many, at most two): the tile above (raster sweep) or
-/// below (reverse sweep), whose border messages come from another block or an earlier visit; with
-/// `sets` > 2 (the split launch, whose loader may run two visits ahead of the horizontal chains) also, in
-/// the reverse sweep, the raster visit of the tile on the left, whose message this block wrote.
-MRF_HD int LoaderWaits(const Params& P, const Visit& v, const Tile& t, int sets, LoaderWait (&waits)[2]) {
+/// Whether a visit publishes its tile after its last horizontal chains (tile columns: the neighbour waiting
+/// for it reads nothing else) rather than at its end.
+MRF_HD constexpr bool PublishesEarly(Walk walk) { return walk == Walk::kColumns; }
+
+/// The waits of visit v of tile t (returns how many, at most two). By tile rows: the tile above (raster
+/// sweep) or below (reverse sweep), whose border messages come from another block or an earlier visit;
+/// with `sets` > 2 (the split launch, whose loader may run two visits ahead of the horizontal chains) also,
+/// in the reverse sweep, the raster visit of the tile on the left, whose message this block wrote. By tile
+/// columns: the tile on the left (raster) or right (reverse). The reverse visit's other entering messages
+/// come from this block's own visits, or from the raster visit of the tile on the left, which the block's
+/// raster visit of the same row already waited for.
+MRF_HD int LoaderWaits(Walk walk, const Params& P, const Visit& v, const Tile& t, int sets, LoaderWait (&waits)[2]) {
   int n = 0;
-  if (v.sweep == 0 && t.has_up) waits[n++] = {(v.ty - 1) * P.tiles_x + v.tx, 1};
-  if (v.sweep == 1 && t.has_down) waits[n++] = {(v.ty + 1) * P.tiles_x + v.tx, 2};
-  if (v.sweep == 1 && t.has_left && sets > 2) waits[n++] = {v.ty * P.tiles_x + v.tx - 1, 1};
+  if (walk == Walk::kColumns) {
+    if (v.sweep == 0 && t.has_left) waits[n++] = {v.ty * P.tiles_x + v.tx - 1, 1, kEdgeLeft};
+    if (v.sweep == 1 && t.has_right) waits[n++] = {v.ty * P.tiles_x + v.tx + 1, 2, kEdgeRight};
+    return n;
+  }
+  if (v.sweep == 0 && t.has_up) waits[n++] = {(v.ty - 1) * P.tiles_x + v.tx, 1, kEdgeTop};
+  if (v.sweep == 1 && t.has_down) waits[n++] = {(v.ty + 1) * P.tiles_x + v.tx, 2, kEdgeBottom};
+  if (v.sweep == 1 && t.has_left && sets > 2) waits[n++] = {v.ty * P.tiles_x + v.tx - 1, 1, kEdgeLeft};
   return n;
 }
 
@@ -715,23 +744,22 @@ MRF_HD const Cost* EnteringBorder(const Params& P, const Tile& t, int edge, int 
   }
 }
 
-/// Fills the staging buffer with the messages entering a tile (zero where it has no neighbour), except
-/// the edge `skip` (-1: none) that the block's previous visit left there. Thread tid of n.
+/// Fills the staging buffer with the messages entering a tile (zero where it has no neighbour) on the
+/// edges of the mask `edges` (bit e: edge e; kAllEdges). Thread tid of n: the items of the chosen edges are
+/// numbered consecutively, so that one edge takes one pass of n >= T threads.
 template <int NW>
-MRF_HD void FillStage(const Params& P, const Tile& t, Word* stage, int skip, int tid, int n) {
+MRF_HD void FillStage(const Params& P, const Tile& t, Word* stage, unsigned edges, int tid, int n) {
   const int T = P.tile;
-  const int items = 2 * t.th + 2 * t.tw;
+  auto length = [&](int e) { return e == kEdgeLeft || e == kEdgeRight ? t.th : t.tw; };
+  int items = 0;
+  for (int e = 0; e < 4; ++e)
+    if (edges & EdgeBit(e)) items += length(e);
   for (int item = tid; item < items; item += n) {
-    int edge, i;
-    if (item < 2 * t.th) {
-      edge = item < t.th ? kEdgeLeft : kEdgeRight;
-      i = item < t.th ? item : item - t.th;
-    } else {
-      const int k = item - 2 * t.th;
-      edge = k < t.tw ? kEdgeTop : kEdgeBottom;
-      i = k < t.tw ? k : k - t.tw;
+    int edge = 0, i = item;
+    while (!(edges & EdgeBit(edge)) || i >= length(edge)) {
+      if (edges & EdgeBit(edge)) i -= length(edge);
+      ++edge;
     }
-    if (edge == skip) continue;
     Word v[NW];
     const Cost* src = EnteringBorder(P, t, edge, i);
     if (src) {
@@ -808,9 +836,8 @@ MRF_UNROLL
 /// Phase 1 or 2 of an inner iteration: chain `tid / LANES` (horizontal: right chains of the tile rows,
 /// then left chains; vertical: down chains of the columns, then up chains), held by LANES threads, each
 /// with NW / LANES of the words. In the last inner iteration a chain that leaves the tile writes the
-/// border message; the chains whose messages the block's next visit takes (`carry_edge`: kEdgeLeft after
-/// a raster visit, kEdgeRight after a reverse one, -1: none) also write them into that visit's staging
-/// buffer `carry_stage`.
+/// border message; the chains whose messages the block's next visit takes (`carry_edge`, Visit::carry_edge:
+/// the next visit's entering edge, -1: none) also write them into that visit's staging buffer `carry_stage`.
 ///
 /// In the first inner iteration (`first`) the messages between the tile's pixels are 0: a horizontal
 /// chain then reads the vertical messages entering the tile (top and bottom rows) from the staging buffer
@@ -865,13 +892,13 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
       pos = 0, step_pos = 1;
       scale = B.Sd(buf) + T + line, scale_step = T;
       if (t.has_down) border = P.border_down + (static_cast<std::size_t>(t.ty) * P.width + t.x0 + line) * P.Lp;
-      entering = kEdgeTop;
+      edge = kEdgeTop, entering = kEdgeTop;
     } else {
       steps = t.y0 > 0 ? t.th : t.th - 1;
       pos = t.th - 1, step_pos = -1;
       scale = B.Sd(buf) + (t.th - 1) * T + line, scale_step = -T;
       if (t.has_up) border = P.border_up + ((static_cast<std::size_t>(t.ty) - 1) * P.width + t.x0 + line) * P.Lp;
-      entering = kEdgeBottom;
+      edge = kEdgeBottom, entering = kEdgeBottom;
     }
   }
   if (!last && steps == length) --steps;  // the message leaving the tile counts only in the last iteration

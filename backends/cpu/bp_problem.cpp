@@ -213,10 +213,10 @@ const char* ToString(Schedule s) {
 
 CudaLaunch ParseCudaLaunch(const std::string& name) {
   for (CudaLaunch l : {CudaLaunch::kAuto, CudaLaunch::kPerDiagonal, CudaLaunch::kGraph, CudaLaunch::kCooperative,
-                       CudaLaunch::kPipeline, CudaLaunch::kSplit})
+                       CudaLaunch::kPipeline, CudaLaunch::kPipelineRows, CudaLaunch::kSplit})
     if (name == ToString(l)) return l;
   throw Error("unknown CUDA launch mode '" + name +
-              "' (expected auto, diagonal, graph, cooperative, pipeline or split)");
+              "' (expected auto, diagonal, graph, cooperative, pipeline, pipeline-rows or split)");
 }
 
 const char* ToString(CudaLaunch l) {
@@ -226,6 +226,7 @@ const char* ToString(CudaLaunch l) {
     case CudaLaunch::kGraph: return "graph";
     case CudaLaunch::kCooperative: return "cooperative";
     case CudaLaunch::kPipeline: return "pipeline";
+    case CudaLaunch::kPipelineRows: return "pipeline-rows";
     case CudaLaunch::kSplit: return "split";
   }
   return "?";

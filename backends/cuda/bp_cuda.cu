@@ -643,13 +643,15 @@ __global__ void __launch_bounds__(kMaxTileThreads, 1) TileCooperativeKernel(Tile
 // - diagonal (and graph): one launch per tile diagonal, a block per tile;
 // - cooperative: one launch per outer iteration, blocks loop over the tiles of a diagonal, a grid barrier
 //   between diagonals;
-// - pipeline: one cooperative launch per outer iteration, block b takes tile rows b, b + nb, ... in the
-//   serial order (bp::fast::VisitOfBlock). A tile then depends on other blocks only through the tile above
-//   it (raster sweep) or below it (reverse sweep): it waits for that tile's sweep counter in global memory
-//   (release / acquire), nothing else. A loader warp per block fetches the next tile's unary costs and
-//   scales (cp.async) and entering border messages while the compute threads work on the current tile
-//   (double buffers handed over through named barriers); the border the block's previous tile sends to
-//   this one stays in shared memory.
+// - pipeline: one cooperative launch per outer iteration, block b takes tile columns b, b + nb, ... (or,
+//   pipeline-rows, tile rows) in an order equivalent to the serial one (bp::fast::VisitOfBlock). A tile then
+//   depends on other blocks only through the tile on its left (raster sweep) or right (reverse sweep; rows:
+//   above or below): it waits for that tile's sweep counter in global memory (release / acquire), nothing
+//   else. By columns a tile publishes its counter once its horizontal chains, which write all its
+//   neighbour reads, are done, so neighbouring columns lag by one phase (rows: by a whole visit). A loader
+//   warp per block fetches the next tile's unary costs and scales (cp.async) and entering border messages
+//   while the compute threads work on the current tile (double buffers handed over through named
+//   barriers); the border the block's previous tile sends to this one stays in shared memory.
 // - split (one inner iteration only): the pipeline with two crews of compute threads. Then a visit's
 //   horizontal chains need nothing from its vertical ones, nor from the previous visit's: the horizontal
 //   crew runs visit n + 1's horizontal chains while the vertical crew runs visit n's vertical chains (and
@@ -660,7 +662,11 @@ namespace fastk {
 
 using fast::Word;
 
-enum Mode : int { kDiagonal = 0, kCooperative = 1, kPipeline = 2, kSplit = 3 };
+enum Mode : int { kDiagonal = 0, kCooperative = 1, kPipelineRows = 2, kSplit = 3, kPipelineColumns = 4 };
+
+__host__ __device__ constexpr fast::Walk WalkOf(int mode) {
+  return mode == kPipelineColumns ? fast::Walk::kColumns : fast::Walk::kRows;
+}
 
 // Compute threads of a fast block for tile side T: 2 T chains of `lanes` threads, whole warps.
 __host__ __device__ constexpr int ComputeThreads(int tile, int lanes) { return (2 * tile * lanes + 31) / 32 * 32; }
@@ -737,21 +743,27 @@ __device__ void LoadAll(const fast::Params& P, const fast::Buffers& B, const fas
   AsyncCopy copy;
   fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), tid, threads, copy);
   __pipeline_commit();
-  fast::FillStage<NW>(P, t, B.Stage(0), -1, tid, threads);
+  fast::FillStage<NW>(P, t, B.Stage(0), fast::kAllEdges, tid, threads);
   __pipeline_wait_prior(0);
   ComputeBarrier(threads);
 }
 
+struct NoHook {
+  __device__ void operator()() const {}
+};
+
 // The inner iterations of one visit (every compute thread; a chain on fast::ChainLanes() threads).
-template <int NW, int F>
+// `rows_done` runs after the last horizontal chains and the barrier that follows them.
+template <int NW, int F, class Hook = NoHook>
 __device__ void Compute(const fast::Params& P, const fast::Buffers& B, const fast::Tile& t, int buf, Word* carry_stage,
-                        int carry_edge, int tid, int threads) {
+                        int carry_edge, int tid, int threads, Hook rows_done = {}) {
   constexpr int kLanes = fast::ChainLanes(NW, F);
   for (int it = 0; it < P.inner; ++it) {
     const bool first = it == 0, last = it + 1 == P.inner;
     fast::ChainPhase<NW, F, kLanes>(P, t, B, buf, false, first, last, carry_stage, carry_edge, tid);
     ComputeBarrier(threads);
-    fast::ChainPhase<NW, F, kLanes>(P, t, B, buf, true, first, last, nullptr, -1, tid);
+    if (last) rows_done();
+    fast::ChainPhase<NW, F, kLanes>(P, t, B, buf, true, first, last, carry_stage, carry_edge, tid);
     ComputeBarrier(threads);
   }
 }
@@ -761,33 +773,36 @@ __device__ void Compute(const fast::Params& P, const fast::Buffers& B, const fas
 // then, once the neighbouring tile it depends on is done, the entering border messages; then they tell
 // the compute threads (`all`: the threads of the Ready and Empty barriers).
 template <int NW>
-__device__ void LoaderWarps(const fast::Params& P, const fast::PipelineBuffers& PB, int sweep_base, int lane,
-                            int loaders, int all) {
+__device__ void LoaderWarps(fast::Walk walk, const fast::Params& P, const fast::PipelineBuffers& PB, int sweep_base,
+                            int lane, int loaders, int all) {
   AsyncCopy copy;
-  const int visits = fast::VisitsOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
+  const int visits = fast::VisitsOfBlock(walk, blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
   for (int n = 0; n < visits; ++n) {
-    const fast::Visit v = fast::VisitOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y, n);
+    const fast::Visit v = fast::VisitOfBlock(walk, blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y, n);
     const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
     const fast::Buffers B = PB.View(n);
     const int set = n % PB.sets;
     if (n >= PB.sets) BarSync(kBarEmpty + set, all);
     fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), lane, loaders, copy);
     __pipeline_commit();
-    if (lane % 32 == 0) {  // each warp waits for itself
-      fast::LoaderWait waits[2];
-      const int count = fast::LoaderWaits(P, v, t, PB.sets, waits);
+    // The edges that need no wait first, so that after the wait only the waited edges' loads remain.
+    fast::LoaderWait waits[2];
+    const int count = fast::LoaderWaits(walk, P, v, t, PB.sets, waits);
+    unsigned waited = 0;
+    for (int i = 0; i < count; ++i) waited |= fast::EdgeBit(waits[i].edge);
+    const unsigned edges = fast::kAllEdges & ~fast::EdgeBit(v.carried_edge);
+    fast::FillStage<NW>(P, t, B.Stage(0), edges & ~waited, lane, loaders);
+    if (lane % 32 == 0)  // each warp waits for itself
       for (int i = 0; i < count; ++i) WaitGlobal(&P.tile_done[waits[i].tile], sweep_base + waits[i].sweeps, P.error);
-    }
     __syncwarp();
-    const int skip = v.carried ? (v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight) : -1;
-    fast::FillStage<NW>(P, t, B.Stage(0), skip, lane, loaders);
+    fast::FillStage<NW>(P, t, B.Stage(0), edges & waited, lane, loaders);
     __pipeline_wait_prior(0);
     __threadfence_block();
     BarArrive(kBarReady + set, all);
   }
 }
 
-// Every border message of a visit is written (the caller's barrier): publish the tile's progress. The
+// Every border message its neighbour reads is written (the caller's barrier): publish the tile's progress. The
 // release store alone suffices: the barrier orders the other threads' border stores before this thread's
 // store, and PTX release is cumulative (causality order is transitive), so a block that acquires the
 // counter sees them. (A __threadfence() here relied on the same cumulativity, and cost a second fence.)
@@ -807,11 +822,12 @@ __device__ void SplitCrews(const fast::Params& P, const fast::PipelineBuffers& P
   constexpr int kLanes = fast::ChainLanes(NW, F);
   const bool vertical = threadIdx.x >= compute;
   const int tid = vertical ? threadIdx.x - compute : threadIdx.x;
-  const int visits = fast::VisitsOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
+  constexpr fast::Walk kWalk = fast::Walk::kRows;
+  const int visits = fast::VisitsOfBlock(kWalk, blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
   for (int n = 0; n <= visits; ++n) {
     const int m = vertical ? n - 1 : n;  // the visit this crew works on
     if (m >= 0 && m < visits) {
-      const fast::Visit v = fast::VisitOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y, m);
+      const fast::Visit v = fast::VisitOfBlock(kWalk, blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y, m);
       const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
       const fast::Buffers B = PB.View(m);
       const int set = m % PB.sets;
@@ -819,8 +835,7 @@ __device__ void SplitCrews(const fast::Params& P, const fast::PipelineBuffers& P
         BarSync(kBarReady + set, compute + kSplitLoaders);
         // The chains of one row read and write only their own words (the carried edge included), so the
         // crew needs no barrier of its own between visits.
-        fast::ChainPhase<NW, F, kLanes>(P, t, B, 0, false, true, true, v.carry_next ? B.Stage(1) : nullptr,
-                                        v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight, tid);
+        fast::ChainPhase<NW, F, kLanes>(P, t, B, 0, false, true, true, B.Stage(1), v.carry_edge, tid);
       } else {
         fast::ChainPhase<NW, F, kLanes>(P, t, B, 0, true, true, true, nullptr, -1, tid);
         ComputeBarrier(compute);
@@ -845,23 +860,30 @@ __global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1)
   const int compute = ComputeThreads(P.tile, kLanes);
   const int tid = threadIdx.x;
 
-  if (mode == kPipeline) {
+  if (mode == kPipelineRows || mode == kPipelineColumns) {
+    const fast::Walk walk = WalkOf(mode);
     const int sweep_base = arg0, all = compute + 32;
     const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes, 2, 1);
     if (tid >= compute) {
-      LoaderWarps<NW>(P, PB, sweep_base, tid - compute, 32, all);
+      LoaderWarps<NW>(walk, P, PB, sweep_base, tid - compute, 32, all);
       return;
     }
-    const int visits = fast::VisitsOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
+    const bool early = fast::PublishesEarly(walk);
+    const int visits = fast::VisitsOfBlock(walk, blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y);
     for (int n = 0; n < visits; ++n) {
-      const fast::Visit v = fast::VisitOfBlock(blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y, n);
+      const fast::Visit v = fast::VisitOfBlock(walk, blockIdx.x, gridDim.x, P.tiles_x, P.tiles_y, n);
       const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
       const fast::Buffers B = PB.View(n);
       const int set = n % PB.sets;
       BarSync(kBarReady + set, all);
-      Compute<NW, F>(P, B, t, 0, v.carry_next ? B.Stage(1) : nullptr,
-                     v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight, tid, compute);
-      if (tid == 0) PublishTile(P, v, sweep_base);
+      auto publish = [&] {
+        if (tid == 0) PublishTile(P, v, sweep_base);
+      };
+      auto publish_early = [&] {
+        if (early) publish();
+      };
+      Compute<NW, F>(P, B, t, 0, B.Stage(1), v.carry_edge, tid, compute, publish_early);
+      if (!early) publish();
       if (v.sweep == 1) fast::LabelPhase<NW>(P, t, B, 0, tid, compute);
       ComputeBarrier(compute);
       if (n + PB.sets < visits) BarArrive(kBarEmpty + set, all);
@@ -901,7 +923,7 @@ __global__ void __launch_bounds__(MaxSplitThreads(NW, fast::ChainLanes(NW, F)), 
   const int compute = ComputeThreads(P.tile, kLanes);
   const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes, 3, 2);
   if (threadIdx.x >= 2 * compute)
-    LoaderWarps<NW>(P, PB, arg0, threadIdx.x - 2 * compute, kSplitLoaders, compute + kSplitLoaders);
+    LoaderWarps<NW>(fast::Walk::kRows, P, PB, arg0, threadIdx.x - 2 * compute, kSplitLoaders, compute + kSplitLoaders);
   else
     SplitCrews<NW, F>(P, PB, arg0, compute);
 }
@@ -1506,13 +1528,20 @@ struct CudaRunner::Impl {
     }
   }
 
-  // The launches with a loader warp (or warps) and blocks that walk tile rows.
-  static bool Pipelined(CudaLaunch l) { return l == CudaLaunch::kPipeline || l == CudaLaunch::kSplit; }
+  // The launches with a loader warp (or warps) and blocks that walk tile rows or columns.
+  static bool Pipelined(CudaLaunch l) {
+    return l == CudaLaunch::kPipeline || l == CudaLaunch::kPipelineRows || l == CudaLaunch::kSplit;
+  }
+  static int KernelMode(CudaLaunch l) {
+    return l == CudaLaunch::kSplit          ? fastk::kSplit
+           : l == CudaLaunch::kPipelineRows ? fastk::kPipelineRows
+                                            : fastk::kPipelineColumns;
+  }
 
   // Threads of a fast-kernel block in launch `l`: the compute threads, the split's second crew, the loaders.
   int FastBlockThreads(CudaLaunch l) const {
     if (l == CudaLaunch::kSplit) return 2 * threads + fastk::kSplitLoaders;
-    return l == CudaLaunch::kPipeline ? threads + 32 : threads;
+    return l == CudaLaunch::kPipeline || l == CudaLaunch::kPipelineRows ? threads + 32 : threads;
   }
 
   void ChooseLaunch() {
@@ -1548,7 +1577,8 @@ struct CudaRunner::Impl {
       MRF_CUDA_CHECK(
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fast_kernel, FastBlockThreads(launch), shared_bytes));
       cooperative_blocks = std::min(widest, per_sm * sms);
-      pipeline_blocks = std::min(grid.tiles_y, per_sm * sms);
+      // A block per tile column (pipeline) or row (the others), as many as can be resident.
+      pipeline_blocks = std::min(launch == CudaLaunch::kPipeline ? grid.tiles_x : grid.tiles_y, per_sm * sms);
       if (tuning.pipeline_blocks > 0) pipeline_blocks = std::min(pipeline_blocks, tuning.pipeline_blocks);
     } else {
       MRF_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(diagonal_kernel),
@@ -1600,7 +1630,7 @@ struct CudaRunner::Impl {
     MRF_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fast_kernel), dim3(blocks),
                                                dim3(block_threads), args, shared_bytes, stream));
     MRF_CHECK_LAUNCH(mode == fastk::kSplit      ? "fast tile split pipeline kernel"
-                     : mode == fastk::kPipeline ? "fast tile pipeline kernel"
+                     : mode == fastk::kPipelineColumns || mode == fastk::kPipelineRows ? "fast tile pipeline kernel"
                                                 : "fast tile cooperative kernel",
                      stream, false);
   }
@@ -1608,7 +1638,7 @@ struct CudaRunner::Impl {
   void EnqueueOuter() {
     if (inject_launch_pending) InjectLaunchFault();
     if (use_fast && Pipelined(launch)) {
-      LaunchFastCooperative(launch == CudaLaunch::kSplit ? fastk::kSplit : fastk::kPipeline, pipeline_blocks,
+      LaunchFastCooperative(KernelMode(launch), pipeline_blocks,
                             FastBlockThreads(launch), sweep_base);
       sweep_base += 2;
       return;

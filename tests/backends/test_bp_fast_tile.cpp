@@ -250,30 +250,42 @@ TEST(BpFastTile, LabelPhaseTakesTheLeastBeliefWithAnyThreadCount) {
 }
 
 TEST(BpFastTile, PipelinePlanVisitsEveryTileInSerialOrder) {
-  for (int tiles_x : {1, 2, 5})
-    for (int tiles_y : {1, 3, 7})
-      for (int nb : {1, 2, 3, 7}) {
-        if (nb > tiles_y) continue;
-        // Each block's raster visits, merged in the serial order, cover every tile once, and so do the
-        // reverse visits; a visit is carried exactly when the previous one of its block is its neighbour.
-        std::vector<int> seen(2 * tiles_x * tiles_y, 0);
-        for (int b = 0; b < nb; ++b) {
-          const int visits = fast::VisitsOfBlock(b, nb, tiles_x, tiles_y);
-          int previous_serial = -1;
-          for (int n = 0; n < visits; ++n) {
-            const fast::Visit v = fast::VisitOfBlock(b, nb, tiles_x, tiles_y, n);
-            ASSERT_EQ(v.ty % nb, b);
-            const int serial = v.sweep == 0 ? v.ty * tiles_x + v.tx
-                                            : tiles_x * tiles_y + (tiles_y - 1 - v.ty) * tiles_x + (tiles_x - 1 - v.tx);
-            EXPECT_GT(serial, previous_serial) << "block visits out of serial order";
-            previous_serial = serial;
-            ++seen[serial];
-            EXPECT_EQ(v.carried, v.sweep == 0 ? v.tx > 0 : v.tx + 1 < tiles_x);
-            EXPECT_EQ(v.carry_next, v.sweep == 0 ? v.tx + 1 < tiles_x : v.tx > 0);
+  for (fast::Walk walk : {fast::Walk::kRows, fast::Walk::kColumns})
+    for (int tiles_x : {1, 2, 5})
+      for (int tiles_y : {1, 3, 7})
+        for (int nb : {1, 2, 3, 7}) {
+          const bool rows = walk == fast::Walk::kRows;
+          if (nb > (rows ? tiles_y : tiles_x)) continue;
+          // Each block's raster visits, merged in the serial order of its walk (row-major, or column-major),
+          // cover every tile once, and so do the reverse visits; a visit is carried exactly when the previous
+          // one of its block is its neighbour, through the edge that neighbour's chains enter by.
+          std::vector<int> seen(2 * tiles_x * tiles_y, 0);
+          for (int b = 0; b < nb; ++b) {
+            const int visits = fast::VisitsOfBlock(walk, b, nb, tiles_x, tiles_y);
+            int previous_serial = -1;
+            fast::Visit previous;
+            for (int n = 0; n < visits; ++n) {
+              const fast::Visit v = fast::VisitOfBlock(walk, b, nb, tiles_x, tiles_y, n);
+              ASSERT_EQ((rows ? v.ty : v.tx) % nb, b);
+              const int in_sweep = rows ? v.ty * tiles_x + v.tx : v.tx * tiles_y + v.ty;
+              const int serial = v.sweep == 0 ? in_sweep : 2 * tiles_x * tiles_y - 1 - in_sweep;
+              EXPECT_GT(serial, previous_serial) << "block visits out of serial order";
+              previous_serial = serial;
+              ++seen[serial];
+              const int step = v.sweep == 0 ? 1 : -1;  // from the previous tile of a line to this one
+              const bool after_neighbour = n > 0 && previous.sweep == v.sweep &&
+                                           (rows ? previous.ty == v.ty && previous.tx + step == v.tx
+                                                 : previous.tx == v.tx && previous.ty + step == v.ty);
+              const int edge = rows ? (v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight)
+                                    : (v.sweep == 0 ? fast::kEdgeTop : fast::kEdgeBottom);
+              EXPECT_EQ(v.carried_edge, after_neighbour ? edge : -1);
+              if (n > 0) EXPECT_EQ(previous.carry_edge, after_neighbour ? edge : -1);
+              previous = v;
+            }
+            if (visits > 0) EXPECT_EQ(previous.carry_edge, -1);
           }
+          for (int count : seen) EXPECT_EQ(count, 1);
         }
-        for (int count : seen) EXPECT_EQ(count, 1);
-      }
 }
 
 // ---- Host emulation of the GPU pipeline ------------------------------------------------------------------
@@ -290,12 +302,24 @@ struct Emulated {
   bool converged = false;
 };
 
-// Runs config.iterations outer iterations of the tiled schedule with the fast visit, `blocks` pipeline
-// blocks interleaved in the serial tile order, each block with its own shared arrays and its loader
-// running ahead as far as the GPU's may. `split` (one inner iteration): the split launch's buffers and
-// order, a block's vertical chains one visit behind its horizontal ones (visit n's horizontal chains run
-// before visit n - 1's vertical chains and labels).
-Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, bool split = false) {
+// The pipeline launches the emulation runs.
+enum class Launch { kPipelineRows, kPipelineColumns, kSplit };
+
+const char* ToString(Launch l) {
+  return l == Launch::kPipelineRows ? "pipeline-rows" : l == Launch::kPipelineColumns ? "pipeline" : "split";
+}
+
+// Runs config.iterations outer iterations of the tiled schedule with the fast visit on `blocks` pipeline
+// blocks, each with its own shared arrays, as the GPU may interleave them: the blocks take turns, each
+// running the next phase it may run (a visit's chains, once its loader has loaded it), and every loader
+// runs as far ahead as the GPU's may (once its buffer set is free and the tiles of fast::LoaderWaits()
+// have published). A block publishes its tile where the kernel does (fast::PublishesEarly()). The split
+// launch (rows, one inner iteration): a block's vertical chains run one visit behind its horizontal ones
+// (visit n's horizontal chains before visit n - 1's vertical chains and labels), in the split buffers.
+// Fails if no block can move (the plan would deadlock).
+Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, Launch launch) {
+  const bool split = launch == Launch::kSplit;
+  const fast::Walk walk = launch == Launch::kPipelineColumns ? fast::Walk::kColumns : fast::Walk::kRows;
   const int L = p.num_labels;
   Cost min_scale = 0;
   for (Cost s : p.scale_right) min_scale = std::min(min_scale, s);
@@ -331,7 +355,7 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
   const int lanes = fast::ChainLanes(NWr, s.form);  // the GPU's layout (the emulation runs one lane a chain)
   P.row_stride = fast::RowStride(tile, NWr, lanes);
   P.inner = c.inner_iterations;
-  blocks = std::min(blocks, grid.tiles_y);
+  blocks = std::min(blocks, walk == fast::Walk::kColumns ? grid.tiles_x : grid.tiles_y);
   const int sets = split ? 3 : 2, hsets = split ? 2 : 1;
   EXPECT_TRUE(!split || P.inner == 1);
   std::vector<std::vector<Word>> shared(blocks,
@@ -340,96 +364,109 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
   for (auto& sh : shared) buffers.push_back(fast::CarvePipeline(sh.data(), tile, NWr, lanes, sets, hsets));
   const int threads = 2 * tile;
   HostCopy copy;
-  struct Pending {
-    bool any = false;
-    fast::Visit v;
-    int visit = 0;
-  };
-  std::vector<Pending> pending(blocks);  // split: a block's visit whose vertical chains have not run
-  // The loaders run as early as the GPU's may: visit n once the vertical chains of visit n - sets are
-  // done and the tiles of fast::LoaderWaits() have finished their sweeps (host copies of the counters).
-  std::vector<int> loaded(blocks), vertical_done(blocks), tile_done(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y);
+  // Per block: visits loaded, visits whose buffers are free again, the visit and phase it runs next.
+  // (started: visits whose loads that need no wait are done.)
+  std::vector<int> loaded(blocks), started(blocks), freed(blocks), visit(blocks), phase(blocks);
+  std::vector<int> tile_done(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y);
+  auto visits_of = [&](int b) { return fast::VisitsOfBlock(walk, b, blocks, grid.tiles_x, grid.tiles_y); };
+  auto visit_of = [&](int b, int k) { return fast::VisitOfBlock(walk, b, blocks, grid.tiles_x, grid.tiles_y, k); };
 
   WithWords(NWr, [&](auto nw) {
     constexpr int NW = decltype(nw)::value;
     WithForm(s.form, [&](auto form) {
       constexpr int F = decltype(form)::value;
+      // As the GPU's loader: the inputs and the edges that need no wait once the set is free, the waited
+      // edges once their tiles have published.
       auto try_load = [&](int b) {
-        const int visits = fast::VisitsOfBlock(b, blocks, grid.tiles_x, grid.tiles_y);
-        for (; loaded[b] < visits; ++loaded[b]) {
-          const int n = loaded[b];
-          if (n >= sets && vertical_done[b] <= n - sets) return;  // its buffer set is still in use
-          const fast::Visit v = fast::VisitOfBlock(b, blocks, grid.tiles_x, grid.tiles_y, n);
+        for (; loaded[b] < visits_of(b); ++loaded[b]) {
+          const int k = loaded[b];
+          if (k >= sets && freed[b] <= k - sets) return;  // its buffer set is still in use
+          const fast::Visit v = visit_of(b, k);
           const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
+          const fast::Buffers B = buffers[b].View(k);
           fast::LoaderWait waits[2];
-          const int count = fast::LoaderWaits(P, v, t, sets, waits);
+          const int count = fast::LoaderWaits(walk, P, v, t, sets, waits);
+          unsigned waited = 0;
+          for (int i = 0; i < count; ++i) waited |= fast::EdgeBit(waits[i].edge);
+          const unsigned edges = fast::kAllEdges & ~fast::EdgeBit(v.carried_edge);
+          if (started[b] <= k) {
+            fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), 0, 1, copy);
+            fast::FillStage<NW>(P, t, B.Stage(0), edges & ~waited, 0, 1);
+            started[b] = k + 1;
+          }
           for (int i = 0; i < count; ++i)
             if (tile_done[waits[i].tile] < waits[i].sweeps) return;
-          const fast::Buffers B = buffers[b].View(n);
-          fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), 0, 1, copy);
-          const int carried_edge = v.sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight;
-          fast::FillStage<NW>(P, t, B.Stage(0), v.carried ? carried_edge : -1, 0, 1);
+          fast::FillStage<NW>(P, t, B.Stage(0), edges & waited, 0, 1);
         }
       };
-      // A visit's vertical chains are done: publish the tile, and let every loader go as far as it can.
-      auto vertical_finished = [&](int b, const fast::Visit& v) {
+      auto publish = [&](const fast::Visit& v) {
         tile_done[static_cast<std::size_t>(v.ty) * grid.tiles_x + v.tx] = v.sweep + 1;
-        ++vertical_done[b];
         for (int other = 0; other < blocks; ++other) try_load(other);
       };
-      // A split block's vertical chains and labels of its pending visit.
-      auto finish = [&](int block) {
-        Pending& q = pending[block];
-        if (!q.any) return;
-        q.any = false;
-        const fast::Buffers B = buffers[block].View(q.visit);
-        const fast::Tile t = fast::MakeTile(P, q.v.tx, q.v.ty);
-        for (int tid = 0; tid < threads; ++tid) fast::ChainPhase<NW, F, 1>(P, t, B, 0, true, true, true, nullptr, -1, tid);
-        if (q.v.sweep == 1) fast::LabelPhase<NW>(P, t, B, 0, 0, 1);
-        vertical_finished(block, q.v);
+      auto free_set = [&](int b) {
+        ++freed[b];
+        try_load(b);
+      };
+      auto chains = [&](int b, int k, bool vertical_chains, bool first, bool last) {
+        const fast::Visit v = visit_of(b, k);
+        const fast::Buffers B = buffers[b].View(k);
+        const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
+        for (int tid = 0; tid < threads; ++tid)
+          fast::ChainPhase<NW, F, 1>(P, t, B, 0, vertical_chains, first, last, B.Stage(1), v.carry_edge, tid);
+      };
+      auto labels = [&](int b, int k) {
+        const fast::Visit v = visit_of(b, k);
+        if (v.sweep == 1) fast::LabelPhase<NW>(P, fast::MakeTile(P, v.tx, v.ty), buffers[b].View(k), 0, 0, 1);
+      };
+      // Runs block b's next phase if it may; returns whether it did.
+      auto step = [&](int b) {
+        const int k = visit[b], total = visits_of(b);
+        if (split) {  // visit[b]: horizontal chains done; phase[b]: vertical chains (and labels) done
+          // Visit k's horizontal chains overwrite the horizontal messages of visit k - 2 (two sets), so they
+          // wait for its vertical chains; visit k - 1's vertical chains wait for its horizontal ones. The
+          // horizontal chains go first when both may (the order the GPU's crews allow that reuses most).
+          if (k < total && loaded[b] > k && phase[b] >= k - 1) {
+            chains(b, k, false, true, true);
+            ++visit[b];
+            return true;
+          }
+          const int done = phase[b];
+          if (done >= k) return false;
+          chains(b, done, true, true, true);
+          publish(visit_of(b, done));
+          labels(b, done);
+          free_set(b);
+          ++phase[b];
+          return true;
+        }
+        if (k >= total) return false;
+        if (phase[b] == 0 && loaded[b] <= k) return false;
+        const int it = phase[b] / 2;
+        const bool vertical_chains = phase[b] % 2 == 1, first = it == 0, last = it + 1 == P.inner;
+        chains(b, k, vertical_chains, first, last);
+        const fast::Visit v = visit_of(b, k);
+        if (last && !vertical_chains && fast::PublishesEarly(walk)) publish(v);
+        if (++phase[b] == 2 * P.inner) {
+          if (!fast::PublishesEarly(walk)) publish(v);
+          labels(b, k);
+          phase[b] = 0;
+          ++visit[b];
+          free_set(b);
+        }
+        return true;
       };
       for (int it = 1; it <= c.iterations; ++it) {
         changed = 0;
-        std::vector<int> counter(blocks, 0);  // visits made in this outer iteration
-        std::fill(loaded.begin(), loaded.end(), 0);  // a new launch
-        std::fill(vertical_done.begin(), vertical_done.end(), 0);
+        for (int b = 0; b < blocks; ++b) loaded[b] = started[b] = freed[b] = visit[b] = phase[b] = 0;  // a new launch
         std::fill(tile_done.begin(), tile_done.end(), 0);
         for (int b = 0; b < blocks; ++b) try_load(b);
-        for (int sweep = 0; sweep < 2; ++sweep)
-          for (int k = 0; k < grid.tiles_x * grid.tiles_y; ++k) {
-            const int ty = sweep == 0 ? k / grid.tiles_x : grid.tiles_y - 1 - k / grid.tiles_x;
-            const int tx = sweep == 0 ? k % grid.tiles_x : grid.tiles_x - 1 - k % grid.tiles_x;
-            const int b = ty % blocks, visit = counter[b]++;
-            const fast::Visit v = fast::VisitOfBlock(b, blocks, grid.tiles_x, grid.tiles_y, visit);
-            ASSERT_EQ(v.tx, tx);
-            ASSERT_EQ(v.ty, ty);
-            ASSERT_EQ(v.sweep, sweep);
-            // The tile this visit waits for (above, or below in the reverse sweep) is done: other blocks
-            // finish their pending visits first. Its loader has run by then.
-            for (int other = 0; other < blocks; ++other)
-              if (other != b) finish(other);
-            ASSERT_GT(loaded[b], visit) << "the loader of block " << b << " could not load visit " << visit;
-            const fast::Buffers B = buffers[b].View(visit);
-            const fast::Tile t = fast::MakeTile(P, tx, ty);
-            const int carried_edge = sweep == 0 ? fast::kEdgeLeft : fast::kEdgeRight;
-            for (int inner = 0; inner < P.inner; ++inner) {
-              const bool first = inner == 0, last = inner + 1 == P.inner;
-              for (int tid = 0; tid < threads; ++tid)
-                fast::ChainPhase<NW, F, 1>(P, t, B, 0, false, first, last, v.carry_next ? B.Stage(1) : nullptr,
-                                           carried_edge, tid);
-              if (split) break;
-              for (int tid = 0; tid < threads; ++tid)
-                fast::ChainPhase<NW, F, 1>(P, t, B, 0, true, first, last, nullptr, -1, tid);
-            }
-            if (split) {
-              finish(b);  // the previous visit's vertical chains, after this visit's horizontal ones
-              pending[b] = Pending{true, v, visit};
-            } else {
-              if (sweep == 1) fast::LabelPhase<NW>(P, t, B, 0, 0, 1);
-              vertical_finished(b, v);
-            }
-          }
-        for (int block = 0; block < blocks; ++block) finish(block);
+        for (bool moved = true; moved;) {
+          moved = false;
+          for (int b = 0; b < blocks; ++b) moved |= step(b);
+        }
+        for (int b = 0; b < blocks; ++b)
+          ASSERT_TRUE(visit[b] == visits_of(b) && (!split || phase[b] == visits_of(b)))
+              << "block " << b << " stalled (" << ToString(launch) << ")";
         out.iterations = it;
         out.energies.push_back(bp::ProblemEnergy(p, out.labels));
         out.converged = changed == 0;
@@ -458,10 +495,10 @@ bp::Config Tiled(int iterations, int tile, int inner) {
 void ExpectSameAsCpu(const Model& m, const bp::Config& c, int blocks, const std::string& what) {
   const bp::Problem p = bp::PrepareProblem(m);
   const bp::RunOutput cpu = bp::RunCpu(p, c);
-  for (bool split : {false, true}) {  // the split launch's order and buffers: one inner iteration only
-    if (split && c.inner_iterations != 1) continue;
-    const Emulated emulated = EmulatePipeline(p, c, blocks, split);
-    const std::string how = what + (split ? " (split)" : "");
+  for (Launch launch : {Launch::kPipelineColumns, Launch::kPipelineRows, Launch::kSplit}) {
+    if (launch == Launch::kSplit && c.inner_iterations != 1) continue;  // one inner iteration only
+    const Emulated emulated = EmulatePipeline(p, c, blocks, launch);
+    const std::string how = what + " (" + ToString(launch) + ")";
     EXPECT_EQ(emulated.iterations, cpu.iterations) << how;
     EXPECT_EQ(emulated.converged, cpu.converged) << how;
     EXPECT_EQ(emulated.labels, cpu.labels) << how;

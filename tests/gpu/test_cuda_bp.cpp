@@ -277,7 +277,7 @@ TEST(CudaBp, FastKernelEqualsCpuInEveryLaunchMode) {
                         Case{19, 21, 32, 5, 1, 2}, Case{30, 1, 5, 4, 1, 2}, Case{1, 30, 9, 4, 1, 2}})
     for (const Pairwise& pw : FastFamilies())
       for (bp::CudaLaunch launch : {bp::CudaLaunch::kPerDiagonal, bp::CudaLaunch::kGraph, bp::CudaLaunch::kCooperative,
-                                    bp::CudaLaunch::kPipeline, bp::CudaLaunch::kSplit}) {
+                                    bp::CudaLaunch::kPipeline, bp::CudaLaunch::kPipelineRows, bp::CudaLaunch::kSplit}) {
         if (launch == bp::CudaLaunch::kSplit && c.inner != 1) continue;  // one inner iteration only
         const Model m = RandomGrid(rng, c.w, c.h, c.L, pw);
         ExpectFastSameAsCpu(m, Tiled(c.outer, c.tile, c.inner), launch,
@@ -293,11 +293,12 @@ TEST(CudaBp, SmallSanitizerFastKernel) {
   MRF_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(19);
   const Model m = RandomGrid(rng, 23, 17, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
-  for (bp::CudaLaunch launch : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kCooperative, bp::CudaLaunch::kPerDiagonal})
+  for (bp::CudaLaunch launch : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kPipelineRows, bp::CudaLaunch::kCooperative,
+                                bp::CudaLaunch::kPerDiagonal})
     ExpectFastSameAsCpu(m, Tiled(2, 6, 2), launch, std::string("sanitizer ") + bp::ToString(launch), 2);
   ExpectFastSameAsCpu(m, Tiled(2, 6, 1), bp::CudaLaunch::kSplit, "sanitizer split", 2);
   const Model small = RandomGrid(rng, 11, 9, 5, {PairwiseKind::kTruncatedQuadratic, 1, 9, {}});
-  for (bp::CudaLaunch launch : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kSplit})
+  for (bp::CudaLaunch launch : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kPipelineRows, bp::CudaLaunch::kSplit})
     ExpectFastSameAsCpu(small, Tiled(2, 4, 1), launch, std::string("sanitizer quadratic ") + bp::ToString(launch));
 }
 
@@ -306,14 +307,21 @@ TEST(CudaBp, FastPipelineWithBlocksTakingSeveralRowsEqualsCpu) {
   std::mt19937_64 rng(12);
   const Model m = RandomGrid(rng, 37, 41, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
   for (int blocks : {1, 2, 3, 5}) {
-    ExpectFastSameAsCpu(m, Tiled(3, 4, 2), bp::CudaLaunch::kPipeline, "pipeline blocks " + std::to_string(blocks),
-                        blocks);
+    for (bp::CudaLaunch launch : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kPipelineRows})
+      for (int inner : {1, 2})
+        ExpectFastSameAsCpu(m, Tiled(3, 4, inner), launch,
+                            std::string(bp::ToString(launch)) + " blocks " + std::to_string(blocks) + " inner " +
+                                std::to_string(inner),
+                            blocks);
     ExpectFastSameAsCpu(m, Tiled(3, 4, 1), bp::CudaLaunch::kSplit, "split blocks " + std::to_string(blocks), blocks);
   }
-  // Many tile rows: one block each.
+  // Many tile rows or columns: one block each.
   const Model tall = RandomGrid(rng, 9, 300, 4, {PairwiseKind::kPotts, 1, kMaxCost, {}});
-  for (bp::CudaLaunch launch : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kSplit})
+  const Model wide = RandomGrid(rng, 300, 9, 4, {PairwiseKind::kPotts, 1, kMaxCost, {}});
+  for (bp::CudaLaunch launch : {bp::CudaLaunch::kPipeline, bp::CudaLaunch::kPipelineRows, bp::CudaLaunch::kSplit}) {
     ExpectFastSameAsCpu(tall, Tiled(2, 2, 1), launch, std::string("150 tile rows, ") + bp::ToString(launch));
+    ExpectFastSameAsCpu(wide, Tiled(2, 2, 1), launch, std::string("150 tile columns, ") + bp::ToString(launch));
+  }
 }
 
 // The split launch runs one inner iteration; the automatic launch is the pipeline (measured faster);
