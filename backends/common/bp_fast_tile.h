@@ -293,6 +293,8 @@ struct Params {
   int tile = 0, tiles_x = 0, tiles_y = 0;
   int row_stride = 0;                 ///< Words between tile rows in the shared arrays.
   int inner = 1;                      ///< Inner iterations per visit.
+  int fresh = 0;                      ///< Pipeline: 1 in the first outer iteration of a run from zero messages,
+                                      ///< whose border messages are not cleared first (FreshTile()).
 };
 
 /// Words per 16-byte (or narrower) vector of a pixel: min(4, NW).
@@ -511,6 +513,14 @@ MRF_HD Visit VisitOfBlock(Walk walk, int b, int nb, int tiles_x, int tiles_y, in
   v.carry_edge = i + 1 < along ? edge : -1;
   return v;
 }
+
+/// Whether visit v starts from zero messages that were not cleared: the raster sweep of a run's first outer
+/// iteration when Params::fresh is set. Its border messages from the right and from below are then the previous
+/// run's (this run writes them later), so its loader reads them as 0 (FillStage()) and clears the border
+/// messages the visit replaces (ClearOutgoing()), against which the visit counts its changes. This spares a run
+/// the clearing of every border message before its launch; the reverse sweep reads and replaces what the raster
+/// sweep wrote (every visit writes all its outgoing border messages).
+MRF_HD bool FreshVisit(const Params& P, const Visit& v) { return P.fresh != 0 && v.sweep == 0; }
 
 /// A tile a pipeline loader waits for before it reads the border messages that tile sends into a visit's
 /// tile: its index (ty tiles_x + tx), how many sweeps of this outer iteration it must have finished (1: the
@@ -746,9 +756,10 @@ MRF_HD const Cost* EnteringBorder(const Params& P, const Tile& t, int edge, int 
 
 /// Fills the staging buffer with the messages entering a tile (zero where it has no neighbour) on the
 /// edges of the mask `edges` (bit e: edge e; kAllEdges). Thread tid of n: the items of the chosen edges are
-/// numbered consecutively, so that one edge takes one pass of n >= T threads.
+/// numbered consecutively, so that one edge takes one pass of n >= T threads. `fresh` (FreshVisit()): the
+/// messages from the right and from below are not written yet and count as 0.
 template <int NW>
-MRF_HD void FillStage(const Params& P, const Tile& t, Word* stage, unsigned edges, int tid, int n) {
+MRF_HD void FillStage(const Params& P, const Tile& t, Word* stage, unsigned edges, int tid, int n, bool fresh = false) {
   const int T = P.tile;
   auto length = [&](int e) { return e == kEdgeLeft || e == kEdgeRight ? t.th : t.tw; };
   int items = 0;
@@ -761,7 +772,7 @@ MRF_HD void FillStage(const Params& P, const Tile& t, Word* stage, unsigned edge
       ++edge;
     }
     Word v[NW];
-    const Cost* src = EnteringBorder(P, t, edge, i);
+    const Cost* src = fresh && (edge == kEdgeRight || edge == kEdgeBottom) ? nullptr : EnteringBorder(P, t, edge, i);
     if (src) {
       LoadBorder<NW>(v, src);
     } else {
@@ -771,6 +782,29 @@ MRF_UNROLL
     Word* dst = stage + (static_cast<std::size_t>(edge) * T + i) * NW;
 MRF_UNROLL
     for (int w = 0; w < NW; ++w) dst[w] = v[w];
+  }
+}
+
+/// Clears the border messages tile t sends on its four edges (FreshVisit()). Thread tid of n.
+MRF_HD void ClearOutgoing(const Params& P, const Tile& t, int tid, int n) {
+  const std::size_t Lp = static_cast<std::size_t>(P.Lp), H = static_cast<std::size_t>(P.height),
+                    W = static_cast<std::size_t>(P.width);
+  Cost* const edges[4] = {
+      t.has_left ? P.border_left + ((t.tx - 1) * H + t.y0) * Lp : nullptr,
+      t.has_right ? P.border_right + (t.tx * H + t.y0) * Lp : nullptr,
+      t.has_up ? P.border_up + ((t.ty - 1) * W + t.x0) * Lp : nullptr,
+      t.has_down ? P.border_down + (t.ty * W + t.x0) * Lp : nullptr,
+  };
+  for (int e = 0; e < 4; ++e) {
+    if (!edges[e]) continue;
+    const int count = (e < 2 ? t.th : t.tw) * P.Lp;  // consecutive rows (columns) of one border
+    for (int i = tid; i < count; i += n) {
+#if defined(__CUDA_ARCH__)
+      __stcg(edges[e] + i, 0);
+#else
+      edges[e][i] = 0;
+#endif
+    }
   }
 }
 

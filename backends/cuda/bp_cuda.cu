@@ -791,11 +791,13 @@ __device__ void LoaderWarps(fast::Walk walk, const fast::Params& P, const fast::
     unsigned waited = 0;
     for (int i = 0; i < count; ++i) waited |= fast::EdgeBit(waits[i].edge);
     const unsigned edges = fast::kAllEdges & ~fast::EdgeBit(v.carried_edge);
-    fast::FillStage<NW>(P, t, B.Stage(0), edges & ~waited, lane, loaders);
+    const bool fresh = fast::FreshVisit(P, v);
+    fast::FillStage<NW>(P, t, B.Stage(0), edges & ~waited, lane, loaders, fresh);
+    if (fresh) fast::ClearOutgoing(P, t, lane, loaders);
     if (lane % 32 == 0)  // each warp waits for itself
       for (int i = 0; i < count; ++i) WaitGlobal(&P.tile_done[waits[i].tile], sweep_base + waits[i].sweeps, P.error);
     __syncwarp();
-    fast::FillStage<NW>(P, t, B.Stage(0), edges & waited, lane, loaders);
+    fast::FillStage<NW>(P, t, B.Stage(0), edges & waited, lane, loaders, fresh);
     __pipeline_wait_prior(0);
     __threadfence_block();
     BarArrive(kBarReady + set, all);
@@ -1176,7 +1178,9 @@ struct CudaRunner::Impl {
   DeviceBuffer<fast::Word> fast_unary;
   DeviceBuffer<int> tile_done, fast_error;
   int pipeline_blocks = 0;
-  int sweep_base = 0;  // pipeline: sweeps run since the last Reset()
+  int sweep_base = 0;  // pipeline: sweeps run since the tile counters were cleared (they only grow)
+  bool fresh_pending = false;  // pipeline: the next launch starts from zero messages without clearing them
+  static constexpr int kMaxSweepBase = 1 << 30;  // tile counters are cleared before they pass this
   std::size_t estimated = 0;
 
   ~Impl() {
@@ -1479,6 +1483,8 @@ struct CudaRunner::Impl {
     MRF_CHECK_LAUNCH("unary packing kernel", stream, false);
     tile_done.Allocate(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y, "the tile counters");
     fast_error.Allocate(1, "the flags");
+    tile_done.Zero(stream);
+    fast_error.Zero(stream);
     fast_kernel = fastk::Pick(words, fast_support.form, false);
   }
 
@@ -1625,6 +1631,8 @@ struct CudaRunner::Impl {
 
   void LaunchFastCooperative(int mode, int blocks, int block_threads, int arg0) {
     fast::Params P = FastParams();
+    P.fresh = fresh_pending ? 1 : 0;
+    fresh_pending = false;
     int arg1 = 0;
     void* args[] = {&P, &mode, &arg0, &arg1};
     MRF_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fast_kernel), dim3(blocks),
@@ -1705,13 +1713,21 @@ struct CudaRunner::Impl {
   // millisecond-long run.)
   void Reset() {
     for (Level& level : levels) level.current = 0;
-    tile_done.Zero(stream);
-    fast_error.Zero(stream);
+    // A run enqueues as little as it can before its first launch: every call here is a stream operation the
+    // run's time includes. The pipeline's tile counters only grow (a wait is for this run's sweeps), so
+    // they are cleared only before they could overflow.
+    if (sweep_base > kMaxSweepBase) {
+      tile_done.Zero(stream);
+      sweep_base = 0;
+    }
     coarse_changed.Zero(stream);
-    sweep_base = 0;
     const bool c2f = config.coarse_to_fine && levels.size() >= 2;
+    fresh_pending = false;
     if (!c2f) {  // zero messages: the border messages (tiled) or the fine level's first generation (sync)
-      for (auto& b : borders) b.Zero(stream);
+      if (use_fast && Pipelined(launch))
+        fresh_pending = true;  // the first launch reads them as 0 (fast::FreshVisit())
+      else
+        for (auto& b : borders) b.Zero(stream);
       for (auto& m : levels[0].messages[0]) m.Zero(stream);
       return;
     }
@@ -1757,9 +1773,13 @@ struct CudaRunner::Impl {
     int error = 0;
     MRF_CUDA_CHECK(cudaMemcpyAsync(&error, fast_error.get(), sizeof(int), cudaMemcpyDeviceToHost, stream));
     MRF_CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (error)
+    if (error) {
+      fast_error.Zero(stream);  // a later run starts clean
+      tile_done.Zero(stream);
+      sweep_base = 0;
       throw Error("cuda-bp: the tile pipeline stalled waiting for a neighbouring tile (internal error " +
                   std::to_string(error) + ")");
+    }
   }
 
   Energy EnergyOf(const Label* device_labels) {
