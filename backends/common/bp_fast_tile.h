@@ -294,7 +294,7 @@ struct Params {
   int row_stride = 0;                 ///< Words between tile rows in the shared arrays.
   int inner = 1;                      ///< Inner iterations per visit.
   int fresh = 0;                      ///< Pipeline: 1 in the first outer iteration of a run from zero messages,
-                                      ///< whose border messages are not cleared first (FreshTile()).
+                                      ///< whose border messages are not cleared first (FreshVisit()).
 };
 
 /// Words per 16-byte (or narrower) vector of a pixel: min(4, NW).
@@ -739,20 +739,38 @@ MRF_UNROLL
   return changed;
 }
 
-/// Where a tile edge's entering messages come from in global memory (null when there is no neighbour).
-MRF_HD const Cost* EnteringBorder(const Params& P, const Tile& t, int edge, int i) {
+/// The border messages crossing edge `edge` of tile t at its line i, in global memory (null when there is no
+/// neighbour): the one leaving the tile (`leaving`) or the one entering it. Both sides of a border share its
+/// position; the direction picks the array.
+MRF_HD Cost* BorderMessage(const Params& P, const Tile& t, int edge, int i, bool leaving) {
   const std::size_t Lp = static_cast<std::size_t>(P.Lp);
   switch (edge) {
     case kEdgeLeft:
-      return t.has_left ? P.border_right + ((static_cast<std::size_t>(t.tx) - 1) * P.height + t.y0 + i) * Lp : nullptr;
+      return t.has_left ? (leaving ? P.border_left : P.border_right) +
+                              ((static_cast<std::size_t>(t.tx) - 1) * P.height + t.y0 + i) * Lp
+                        : nullptr;
     case kEdgeRight:
-      return t.has_right ? P.border_left + (static_cast<std::size_t>(t.tx) * P.height + t.y0 + i) * Lp : nullptr;
+      return t.has_right ? (leaving ? P.border_right : P.border_left) +
+                               (static_cast<std::size_t>(t.tx) * P.height + t.y0 + i) * Lp
+                         : nullptr;
     case kEdgeTop:
-      return t.has_up ? P.border_down + ((static_cast<std::size_t>(t.ty) - 1) * P.width + t.x0 + i) * Lp : nullptr;
+      return t.has_up ? (leaving ? P.border_up : P.border_down) +
+                            ((static_cast<std::size_t>(t.ty) - 1) * P.width + t.x0 + i) * Lp
+                      : nullptr;
     default:
-      return t.has_down ? P.border_up + (static_cast<std::size_t>(t.ty) * P.width + t.x0 + i) * Lp : nullptr;
+      return t.has_down ? (leaving ? P.border_down : P.border_up) +
+                              (static_cast<std::size_t>(t.ty) * P.width + t.x0 + i) * Lp
+                        : nullptr;
   }
 }
+
+/// Where a tile edge's entering messages come from in global memory (null when there is no neighbour).
+MRF_HD const Cost* EnteringBorder(const Params& P, const Tile& t, int edge, int i) {
+  return BorderMessage(P, t, edge, i, false);
+}
+
+/// Where the message leaving tile t across its edge `edge` from its line i goes (null when there is no neighbour).
+MRF_HD Cost* OutgoingBorder(const Params& P, const Tile& t, int edge, int i) { return BorderMessage(P, t, edge, i, true); }
 
 /// Fills the staging buffer with the messages entering a tile (zero where it has no neighbour) on the
 /// edges of the mask `edges` (bit e: edge e; kAllEdges). Thread tid of n: the items of the chosen edges are
@@ -787,22 +805,15 @@ MRF_UNROLL
 
 /// Clears the border messages tile t sends on its four edges (FreshVisit()). Thread tid of n.
 MRF_HD void ClearOutgoing(const Params& P, const Tile& t, int tid, int n) {
-  const std::size_t Lp = static_cast<std::size_t>(P.Lp), H = static_cast<std::size_t>(P.height),
-                    W = static_cast<std::size_t>(P.width);
-  Cost* const edges[4] = {
-      t.has_left ? P.border_left + ((t.tx - 1) * H + t.y0) * Lp : nullptr,
-      t.has_right ? P.border_right + (t.tx * H + t.y0) * Lp : nullptr,
-      t.has_up ? P.border_up + ((t.ty - 1) * W + t.x0) * Lp : nullptr,
-      t.has_down ? P.border_down + (t.ty * W + t.x0) * Lp : nullptr,
-  };
   for (int e = 0; e < 4; ++e) {
-    if (!edges[e]) continue;
-    const int count = (e < 2 ? t.th : t.tw) * P.Lp;  // consecutive rows (columns) of one border
+    Cost* const border = OutgoingBorder(P, t, e, 0);
+    if (!border) continue;
+    const int count = (e == kEdgeLeft || e == kEdgeRight ? t.th : t.tw) * P.Lp;  // the edge's lines, consecutive
     for (int i = tid; i < count; i += n) {
 #if defined(__CUDA_ARCH__)
-      __stcg(edges[e] + i, 0);
+      __stcg(border + i, 0);
 #else
-      edges[e][i] = 0;
+      border[i] = 0;
 #endif
     }
   }
@@ -910,13 +921,13 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
       steps = t.x0 + t.tw < P.width ? t.tw : t.tw - 1;
       pos = 0, step_pos = 1;
       scale = B.Sr(buf) + line * (T + 1) + 1, scale_step = 1;
-      if (t.has_right) border = P.border_right + (static_cast<std::size_t>(t.tx) * P.height + t.y0 + line) * P.Lp;
+      border = OutgoingBorder(P, t, kEdgeRight, line);
       edge = kEdgeLeft, entering = kEdgeLeft;
     } else {
       steps = t.x0 > 0 ? t.tw : t.tw - 1;
       pos = t.tw - 1, step_pos = -1;
       scale = B.Sr(buf) + line * (T + 1) + t.tw - 1, scale_step = -1;
-      if (t.has_left) border = P.border_left + ((static_cast<std::size_t>(t.tx) - 1) * P.height + t.y0 + line) * P.Lp;
+      border = OutgoingBorder(P, t, kEdgeLeft, line);
       edge = kEdgeRight, entering = kEdgeRight;
     }
   } else {
@@ -925,13 +936,13 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
       steps = t.y0 + t.th < P.height ? t.th : t.th - 1;
       pos = 0, step_pos = 1;
       scale = B.Sd(buf) + T + line, scale_step = T;
-      if (t.has_down) border = P.border_down + (static_cast<std::size_t>(t.ty) * P.width + t.x0 + line) * P.Lp;
+      border = OutgoingBorder(P, t, kEdgeBottom, line);
       edge = kEdgeTop, entering = kEdgeTop;
     } else {
       steps = t.y0 > 0 ? t.th : t.th - 1;
       pos = t.th - 1, step_pos = -1;
       scale = B.Sd(buf) + (t.th - 1) * T + line, scale_step = -T;
-      if (t.has_up) border = P.border_up + ((static_cast<std::size_t>(t.ty) - 1) * P.width + t.x0 + line) * P.Lp;
+      border = OutgoingBorder(P, t, kEdgeTop, line);
       edge = kEdgeBottom, entering = kEdgeBottom;
     }
   }
