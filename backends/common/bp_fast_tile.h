@@ -452,6 +452,9 @@ struct Tile {
   bool has_left = false, has_right = false, has_up = false, has_down = false;  ///< Neighbouring tiles.
 };
 
+/// Pixels along edge `edge` of tile t: its rows for the left and right edges, its columns for the others.
+MRF_HD int EdgeLines(const Tile& t, int edge) { return edge == kEdgeLeft || edge == kEdgeRight ? t.th : t.tw; }
+
 /// Tile (tx, ty) of the grid.
 MRF_HD Tile MakeTile(const Params& P, int tx, int ty) {
   Tile t;
@@ -779,14 +782,13 @@ MRF_HD Cost* OutgoingBorder(const Params& P, const Tile& t, int edge, int i) { r
 template <int NW>
 MRF_HD void FillStage(const Params& P, const Tile& t, Word* stage, unsigned edges, int tid, int n, bool fresh = false) {
   const int T = P.tile;
-  auto length = [&](int e) { return e == kEdgeLeft || e == kEdgeRight ? t.th : t.tw; };
   int items = 0;
   for (int e = 0; e < 4; ++e)
-    if (edges & EdgeBit(e)) items += length(e);
+    if (edges & EdgeBit(e)) items += EdgeLines(t, e);
   for (int item = tid; item < items; item += n) {
     int edge = 0, i = item;
-    while (!(edges & EdgeBit(edge)) || i >= length(edge)) {
-      if (edges & EdgeBit(edge)) i -= length(edge);
+    while (!(edges & EdgeBit(edge)) || i >= EdgeLines(t, edge)) {
+      if (edges & EdgeBit(edge)) i -= EdgeLines(t, edge);
       ++edge;
     }
     Word v[NW];
@@ -808,7 +810,7 @@ MRF_HD void ClearOutgoing(const Params& P, const Tile& t, int tid, int n) {
   for (int e = 0; e < 4; ++e) {
     Cost* const border = OutgoingBorder(P, t, e, 0);
     if (!border) continue;
-    const int count = (e == kEdgeLeft || e == kEdgeRight ? t.th : t.tw) * P.Lp;  // the edge's lines, consecutive
+    const int count = EdgeLines(t, e) * P.Lp;  // the edge's lines, consecutive
     for (int i = tid; i < count; i += n) {
 #if defined(__CUDA_ARCH__)
       __stcg(border + i, 0);
