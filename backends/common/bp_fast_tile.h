@@ -402,9 +402,10 @@ struct PipelineBuffers {
   }
 };
 
-/// Words of one shared tile array (unary costs or messages), one scale array and one staging buffer.
-MRF_HD constexpr std::size_t ArrayWords(int tile, int words, int lanes) {
-  return RoundUp4(static_cast<std::size_t>(tile) * RowStride(tile, words, lanes));
+/// Words of one shared tile array (unary costs or messages; rows `row_stride` words apart: RowStride()),
+/// one scale array and one staging buffer.
+MRF_HD constexpr std::size_t ArrayWords(int tile, int row_stride) {
+  return RoundUp4(static_cast<std::size_t>(tile) * row_stride);
 }
 MRF_HD constexpr std::size_t ScaleWords(int tile) {
   return RoundUp4(static_cast<std::size_t>(tile) * (static_cast<std::size_t>(tile) + 1));
@@ -416,15 +417,17 @@ MRF_HD constexpr std::size_t StageWords(int tile, int words) {
 /// 32-bit words of shared memory one block needs (chains on `lanes` threads: ChainLanes()), with `sets`
 /// sets of the loader's inputs and `hsets` of the horizontal messages (PipelineBuffers).
 MRF_HD constexpr std::size_t SharedWords(int tile, int words, int lanes, int sets = 2, int hsets = 1) {
-  return (sets + 2 * hsets + 2) * ArrayWords(tile, words, lanes) + 2 * sets * ScaleWords(tile) +
+  return (sets + 2 * hsets + 2) * ArrayWords(tile, RowStride(tile, words, lanes)) + 2 * sets * ScaleWords(tile) +
          sets * StageWords(tile, words);
 }
 
-/// Cuts `base` (SharedWords() words with the same sets, 16-byte aligned) into a block's arrays.
-MRF_HD PipelineBuffers CarvePipeline(Word* base, int tile, int words, int lanes, int sets, int hsets) {
+/// Cuts `base` (SharedWords() words with the same sets, 16-byte aligned) into a block's arrays, whose rows
+/// lie `row_stride` words apart (Params::row_stride: RowStride() is computed once on the host; on the GPU its
+/// search, with a bank count in local memory, took each warp some 14 microseconds before its first visit).
+MRF_HD PipelineBuffers CarvePipeline(Word* base, int tile, int words, int row_stride, int sets, int hsets) {
   PipelineBuffers b;
   b.sets = sets, b.hsets = hsets;
-  b.array = ArrayWords(tile, words, lanes);
+  b.array = ArrayWords(tile, row_stride);
   b.scales = ScaleWords(tile);
   b.stage_words = StageWords(tile, words);
   Word* p = base;
@@ -440,8 +443,8 @@ MRF_HD PipelineBuffers CarvePipeline(Word* base, int tile, int words, int lanes,
 }
 
 /// Cuts `base` (SharedWords() words, 16-byte aligned) into a block's arrays: two sets of inputs.
-MRF_HD Buffers Carve(Word* base, int tile, int words, int lanes) {
-  return CarvePipeline(base, tile, words, lanes, 2, 1).View(0);
+MRF_HD Buffers Carve(Word* base, int tile, int words, int row_stride) {
+  return CarvePipeline(base, tile, words, row_stride, 2, 1).View(0);
 }
 
 /// One tile's place in the grid.

@@ -858,14 +858,14 @@ __global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1)
     FastTileKernel(fast::Params P, int mode, int arg0, int arg1) {
   constexpr int kLanes = fast::ChainLanes(NW, F);
   extern __shared__ int4 shared_words[];
-  const fast::Buffers B = fast::Carve(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes);
+  const fast::Buffers B = fast::Carve(reinterpret_cast<Word*>(shared_words), P.tile, NW, P.row_stride);
   const int compute = ComputeThreads(P.tile, kLanes);
   const int tid = threadIdx.x;
 
   if (mode == kPipelineRows || mode == kPipelineColumns) {
     const fast::Walk walk = WalkOf(mode);
     const int sweep_base = arg0, all = compute + 32;
-    const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes, 2, 1);
+    const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, P.row_stride, 2, 1);
     if (tid >= compute) {
       LoaderWarps<NW>(walk, P, PB, sweep_base, tid - compute, 32, all);
       return;
@@ -923,7 +923,7 @@ __global__ void __launch_bounds__(MaxSplitThreads(NW, fast::ChainLanes(NW, F)), 
   constexpr int kLanes = fast::ChainLanes(NW, F);
   extern __shared__ int4 shared_words[];
   const int compute = ComputeThreads(P.tile, kLanes);
-  const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, kLanes, 3, 2);
+  const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, P.row_stride, 3, 2);
   if (threadIdx.x >= 2 * compute)
     LoaderWarps<NW>(fast::Walk::kRows, P, PB, arg0, threadIdx.x - 2 * compute, kSplitLoaders, compute + kSplitLoaders);
   else

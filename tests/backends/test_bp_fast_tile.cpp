@@ -212,7 +212,7 @@ TEST(BpFastTile, LabelPhaseTakesTheLeastBeliefWithAnyThreadCount) {
         for (int side : {1, 5, 24}) {
           const int tile = 24, lanes = 1, tw = std::max(1, side - 1), th = side;
           std::vector<Word> shared(fast::SharedWords(tile, NW, lanes), 0);
-          const fast::Buffers B = fast::CarvePipeline(shared.data(), tile, NW, lanes, 2, 1).View(0);
+          const fast::Buffers B = fast::CarvePipeline(shared.data(), tile, NW, fast::RowStride(tile, NW, lanes), 2, 1).View(0);
           fast::Params P;
           P.width = tw, P.height = th, P.L = L, P.tile = tile, P.row_stride = fast::RowStride(tile, NW, lanes);
           const fast::Tile t = fast::MakeTile(P, 0, 0);
@@ -369,7 +369,7 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
   std::vector<std::vector<Word>> shared(blocks,
                                         std::vector<Word>(fast::SharedWords(tile, NWr, lanes, sets, hsets), 0xDEADBEEFu));
   std::vector<fast::PipelineBuffers> buffers;
-  for (auto& sh : shared) buffers.push_back(fast::CarvePipeline(sh.data(), tile, NWr, lanes, sets, hsets));
+  for (auto& sh : shared) buffers.push_back(fast::CarvePipeline(sh.data(), tile, NWr, P.row_stride, sets, hsets));
   const int threads = 2 * tile;
   HostCopy copy;
   // Per block: visits loaded, visits whose buffers are free again, the visit and phase it runs next.
