@@ -211,10 +211,10 @@ TEST(BpFastTile, LabelPhaseTakesTheLeastBeliefWithAnyThreadCount) {
         for (int pad : {100, -5})
         for (int side : {1, 5, 24}) {
           const int tile = 24, lanes = 1, tw = std::max(1, side - 1), th = side;
-          std::vector<Word> shared(fast::SharedWords(tile, NW, lanes), 0);
-          const fast::Buffers B = fast::CarvePipeline(shared.data(), tile, NW, fast::RowStride(tile, NW, lanes), 2, 1).View(0);
           fast::Params P;
           P.width = tw, P.height = th, P.L = L, P.tile = tile, P.row_stride = fast::RowStride(tile, NW, lanes);
+          std::vector<Word> shared(fast::SharedWords(tile, NW, lanes), 0);
+          const fast::Buffers B = fast::Carve(shared.data(), tile, NW, P.row_stride);
           const fast::Tile t = fast::MakeTile(P, 0, 0);
           std::vector<int> expected(static_cast<std::size_t>(tw) * th);
           std::uniform_int_distribution<int> value(0, 3);  // few values: many ties
