@@ -288,6 +288,8 @@ struct Params {
   int* changed = nullptr;             ///< Set to 1 when an outgoing border message changes.
   int* tile_done = nullptr;           ///< Pipeline: sweeps completed per tile (device only).
   int* error = nullptr;               ///< Pipeline: set when a wait timed out (device only).
+  std::uint64_t* mailbox = nullptr;   ///< Pipeline by tile columns: the messages crossing vertical tile edges,
+                                      ///< each word beside its sweep stamp (MailSlot()); null: not used.
   FormParams form;                    ///< Family parameters.
   int width = 0, height = 0, L = 0, Lp = 0;
   int tile = 0, tiles_x = 0, tiles_y = 0;
@@ -527,6 +529,34 @@ MRF_HD Visit VisitOfBlock(Walk walk, int b, int nb, int tiles_x, int tiles_y, in
 /// the clearing of every border message before its launch; the reverse sweep reads and replaces what the raster
 /// sweep wrote (every visit writes all its outgoing border messages).
 MRF_HD bool FreshVisit(const Params& P, const Visit& v) { return P.fresh != 0 && v.sweep == 0; }
+
+/// What a visit's chains post in the mailbox (MailSlot()).
+struct Mail {
+  int edge = -1;  ///< The outgoing edge whose messages they post (-1: none).
+  int stamp = 0;  ///< The stamp the slots carry.
+};
+
+/// The mail a visit posts (`sweep_base`: the sweeps run before its launch): by tile columns with a
+/// mailbox, the horizontal chains' last messages towards the next tile column of its sweep. None otherwise.
+MRF_HD Mail MailOf(Walk walk, const Params& P, const Visit& v, int sweep_base) {
+  Mail mail;
+  if (walk == Walk::kColumns && P.mailbox)
+    mail.edge = v.sweep == 0 ? kEdgeRight : kEdgeLeft, mail.stamp = sweep_base + v.sweep + 1;
+  return mail;
+}
+
+/// The edges whose entering messages visit v's loader takes from the mailbox (a mask of EdgeBit()s): by tile
+/// columns with a mailbox, those from the tile columns on either side that this launch's sweeps wrote (the
+/// raster visit on the left; in the reverse sweep also the reverse visit on the right), each with the stamp
+/// `stamps[edge]` it must carry. The loader reads the visit's other edges from the border arrays.
+MRF_HD unsigned MailedEdges(Walk walk, const Params& P, const Visit& v, const Tile& t, int sweep_base,
+                            int (&stamps)[4]) {
+  unsigned mailed = 0;
+  if (walk != Walk::kColumns || !P.mailbox) return mailed;
+  if (t.has_left) mailed |= EdgeBit(kEdgeLeft), stamps[kEdgeLeft] = sweep_base + 1;
+  if (v.sweep == 1 && t.has_right) mailed |= EdgeBit(kEdgeRight), stamps[kEdgeRight] = sweep_base + 2;
+  return mailed;
+}
 
 /// A tile a pipeline loader waits for before it reads the border messages that tile sends into a visit's
 /// tile: its index (ty tiles_x + tx), how many sweeps of this outer iteration it must have finished (1: the
@@ -778,6 +808,54 @@ MRF_HD const Cost* EnteringBorder(const Params& P, const Tile& t, int edge, int 
 /// Where the message leaving tile t across its edge `edge` from its line i goes (null when there is no neighbour).
 MRF_HD Cost* OutgoingBorder(const Params& P, const Tile& t, int edge, int i) { return BorderMessage(P, t, edge, i, true); }
 
+// ---- The mailbox: handoffs between tile columns ---------------------------------------------------------
+
+/// By tile columns, blocks hand each other only the messages crossing vertical tile edges. Besides its
+/// border array, such a message goes into a mailbox: word w of line i in one 8-byte slot with the sweep
+/// stamp above it, written and read as single 8-byte accesses. A loader that sees the stamp therefore has
+/// the word, with no tile counter to acquire and no second read: the handoff costs one trip to L2 each way.
+/// Stamps only grow (sweeps run since the counters were cleared, plus one), so a slot from an earlier sweep
+/// never passes for a later one. MailOf() says what a visit posts, MailedEdges() what its loader takes.
+
+/// Where the NW slots of the message crossing edge `edge` (left or right) of tile t at line i lie in the
+/// mailbox: the one leaving the tile (`leaving`) or the one entering it. Messages moving right and moving
+/// left across one boundary have separate slots.
+MRF_HD int MailIndex(const Params& P, const Tile& t, int edge, int i, bool leaving) {
+  const int boundary = edge == kEdgeRight ? t.tx : t.tx - 1;  // between tile columns boundary and boundary + 1
+  const bool rightward = (edge == kEdgeRight) == leaving;
+  return (((rightward ? 0 : 1) * (P.tiles_x - 1) + boundary) * P.height + t.y0 + i) * (P.Lp / 2);
+}
+MRF_HD std::uint64_t* MailSlot(const Params& P, const Tile& t, int edge, int i, bool leaving) {
+  return P.mailbox + MailIndex(P, t, edge, i, leaving);
+}
+
+/// A mailbox slot: the word in the low half, the stamp in the high half.
+MRF_HD std::uint64_t MailWord(Word w, int stamp) {
+  return static_cast<std::uint64_t>(w) | static_cast<std::uint64_t>(static_cast<std::uint32_t>(stamp)) << 32;
+}
+
+/// Word w of a message as StoreBorder() stores it, labels first_label.. on: 0 at padded labels (L and up).
+MRF_HD Word RealLabels(Word w, int first_label, int L) {
+  return Pack(first_label < L ? Lo(w) : 0, first_label + 1 < L ? Hi(w) : 0);
+}
+
+/// Posts HW words (HW even; labels first_label.. on, padded ones as 0) into consecutive slots with `stamp`:
+/// single 8-byte stores, two per 16-byte access.
+template <int HW>
+MRF_HD void PostMail(std::uint64_t* slots, const Word (&v)[HW], int first_label, int L, int stamp) {
+  static_assert(HW % 2 == 0, "slots move in pairs");
+MRF_UNROLL
+  for (int q = 0; q < HW / 2; ++q) {
+    const std::uint64_t a = MailWord(RealLabels(v[2 * q], first_label + 4 * q, L), stamp);
+    const std::uint64_t b = MailWord(RealLabels(v[2 * q + 1], first_label + 4 * q + 2, L), stamp);
+#if defined(__CUDA_ARCH__)
+    asm volatile("st.relaxed.gpu.global.v2.b64 [%0], {%1, %2};" ::"l"(slots + 2 * q), "l"(a), "l"(b) : "memory");
+#else
+    slots[2 * q] = a, slots[2 * q + 1] = b;
+#endif
+  }
+}
+
 /// Fills the staging buffer with the messages entering a tile (zero where it has no neighbour) on the
 /// edges of the mask `edges` (bit e: edge e; kAllEdges). Thread tid of n: the items of the chosen edges are
 /// numbered consecutively, so that one edge takes one pass of n >= T threads. `fresh` (FreshVisit()): the
@@ -889,6 +967,8 @@ MRF_UNROLL
 /// border message; the chains whose messages the block's next visit takes (`carry_edge`, Visit::carry_edge:
 /// the next visit's entering edge, -1: none) also write them into that visit's staging buffer `carry_stage`.
 ///
+/// Chains leaving by `mail.edge` also post their last message in the mailbox (Mail).
+///
 /// In the first inner iteration (`first`) the messages between the tile's pixels are 0: a horizontal
 /// chain then reads the vertical messages entering the tile (top and bottom rows) from the staging buffer
 /// instead of the tile arrays, and every chain takes its first message, the one entering the tile, from
@@ -896,7 +976,7 @@ MRF_UNROLL
 /// cleared before a visit.
 template <int NW, int F, int LANES>
 MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf, bool vertical, bool first,
-                       bool last, Word* carry_stage, int carry_edge, int tid) {
+                       bool last, Word* carry_stage, int carry_edge, int tid, Mail mail = {}) {
   constexpr int HW = NW / LANES;
   static_assert(LANES == 1 || LocalForm(F), "only local forms split a chain over lanes");
   const int T = P.tile, rs = P.row_stride;
@@ -920,6 +1000,7 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
   Cost* border = nullptr;
   int edge = -1;  // the staging edge of the next tile this chain's last message enters
   int entering;   // the staging edge this chain's first message comes from
+  int leaving;    // the edge its last message leaves by
   if (!vertical) {
     own = forward ? B.fl : B.fr;
     if (forward) {
@@ -927,13 +1008,13 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
       pos = 0, step_pos = 1;
       scale = B.Sr(buf) + line * (T + 1) + 1, scale_step = 1;
       border = OutgoingBorder(P, t, kEdgeRight, line);
-      edge = kEdgeLeft, entering = kEdgeLeft;
+      edge = kEdgeLeft, entering = kEdgeLeft, leaving = kEdgeRight;
     } else {
       steps = t.x0 > 0 ? t.tw : t.tw - 1;
       pos = t.tw - 1, step_pos = -1;
       scale = B.Sr(buf) + line * (T + 1) + t.tw - 1, scale_step = -1;
       border = OutgoingBorder(P, t, kEdgeLeft, line);
-      edge = kEdgeRight, entering = kEdgeRight;
+      edge = kEdgeRight, entering = kEdgeRight, leaving = kEdgeLeft;
     }
   } else {
     own = forward ? B.fu : B.fd;
@@ -942,13 +1023,13 @@ MRF_HD void ChainPhase(const Params& P, const Tile& t, const Buffers& B, int buf
       pos = 0, step_pos = 1;
       scale = B.Sd(buf) + T + line, scale_step = T;
       border = OutgoingBorder(P, t, kEdgeBottom, line);
-      edge = kEdgeTop, entering = kEdgeTop;
+      edge = kEdgeTop, entering = kEdgeTop, leaving = kEdgeBottom;
     } else {
       steps = t.y0 > 0 ? t.th : t.th - 1;
       pos = t.th - 1, step_pos = -1;
       scale = B.Sd(buf) + (t.th - 1) * T + line, scale_step = -T;
       border = OutgoingBorder(P, t, kEdgeTop, line);
-      edge = kEdgeBottom, entering = kEdgeBottom;
+      edge = kEdgeBottom, entering = kEdgeBottom, leaving = kEdgeTop;
     }
   }
   if (!last && steps == length) --steps;  // the message leaving the tile counts only in the last iteration
@@ -1028,6 +1109,7 @@ MRF_UNROLL
   else
     run(std::false_type{});
   if (steps == length) {  // the last step's message leaves the tile (rounds == steps here)
+    if (leaving == mail.edge) PostMail<HW>(P.mailbox + (MailIndex(P, t, leaving, line, true) + w0), m, 2 * w0, P.L, mail.stamp);
     if (StoreBorder<HW>(border + 2 * w0, m, old, 2 * w0, P.L)) *P.changed = 1;
     if (carry_stage && edge >= 0 && edge == carry_edge) {
       Word* dst = carry_stage + (static_cast<std::size_t>(edge) * T + line) * NW + w0;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -648,10 +649,13 @@ __global__ void __launch_bounds__(kMaxTileThreads, 1) TileCooperativeKernel(Tile
 //   depends on other blocks only through the tile on its left (raster sweep) or right (reverse sweep; rows:
 //   above or below): it waits for that tile's sweep counter in global memory (release / acquire), nothing
 //   else. By columns a tile publishes its counter once its horizontal chains, which write all its
-//   neighbour reads, are done, so neighbouring columns lag by one phase (rows: by a whole visit). A loader
-//   warp per block fetches the next tile's unary costs and scales (cp.async) and entering border messages
-//   while the compute threads work on the current tile (double buffers handed over through named
-//   barriers); the border the block's previous tile sends to this one stays in shared memory.
+//   neighbour reads, are done, so neighbouring columns lag by one phase (rows: by a whole visit). By
+//   columns there is no counter at all when the mailbox is on (the default; bp::fast::Mail): the chains
+//   post the messages crossing a vertical tile edge beside a sweep stamp, so the handoff needs no fence.
+//   Loader warps (kPipelineLoaders threads) fetch the next tile's unary costs and scales (cp.async) and
+//   entering border messages while the compute threads work on the current tile (double buffers handed
+//   over through named barriers); the border the block's previous tile sends to this one stays in shared
+//   memory.
 // - split (one inner iteration only): the pipeline with two crews of compute threads. Then a visit's
 //   horizontal chains need nothing from its vertical ones, nor from the previous visit's: the horizontal
 //   crew runs visit n + 1's horizontal chains while the vertical crew runs visit n's vertical chains (and
@@ -680,12 +684,16 @@ __host__ __device__ constexpr int MaxSide(int words, int lanes) {
 
 // Loader threads of a split block: a visit's loads must keep pace with one phase of chain steps, not two.
 constexpr int kSplitLoaders = 128;
+// Loader threads of a pipeline block: enough that each polls at most one 16-byte pair of mail slots of a
+// tile-24 edge (24 lines of 4 pairs). On Tsukuba 1 x 1 three warps took 0.224-0.226 ms against one
+// warp's 0.271-0.274 (H200, docs/bp.md).
+constexpr int kPipelineLoaders = 96;
 
-// The most threads a fast block has: the chains of the largest tile and a loader warp; split: two crews
+// The most threads a fast block has: the chains of the largest tile and the loaders; split: two crews
 // and the loaders. The kernels' launch bounds, so that the compiler's register budget fits the largest
 // block (the split kernel is a kernel of its own, so that its larger block leaves the others' budget).
 __host__ __device__ constexpr int MaxThreads(int words, int lanes) {
-  return ComputeThreads(MaxSide(words, lanes), lanes) + 32;
+  return ComputeThreads(MaxSide(words, lanes), lanes) + kPipelineLoaders;
 }
 __host__ __device__ constexpr int MaxSplitThreads(int words, int lanes) {
   return 2 * ComputeThreads(MaxSide(words, lanes), lanes) + kSplitLoaders;
@@ -756,15 +764,42 @@ struct NoHook {
 // `rows_done` runs after the last horizontal chains and the barrier that follows them.
 template <int NW, int F, class Hook = NoHook>
 __device__ void Compute(const fast::Params& P, const fast::Buffers& B, const fast::Tile& t, int buf, Word* carry_stage,
-                        int carry_edge, int tid, int threads, Hook rows_done = {}) {
+                        int carry_edge, int tid, int threads, Hook rows_done = {}, fast::Mail mail = {}) {
   constexpr int kLanes = fast::ChainLanes(NW, F);
   for (int it = 0; it < P.inner; ++it) {
     const bool first = it == 0, last = it + 1 == P.inner;
-    fast::ChainPhase<NW, F, kLanes>(P, t, B, buf, false, first, last, carry_stage, carry_edge, tid);
+    fast::ChainPhase<NW, F, kLanes>(P, t, B, buf, false, first, last, carry_stage, carry_edge, tid, mail);
     ComputeBarrier(threads);
     if (last) rows_done();
     fast::ChainPhase<NW, F, kLanes>(P, t, B, buf, true, first, last, carry_stage, carry_edge, tid);
     ComputeBarrier(threads);
+  }
+}
+
+// Copies the message entering tile t by edge `edge` (left or right) from the mailbox into the staging buffer
+// (thread lane of n) once each of its slots carries `stamp`: a thread polls one 16-byte pair of slots at a
+// time. Polling several pairs per thread in one trip to L2 made the compiler schedule the compute threads'
+// step loops worse (docs/bp.md); instead the block has loaders enough for one pair each on a tile-24 edge.
+template <int NW>
+__device__ void TakeMail(const fast::Params& P, const fast::Tile& t, Word* stage, int edge, int stamp, int lane,
+                         int n) {
+  constexpr int kPairs = NW / 2;
+  const int pairs = fast::EdgeLines(t, edge) * kPairs;
+  const long long start = clock64();
+  for (int item = lane; item < pairs; item += n) {
+    const int i = item / kPairs, q = item - i * kPairs;
+    const std::uint64_t* slot = fast::MailSlot(P, t, edge, i, false) + 2 * q;
+    std::uint64_t a, b;
+    while (true) {
+      asm volatile("ld.relaxed.gpu.global.v2.b64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(slot) : "memory");
+      if (static_cast<int>(a >> 32) >= stamp && static_cast<int>(b >> 32) >= stamp) break;
+      if (clock64() - start > kSpinLimit) {
+        atomicExch(P.error, 1);
+        break;
+      }
+    }
+    Word* dst = stage + (static_cast<std::size_t>(edge) * P.tile + i) * NW + 2 * q;
+    dst[0] = static_cast<Word>(a), dst[1] = static_cast<Word>(b);
   }
 }
 
@@ -785,13 +820,27 @@ __device__ void LoaderWarps(fast::Walk walk, const fast::Params& P, const fast::
     if (n >= PB.sets) BarSync(kBarEmpty + set, all);
     fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), lane, loaders, copy);
     __pipeline_commit();
+    const bool fresh = fast::FreshVisit(P, v);
+    const unsigned edges = fast::kAllEdges & ~fast::EdgeBit(v.carried_edge);
+    if (walk == fast::Walk::kColumns && P.mailbox) {
+      // No tile counters: the edges from the border arrays first; then the mail, the left edge (posted
+      // earlier) first.
+      int stamps[4];
+      const unsigned mailed = fast::MailedEdges(walk, P, v, t, sweep_base, stamps);
+      fast::FillStage<NW>(P, t, B.Stage(0), edges & ~mailed, lane, loaders, fresh);
+      if (fresh) fast::ClearOutgoing(P, t, lane, loaders);
+      for (int e : {fast::kEdgeLeft, fast::kEdgeRight})
+        if (mailed & fast::EdgeBit(e)) TakeMail<NW>(P, t, B.Stage(0), e, stamps[e], lane, loaders);
+      __pipeline_wait_prior(0);
+      __threadfence_block();
+      BarArrive(kBarReady + set, all);
+      continue;
+    }
     // The edges that need no wait first, so that after the wait only the waited edges' loads remain.
     fast::LoaderWait waits[2];
     const int count = fast::LoaderWaits(walk, P, v, t, PB.sets, waits);
     unsigned waited = 0;
     for (int i = 0; i < count; ++i) waited |= fast::EdgeBit(waits[i].edge);
-    const unsigned edges = fast::kAllEdges & ~fast::EdgeBit(v.carried_edge);
-    const bool fresh = fast::FreshVisit(P, v);
     fast::FillStage<NW>(P, t, B.Stage(0), edges & ~waited, lane, loaders, fresh);
     if (fresh) fast::ClearOutgoing(P, t, lane, loaders);
     if (lane % 32 == 0)  // each warp waits for itself
@@ -864,10 +913,10 @@ __global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1)
 
   if (mode == kPipelineRows || mode == kPipelineColumns) {
     const fast::Walk walk = WalkOf(mode);
-    const int sweep_base = arg0, all = compute + 32;
+    const int sweep_base = arg0, all = compute + kPipelineLoaders;
     const fast::PipelineBuffers PB = fast::CarvePipeline(reinterpret_cast<Word*>(shared_words), P.tile, NW, P.row_stride, 2, 1);
     if (tid >= compute) {
-      LoaderWarps<NW>(walk, P, PB, sweep_base, tid - compute, 32, all);
+      LoaderWarps<NW>(walk, P, PB, sweep_base, tid - compute, kPipelineLoaders, all);
       return;
     }
     const bool early = fast::PublishesEarly(walk);
@@ -878,13 +927,15 @@ __global__ void __launch_bounds__(MaxThreads(NW, fast::ChainLanes(NW, F)), 1)
       const fast::Buffers B = PB.View(n);
       const int set = n % PB.sets;
       BarSync(kBarReady + set, all);
+      // With a mailbox no loader waits for the tile counters: the chains' mail is the handoff.
+      const fast::Mail mail = fast::MailOf(walk, P, v, sweep_base);
       auto publish = [&] {
-        if (tid == 0) PublishTile(P, v, sweep_base);
+        if (tid == 0 && mail.edge < 0) PublishTile(P, v, sweep_base);
       };
       auto publish_early = [&] {
         if (early) publish();
       };
-      Compute<NW, F>(P, B, t, 0, B.Stage(1), v.carry_edge, tid, compute, publish_early);
+      Compute<NW, F>(P, B, t, 0, B.Stage(1), v.carry_edge, tid, compute, publish_early, mail);
       if (!early) publish();
       if (v.sweep == 1) fast::LabelPhase<NW>(P, t, B, 0, tid, compute);
       ComputeBarrier(compute);
@@ -1177,6 +1228,8 @@ struct CudaRunner::Impl {
   fastk::Kernel fast_kernel = nullptr;
   DeviceBuffer<fast::Word> fast_unary;
   DeviceBuffer<int> tile_done, fast_error;
+  DeviceBuffer<std::uint64_t> mailbox;  // pipeline by tile columns (fast::Mail); stamps as tile_done's counts
+  bool use_mail = false;  // the pipeline by tile columns hands messages over through `mailbox` (UploadFast)
   int pipeline_blocks = 0;
   int sweep_base = 0;  // pipeline: sweeps run since the tile counters were cleared (they only grow)
   bool fresh_pending = false;  // pipeline: the next launch starts from zero messages without clearing them
@@ -1242,6 +1295,7 @@ struct CudaRunner::Impl {
     P.labels = labels.get();
     P.changed = changed.get();
     P.tile_done = tile_done.get();
+    P.mailbox = use_mail ? mailbox.get() : nullptr;
     P.error = fast_error.get();
     P.form = fast_support.params;
     P.width = problem.width;
@@ -1318,7 +1372,9 @@ struct CudaRunner::Impl {
       bytes += 2 * (vertical + horizontal) * ints;
       if (use_fast)
         bytes += n * static_cast<std::size_t>(fast_support.words) * sizeof(fast::Word) +
-                 static_cast<std::size_t>(g.tiles_x) * g.tiles_y * sizeof(int) + sizeof(int);
+                 static_cast<std::size_t>(g.tiles_x) * g.tiles_y * sizeof(int) + sizeof(int) +
+                 static_cast<std::size_t>(g.tiles_x - 1) * 2 * problem.height * fast_support.words *
+                     sizeof(std::uint64_t);
     }
     (void)L;
     return bytes;
@@ -1326,7 +1382,8 @@ struct CudaRunner::Impl {
 
   std::size_t AllocatedBytes() const {
     std::size_t bytes = table.bytes() + labels.bytes() + best_labels.bytes() + energy_sum.bytes() + changed.bytes() +
-                        coarse_changed.bytes() + fast_unary.bytes() + tile_done.bytes() + fast_error.bytes();
+                        coarse_changed.bytes() + fast_unary.bytes() + tile_done.bytes() + fast_error.bytes() +
+                        mailbox.bytes();
     for (const auto& b : borders) bytes += b.bytes();
     for (const Level& level : levels) {
       bytes += level.unary.bytes() + level.scale_right.bytes() + level.scale_down.bytes() + level.hbuf.bytes() +
@@ -1364,7 +1421,7 @@ struct CudaRunner::Impl {
       const int lanes = FastLanes();
       const std::size_t bytes = fast::SharedWords(t, fast_support.words, lanes) * sizeof(fast::Word);
       if (bytes > CudaMaxSharedBytesPerBlock() ||
-          fastk::ComputeThreads(t, lanes) + 32 > fastk::MaxThreads(fast_support.words, lanes))
+          fastk::ComputeThreads(t, lanes) + fastk::kPipelineLoaders > fastk::MaxThreads(fast_support.words, lanes))
         why = "a tile of side " + std::to_string(t) + " does not fit the fast kernel (" + std::to_string(bytes) +
               " bytes of shared memory, " + std::to_string(2 * t) + " chains)";
       else
@@ -1483,7 +1540,15 @@ struct CudaRunner::Impl {
     MRF_CHECK_LAUNCH("unary packing kernel", stream, false);
     tile_done.Allocate(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y, "the tile counters");
     fast_error.Allocate(1, "the flags");
+    // Messages of both directions across the tiles_x - 1 boundaries between tile columns, a slot per word.
+    // The kernels index the slots with int (fast::MailIndex): a larger mailbox falls back to the counters.
+    // MRF_BP_CUDA_MAIL=0 turns the mailbox off (to compare the two handoffs).
+    const std::size_t slots = static_cast<std::size_t>(grid.tiles_x - 1) * 2 * problem.height * words;
+    use_mail = slots <= static_cast<std::size_t>(std::numeric_limits<int>::max());
+    if (const char* v = std::getenv("MRF_BP_CUDA_MAIL")) use_mail = use_mail && std::string(v) != "0";
+    mailbox.Allocate(use_mail ? slots : 0, "the mailbox");
     tile_done.Zero(stream);
+    mailbox.Zero(stream);
     fast_error.Zero(stream);
     fast_kernel = fastk::Pick(words, fast_support.form, false);
   }
@@ -1547,7 +1612,7 @@ struct CudaRunner::Impl {
   // Threads of a fast-kernel block in launch `l`: the compute threads, the split's second crew, the loaders.
   int FastBlockThreads(CudaLaunch l) const {
     if (l == CudaLaunch::kSplit) return 2 * threads + fastk::kSplitLoaders;
-    return l == CudaLaunch::kPipeline || l == CudaLaunch::kPipelineRows ? threads + 32 : threads;
+    return l == CudaLaunch::kPipeline || l == CudaLaunch::kPipelineRows ? threads + fastk::kPipelineLoaders : threads;
   }
 
   void ChooseLaunch() {
@@ -1718,6 +1783,7 @@ struct CudaRunner::Impl {
     // they are cleared only before they could overflow.
     if (sweep_base > kMaxSweepBase) {
       tile_done.Zero(stream);
+      mailbox.Zero(stream);
       sweep_base = 0;
     }
     coarse_changed.Zero(stream);
@@ -1776,6 +1842,7 @@ struct CudaRunner::Impl {
     if (error) {
       fast_error.Zero(stream);  // a later run starts clean
       tile_done.Zero(stream);
+      mailbox.Zero(stream);
       sweep_base = 0;
       throw Error("cuda-bp: the tile pipeline stalled waiting for a neighbouring tile (internal error " +
                   std::to_string(error) + ")");
@@ -1916,6 +1983,7 @@ std::string CudaRunner::Describe() const {
       text += " (tile " + std::to_string(m.tile) + ", fast kernel: a chain per " +
               (m.FastLanes() == 2 ? "pair of threads, " : "thread, ") +
               std::to_string(m.Lp) + " labels packed in 16 bits, " + ToString(m.launch) + " launch, " +
+              (m.launch == CudaLaunch::kPipeline && m.use_mail ? "mailbox handoff, " : "") +
               std::to_string(m.shared_bytes / 1024) + " KB shared)";
     else
       text += " (tile " + std::to_string(m.tile) + ", general kernel: " + std::to_string(m.C) + " labels x " +

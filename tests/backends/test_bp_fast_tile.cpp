@@ -290,6 +290,20 @@ TEST(BpFastTile, PipelinePlanVisitsEveryTileInSerialOrder) {
 
 // ---- Host emulation of the GPU pipeline ------------------------------------------------------------------
 
+// The GPU loader's TakeMail (bp_cuda.cu) without its spinning: copies the mailed message entering tile t by
+// `edge` into the staging buffer once every slot carries at least `stamp`; returns whether it had.
+template <int NW>
+bool TakeMailIfPosted(const fast::Params& P, const fast::Tile& t, Word* stage, int edge, int stamp) {
+  for (int i = 0; i < fast::EdgeLines(t, edge); ++i)
+    for (int w = 0; w < NW; ++w)
+      if (static_cast<int>(fast::MailSlot(P, t, edge, i, false)[w] >> 32) < stamp) return false;
+  for (int i = 0; i < fast::EdgeLines(t, edge); ++i)
+    for (int w = 0; w < NW; ++w)
+      stage[(static_cast<std::size_t>(edge) * P.tile + i) * NW + w] =
+          static_cast<Word>(fast::MailSlot(P, t, edge, i, false)[w]);
+  return true;
+}
+
 struct HostCopy {
   void operator()(Word* dst, const Word* src, int words) const { std::memcpy(dst, src, 4 * words); }
 };
@@ -347,6 +361,10 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
     return v;
   };
   std::vector<Cost> br = stale(vertical), bl = stale(vertical), bd = stale(horizontal), bu = stale(horizontal);
+  // The mailbox of the walk by tile columns: a slot per word of the messages crossing vertical tile edges in
+  // either direction (as many as the two vertical border arrays' ints), stale words under stamp 0.
+  std::vector<std::uint64_t> mailbox(vertical);
+  for (std::size_t i = 0; i < mailbox.size(); ++i) mailbox[i] = fast::MailWord(static_cast<Word>(i * 7919 % 97), 0);
   Emulated out;
   out.labels.assign(n, 0);
   int changed = 0;
@@ -357,6 +375,7 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
   P.border_right = br.data(), P.border_left = bl.data(), P.border_down = bd.data(), P.border_up = bu.data();
   P.labels = out.labels.data();
   P.changed = &changed;
+  P.mailbox = walk == fast::Walk::kColumns ? mailbox.data() : nullptr;
   P.form = s.params;
   P.width = p.width, P.height = p.height, P.L = L, P.Lp = Lp;
   P.tile = tile, P.tiles_x = grid.tiles_x, P.tiles_y = grid.tiles_y;
@@ -376,6 +395,7 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
   // (started: visits whose loads that need no wait are done.)
   std::vector<int> loaded(blocks), started(blocks), freed(blocks), visit(blocks), phase(blocks);
   std::vector<int> tile_done(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y);
+  int sweep_base = 0;  // mail stamps: sweeps run before this launch
   auto visits_of = [&](int b) { return fast::VisitsOfBlock(walk, b, blocks, grid.tiles_x, grid.tiles_y); };
   auto visit_of = [&](int b, int k) { return fast::VisitOfBlock(walk, b, blocks, grid.tiles_x, grid.tiles_y, k); };
 
@@ -392,20 +412,25 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
           const fast::Visit v = visit_of(b, k);
           const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
           const fast::Buffers B = buffers[b].View(k);
+          // With a mailbox the loader waits for mail instead of tile counters.
           fast::LoaderWait waits[2];
-          const int count = fast::LoaderWaits(walk, P, v, t, sets, waits);
+          const int count = P.mailbox ? 0 : fast::LoaderWaits(walk, P, v, t, sets, waits);
           unsigned waited = 0;
           for (int i = 0; i < count; ++i) waited |= fast::EdgeBit(waits[i].edge);
+          int stamps[4];
+          const unsigned mailed = fast::MailedEdges(walk, P, v, t, sweep_base, stamps);
           const unsigned edges = fast::kAllEdges & ~fast::EdgeBit(v.carried_edge);
           const bool fresh = fast::FreshVisit(P, v);
           if (started[b] <= k) {
             fast::LoadTileInputs<NW>(P, t, B.Unary(0), B.Sr(0), B.Sd(0), 0, 1, copy);
-            fast::FillStage<NW>(P, t, B.Stage(0), edges & ~waited, 0, 1, fresh);
+            fast::FillStage<NW>(P, t, B.Stage(0), edges & ~waited & ~mailed, 0, 1, fresh);
             if (fresh) fast::ClearOutgoing(P, t, 0, 1);
             started[b] = k + 1;
           }
           for (int i = 0; i < count; ++i)
             if (tile_done[waits[i].tile] < waits[i].sweeps) return;
+          for (int e : {fast::kEdgeLeft, fast::kEdgeRight})
+            if ((mailed & fast::EdgeBit(e)) && !TakeMailIfPosted<NW>(P, t, B.Stage(0), e, stamps[e])) return;
           fast::FillStage<NW>(P, t, B.Stage(0), edges & waited, 0, 1, fresh);
         }
       };
@@ -422,7 +447,8 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
         const fast::Buffers B = buffers[b].View(k);
         const fast::Tile t = fast::MakeTile(P, v.tx, v.ty);
         for (int tid = 0; tid < threads; ++tid)
-          fast::ChainPhase<NW, F, 1>(P, t, B, 0, vertical_chains, first, last, B.Stage(1), v.carry_edge, tid);
+          fast::ChainPhase<NW, F, 1>(P, t, B, 0, vertical_chains, first, last, B.Stage(1), v.carry_edge, tid,
+                                     fast::MailOf(walk, P, v, sweep_base));
       };
       auto labels = [&](int b, int k) {
         const fast::Visit v = visit_of(b, k);
@@ -475,6 +501,7 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
           moved = false;
           for (int b = 0; b < blocks; ++b) moved |= step(b);
         }
+        sweep_base += 2;
         for (int b = 0; b < blocks; ++b)
           ASSERT_TRUE(visit[b] == visits_of(b) && (!split || phase[b] == visits_of(b)))
               << "block " << b << " stalled (" << ToString(launch) << ")";

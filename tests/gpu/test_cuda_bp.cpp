@@ -324,6 +324,34 @@ TEST(CudaBp, FastPipelineWithBlocksTakingSeveralRowsEqualsCpu) {
   }
 }
 
+// By tile columns the pipeline hands messages between blocks through the mailbox (stamped slots, no fence),
+// or with MRF_BP_CUDA_MAIL=0 through the tile counters: both equal the CPU, over several outer iterations (so
+// several launches' stamps) and twice on one runner (stamps keep growing across runs).
+TEST(CudaBp, FastPipelineByColumnsEqualsCpuWithAndWithoutTheMailbox) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(14);
+  const Model m = RandomGrid(rng, 53, 29, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
+  const Problem p = bp::PrepareProblem(m);
+  for (const char* mail : {"1", "0"})
+    for (int blocks : {0, 2, 5})
+      for (int inner : {1, 2}) {
+        ::setenv("MRF_BP_CUDA_MAIL", mail, 1);
+        const Config config = Tiled(3, 5, inner);
+        const bp::RunOutput cpu = bp::RunCpu(p, config);
+        bp::CudaTuning tuning;
+        tuning.launch = bp::CudaLaunch::kPipeline;
+        tuning.kernel = bp::CudaKernel::kFast;
+        tuning.pipeline_blocks = blocks;
+        bp::CudaRunner runner(p, config, tuning);
+        ::unsetenv("MRF_BP_CUDA_MAIL");
+        const std::string what = std::string("mailbox ") + mail + ", blocks " + std::to_string(blocks) + ", inner " +
+                                 std::to_string(inner) + " (" + runner.Describe() + ")";
+        EXPECT_EQ(runner.Describe().find("mailbox handoff") != std::string::npos, mail[0] == '1') << what;
+        for (int run = 1; run <= 2; ++run)
+          ExpectEqualRuns(runner.Run({}, true, true), cpu, config, what + ", run " + std::to_string(run));
+      }
+}
+
 // The split launch runs one inner iteration; the automatic launch is the pipeline (measured faster);
 // asking for the split with more inner iterations, or for the general kernel, is refused in one line.
 TEST(CudaBp, SplitLaunchOnlyWithOneInnerIteration) {
