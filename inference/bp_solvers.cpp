@@ -105,6 +105,11 @@ void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result
       throw Error("MRF_BP_LABELS_PER_LANE must be 2, 4, 8 or 16 (got '" + text + "')");
     tuning.labels_per_lane = std::atoi(lanes);
   }
+  if (const char* mail = std::getenv("MRF_BP_CUDA_MAIL")) {
+    const std::string text = mail;
+    if (text != "0" && text != "1") throw Error("MRF_BP_CUDA_MAIL must be 0 or 1 (got '" + text + "')");
+    tuning.mailbox = text == "1";
+  }
   bp::CudaRunner runner(std::move(problem), config, tuning);
   result->timings.setup_ms = MsSince(start) - runner.times().upload_ms;
   std::string stop_note;

@@ -19,7 +19,8 @@ void SolveBpCpu(const Model& model, const SolveOptions& options, Result* result)
 /// Min-sum BP on the GPU (tiled or sync schedule; the automatic schedule is the tiled one). Same
 /// options and, for the same schedule and parameters, the same labelling as SolveBpCpu(). Tuning from
 /// the environment: MRF_BP_CUDA_LAUNCH (auto, diagonal, graph, cooperative, pipeline, pipeline-rows, split),
-/// MRF_BP_CUDA_KERNEL (auto, fast, general) and MRF_BP_LABELS_PER_LANE (2, 4, 8 or 16). Throws
+/// MRF_BP_CUDA_KERNEL (auto, fast, general), MRF_BP_LABELS_PER_LANE (2, 4, 8 or 16) and MRF_BP_CUDA_MAIL (0 or
+/// 1: CudaTuning::mailbox). Throws
 /// mrf::Error on CUDA failures and for problems the GPU cannot take, before allocating when the device
 /// memory cannot hold the problem (the message names both sizes).
 void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result);

@@ -96,6 +96,7 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
       "  MRF_PR_TUNING=name=value,...              push-relabel engines (tbb-pr, cuda-pr, cuda-expansion, cuda-swap)\n"
       "  MRF_CUDA_EXPANSION_TUNING=name=value,...  cuda-expansion and cuda-swap\n"
       "  MRF_BP_CUDA_LAUNCH, MRF_BP_CUDA_KERNEL, MRF_BP_LABELS_PER_LANE  cuda-bp's launch mode, kernel, lanes\n"
+      "  MRF_BP_CUDA_MAIL=0|1                      cuda-bp's handoff between tile columns (1: mailbox)\n"
       "  MRF_CUDA_DEBUG_SYNC=1, MRF_INJECT_CUDA_FAULT=oom|launch|nodevice  debugging and fault tests");
   try {
     cli.parse(argc, argv);

@@ -223,6 +223,10 @@ struct CudaTuning {
   /// Pipeline launches: blocks (0: one per tile column, or row, as many as can be resident); fewer make
   /// each block take several.
   int pipeline_blocks = 0;
+  /// Pipeline by tile columns: blocks hand each other border messages through the mailbox, stamped slots
+  /// that need no fence (docs/bp.md, "Stepping between tiles"); false: through tile counters (release /
+  /// acquire), as the other pipelines do.
+  bool mailbox = true;
 };
 
 /// Times of a CUDA run in milliseconds (CUDA events).

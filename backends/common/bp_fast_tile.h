@@ -286,7 +286,7 @@ struct Params {
   Cost* border_up = nullptr;
   Label* labels = nullptr;            ///< N.
   int* changed = nullptr;             ///< Set to 1 when an outgoing border message changes.
-  int* tile_done = nullptr;           ///< Pipeline: sweeps completed per tile (device only).
+  int* tile_done = nullptr;           ///< Pipeline: sweeps completed per tile (device only; unused with `mailbox`).
   int* error = nullptr;               ///< Pipeline: set when a wait timed out (device only).
   std::uint64_t* mailbox = nullptr;   ///< Pipeline by tile columns: the messages crossing vertical tile edges,
                                       ///< each word beside its sweep stamp (MailSlot()); null: not used.
@@ -375,7 +375,7 @@ struct Buffers {
 /// Multiple of 4 at least n (16-byte alignment of every array).
 MRF_HD constexpr std::size_t RoundUp4(std::size_t n) { return (n + 3) / 4 * 4; }
 
-/// A pipeline block's shared arrays: `sets` sets of the inputs its loader warp fills (unary costs,
+/// A pipeline block's shared arrays: `sets` sets of the inputs its loaders fill (unary costs,
 /// scales, staging), so that it can fill later visits' while the compute threads work on earlier ones,
 /// and `hsets` sets of the horizontal messages (fl, fr; two when the vertical chains of one visit run
 /// while the horizontal chains of the next one do: the split launch).

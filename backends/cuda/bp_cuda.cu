@@ -685,8 +685,8 @@ __host__ __device__ constexpr int MaxSide(int words, int lanes) {
 // Loader threads of a split block: a visit's loads must keep pace with one phase of chain steps, not two.
 constexpr int kSplitLoaders = 128;
 // Loader threads of a pipeline block: enough that each polls at most one 16-byte pair of mail slots of a
-// tile-24 edge (24 lines of 4 pairs). On Tsukuba 1 x 1 three warps took 0.224-0.226 ms against one
-// warp's 0.271-0.274 (H200, docs/bp.md).
+// tile-24 edge of 16 labels (24 lines of 4 pairs; more labels or a larger tile: two or more each). On
+// Tsukuba 1 x 1 three warps took 0.224-0.226 ms against one warp's 0.271-0.274 (H200, docs/bp.md).
 constexpr int kPipelineLoaders = 96;
 
 // The most threads a fast block has: the chains of the largest tile and the loaders; split: two crews
@@ -707,7 +707,7 @@ struct AsyncCopy {
   }
 };
 
-// Named barriers. 1: the compute threads only (the loader warp never takes part; split: the vertical
+// Named barriers. 1: the compute threads only (the loaders never take part; split: the vertical
 // crew). 2 + set: the loader's buffer set `set` is loaded (the loader arrives, the compute threads or the
 // horizontal crew wait). 5 + set: set `set` is free again (the compute threads or the vertical crew
 // arrive, the loader waits). A barrier per set keeps the loader, which may run ahead, from arriving twice
@@ -805,8 +805,9 @@ __device__ void TakeMail(const fast::Params& P, const fast::Tile& t, Word* stage
 
 // The loader warps of a pipeline block (`loaders` threads; this one is `lane` of them): for visit n, once
 // the compute threads freed its buffer set (after visit n - sets), the tile's unary costs and scales,
-// then, once the neighbouring tile it depends on is done, the entering border messages; then they tell
-// the compute threads (`all`: the threads of the Ready and Empty barriers).
+// then, once the neighbouring tile it depends on is done, the entering border messages (by tile columns with
+// a mailbox: the mailed edges once their mail is posted, TakeMail); then they tell the compute threads
+// (`all`: the threads of the Ready and Empty barriers).
 template <int NW>
 __device__ void LoaderWarps(fast::Walk walk, const fast::Params& P, const fast::PipelineBuffers& PB, int sweep_base,
                             int lane, int loaders, int all) {
@@ -1229,7 +1230,6 @@ struct CudaRunner::Impl {
   DeviceBuffer<fast::Word> fast_unary;
   DeviceBuffer<int> tile_done, fast_error;
   DeviceBuffer<std::uint64_t> mailbox;  // pipeline by tile columns (fast::Mail); stamps as tile_done's counts
-  bool use_mail = false;  // the pipeline by tile columns hands messages over through `mailbox` (UploadFast)
   int pipeline_blocks = 0;
   int sweep_base = 0;  // pipeline: sweeps run since the tile counters were cleared (they only grow)
   bool fresh_pending = false;  // pipeline: the next launch starts from zero messages without clearing them
@@ -1295,7 +1295,7 @@ struct CudaRunner::Impl {
     P.labels = labels.get();
     P.changed = changed.get();
     P.tile_done = tile_done.get();
-    P.mailbox = use_mail ? mailbox.get() : nullptr;
+    P.mailbox = mailbox.get();  // null: the tile counters hand messages over
     P.error = fast_error.get();
     P.form = fast_support.params;
     P.width = problem.width;
@@ -1373,11 +1373,21 @@ struct CudaRunner::Impl {
       if (use_fast)
         bytes += n * static_cast<std::size_t>(fast_support.words) * sizeof(fast::Word) +
                  static_cast<std::size_t>(g.tiles_x) * g.tiles_y * sizeof(int) + sizeof(int) +
-                 static_cast<std::size_t>(g.tiles_x - 1) * 2 * problem.height * fast_support.words *
-                     sizeof(std::uint64_t);
+                 MailboxSlots(g) * sizeof(std::uint64_t);
     }
     (void)L;
     return bytes;
+  }
+
+  // Slots of the mailbox (fast::Mail): messages of both directions across the tiles_x - 1 boundaries between
+  // tile columns, a slot per word. Only the fast kernel's pipeline by tile columns (also the automatic
+  // launch) uses one, unless CudaTuning::mailbox is off; 0 also when int cannot index the slots
+  // (fast::MailIndex): the tile counters then hand the messages over.
+  std::size_t MailboxSlots(const TileGrid& g) const {
+    const bool columns = tuning.launch == CudaLaunch::kAuto || tuning.launch == CudaLaunch::kPipeline;
+    if (!use_fast || !tuning.mailbox || !columns || g.tiles_x < 2) return 0;
+    const std::size_t slots = static_cast<std::size_t>(g.tiles_x - 1) * 2 * problem.height * fast_support.words;
+    return slots <= static_cast<std::size_t>(std::numeric_limits<int>::max()) ? slots : 0;
   }
 
   std::size_t AllocatedBytes() const {
@@ -1540,13 +1550,7 @@ struct CudaRunner::Impl {
     MRF_CHECK_LAUNCH("unary packing kernel", stream, false);
     tile_done.Allocate(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y, "the tile counters");
     fast_error.Allocate(1, "the flags");
-    // Messages of both directions across the tiles_x - 1 boundaries between tile columns, a slot per word.
-    // The kernels index the slots with int (fast::MailIndex): a larger mailbox falls back to the counters.
-    // MRF_BP_CUDA_MAIL=0 turns the mailbox off (to compare the two handoffs).
-    const std::size_t slots = static_cast<std::size_t>(grid.tiles_x - 1) * 2 * problem.height * words;
-    use_mail = slots <= static_cast<std::size_t>(std::numeric_limits<int>::max());
-    if (const char* v = std::getenv("MRF_BP_CUDA_MAIL")) use_mail = use_mail && std::string(v) != "0";
-    mailbox.Allocate(use_mail ? slots : 0, "the mailbox");
+    mailbox.Allocate(MailboxSlots(grid), "the mailbox");
     tile_done.Zero(stream);
     mailbox.Zero(stream);
     fast_error.Zero(stream);
@@ -1983,7 +1987,7 @@ std::string CudaRunner::Describe() const {
       text += " (tile " + std::to_string(m.tile) + ", fast kernel: a chain per " +
               (m.FastLanes() == 2 ? "pair of threads, " : "thread, ") +
               std::to_string(m.Lp) + " labels packed in 16 bits, " + ToString(m.launch) + " launch, " +
-              (m.launch == CudaLaunch::kPipeline && m.use_mail ? "mailbox handoff, " : "") +
+              (m.launch == CudaLaunch::kPipeline && m.mailbox.get() ? "mailbox handoff, " : "") +
               std::to_string(m.shared_bytes / 1024) + " KB shared)";
     else
       text += " (tile " + std::to_string(m.tile) + ", general kernel: " + std::to_string(m.C) + " labels x " +

@@ -316,24 +316,34 @@ struct Emulated {
   bool converged = false;
 };
 
-// The pipeline launches the emulation runs.
-enum class Launch { kPipelineRows, kPipelineColumns, kSplit };
+// The pipeline launches the emulation runs: by tile columns with the mailbox (the GPU's default) or with
+// the tile counters (CudaTuning::mailbox off), by tile rows, split.
+enum class Launch { kPipelineRows, kPipelineColumns, kPipelineColumnsCounters, kSplit };
 
 const char* ToString(Launch l) {
-  return l == Launch::kPipelineRows ? "pipeline-rows" : l == Launch::kPipelineColumns ? "pipeline" : "split";
+  switch (l) {
+    case Launch::kPipelineRows: return "pipeline-rows";
+    case Launch::kPipelineColumns: return "pipeline";
+    case Launch::kPipelineColumnsCounters: return "pipeline with tile counters";
+    case Launch::kSplit: return "split";
+  }
+  return "?";
 }
 
 // Runs config.iterations outer iterations of the tiled schedule with the fast visit on `blocks` pipeline
 // blocks, each with its own shared arrays, as the GPU may interleave them: the blocks take turns, each
 // running the next phase it may run (a visit's chains, once its loader has loaded it), and every loader
 // runs as far ahead as the GPU's may (once its buffer set is free and the tiles of fast::LoaderWaits()
-// have published). A block publishes its tile where the kernel does (fast::PublishesEarly()). The split
+// have published, or with the mailbox once the mail it takes is posted). A block publishes its tile where the
+// kernel does (fast::PublishesEarly()); with the mailbox, where the kernel would, which is after its mail
+// is posted, so the loaders retry then. The split
 // launch (rows, one inner iteration): a block's vertical chains run one visit behind its horizontal ones
 // (visit n's horizontal chains before visit n - 1's vertical chains and labels), in the split buffers.
 // Fails if no block can move (the plan would deadlock).
 Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, Launch launch) {
   const bool split = launch == Launch::kSplit;
-  const fast::Walk walk = launch == Launch::kPipelineColumns ? fast::Walk::kColumns : fast::Walk::kRows;
+  const bool columns = launch == Launch::kPipelineColumns || launch == Launch::kPipelineColumnsCounters;
+  const fast::Walk walk = columns ? fast::Walk::kColumns : fast::Walk::kRows;
   const int L = p.num_labels;
   Cost min_scale = 0;
   for (Cost s : p.scale_right) min_scale = std::min(min_scale, s);
@@ -375,7 +385,7 @@ Emulated EmulatePipeline(const bp::Problem& p, const bp::Config& c, int blocks, 
   P.border_right = br.data(), P.border_left = bl.data(), P.border_down = bd.data(), P.border_up = bu.data();
   P.labels = out.labels.data();
   P.changed = &changed;
-  P.mailbox = walk == fast::Walk::kColumns ? mailbox.data() : nullptr;
+  P.mailbox = launch == Launch::kPipelineColumns ? mailbox.data() : nullptr;
   P.form = s.params;
   P.width = p.width, P.height = p.height, P.L = L, P.Lp = Lp;
   P.tile = tile, P.tiles_x = grid.tiles_x, P.tiles_y = grid.tiles_y;
@@ -533,7 +543,8 @@ bp::Config Tiled(int iterations, int tile, int inner) {
 void ExpectSameAsCpu(const Model& m, const bp::Config& c, int blocks, const std::string& what) {
   const bp::Problem p = bp::PrepareProblem(m);
   const bp::RunOutput cpu = bp::RunCpu(p, c);
-  for (Launch launch : {Launch::kPipelineColumns, Launch::kPipelineRows, Launch::kSplit}) {
+  for (Launch launch :
+       {Launch::kPipelineColumns, Launch::kPipelineColumnsCounters, Launch::kPipelineRows, Launch::kSplit}) {
     if (launch == Launch::kSplit && c.inner_iterations != 1) continue;  // one inner iteration only
     const Emulated emulated = EmulatePipeline(p, c, blocks, launch);
     const std::string how = what + " (" + ToString(launch) + ")";

@@ -256,6 +256,14 @@ TEST(CudaBp, BadInputsGiveClearErrors) {
   const Result r = Solve(wide, o);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.message.find("shared memory"), std::string::npos) << r.message;
+  // A bad tuning value in the environment is a one-line error naming the variable, not a silent default.
+  {
+    const ScopedEnv mail("MRF_BP_CUDA_MAIL", "yes");
+    o.bp.tile_size = 0;
+    const Result bad = Solve(wide, o);
+    EXPECT_FALSE(bad.ok);
+    EXPECT_NE(bad.message.find("MRF_BP_CUDA_MAIL must be 0 or 1"), std::string::npos) << bad.message;
+  }
 }
 
 // ---- The fast kernel -----------------------------------------------------------------------------
@@ -325,31 +333,52 @@ TEST(CudaBp, FastPipelineWithBlocksTakingSeveralRowsEqualsCpu) {
 }
 
 // By tile columns the pipeline hands messages between blocks through the mailbox (stamped slots, no fence),
-// or with MRF_BP_CUDA_MAIL=0 through the tile counters: both equal the CPU, over several outer iterations (so
-// several launches' stamps) and twice on one runner (stamps keep growing across runs).
+// or without it through the tile counters: both equal the CPU, over several outer iterations (so several
+// launches' stamps) and twice on one runner (stamps keep growing across runs); the estimate counts the
+// mailbox only when there is one. Then MRF_BP_CUDA_MAIL=0 through mrf::Solve.
 TEST(CudaBp, FastPipelineByColumnsEqualsCpuWithAndWithoutTheMailbox) {
   MRF_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(14);
   const Model m = RandomGrid(rng, 53, 29, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
   const Problem p = bp::PrepareProblem(m);
-  for (const char* mail : {"1", "0"})
+  for (bool mailbox : {true, false})
     for (int blocks : {0, 2, 5})
       for (int inner : {1, 2}) {
-        ::setenv("MRF_BP_CUDA_MAIL", mail, 1);
         const Config config = Tiled(3, 5, inner);
         const bp::RunOutput cpu = bp::RunCpu(p, config);
         bp::CudaTuning tuning;
         tuning.launch = bp::CudaLaunch::kPipeline;
         tuning.kernel = bp::CudaKernel::kFast;
         tuning.pipeline_blocks = blocks;
+        tuning.mailbox = mailbox;
         bp::CudaRunner runner(p, config, tuning);
-        ::unsetenv("MRF_BP_CUDA_MAIL");
-        const std::string what = std::string("mailbox ") + mail + ", blocks " + std::to_string(blocks) + ", inner " +
-                                 std::to_string(inner) + " (" + runner.Describe() + ")";
-        EXPECT_EQ(runner.Describe().find("mailbox handoff") != std::string::npos, mail[0] == '1') << what;
+        const std::string what = std::string("mailbox ") + (mailbox ? "on" : "off") + ", blocks " +
+                                 std::to_string(blocks) + ", inner " + std::to_string(inner) + " (" +
+                                 runner.Describe() + ")";
+        EXPECT_EQ(runner.Describe().find("mailbox handoff") != std::string::npos, mailbox) << what;
+        EXPECT_EQ(runner.allocated_bytes(), runner.estimated_bytes()) << what;
         for (int run = 1; run <= 2; ++run)
           ExpectEqualRuns(runner.Run({}, true, true), cpu, config, what + ", run " + std::to_string(run));
       }
+  SolveOptions o;
+  o.solver = "cuda-bp";
+  o.bp.schedule = "tiled";
+  o.bp.tile_size = 5;
+  o.max_iterations = 3;
+  Result on, counters;
+  {
+    const ScopedEnv mail("MRF_BP_CUDA_MAIL", "1");
+    on = Solve(m, o);
+  }
+  {
+    const ScopedEnv mail("MRF_BP_CUDA_MAIL", "0");
+    counters = Solve(m, o);
+  }
+  ASSERT_TRUE(on.ok && counters.ok) << on.message << " / " << counters.message;
+  EXPECT_NE(on.message.find("mailbox handoff"), std::string::npos) << on.message;
+  EXPECT_EQ(counters.message.find("mailbox handoff"), std::string::npos) << counters.message;
+  EXPECT_EQ(on.labels, counters.labels);
+  EXPECT_EQ(on.energy, counters.energy);
 }
 
 // The split launch runs one inner iteration; the automatic launch is the pipeline (measured faster);
