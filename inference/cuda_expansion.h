@@ -45,6 +45,10 @@ struct CudaExpansionTuning {
   bool device_loop = true;
   /// Push rounds a re-solve runs from the kept heights before its first global relabel.
   int resolve_push_rounds = 0;
+  /// Global relabels without rounds after the first: a block relaxes a tile again as soon as a
+  /// neighbouring tile changed the heights it reads, instead of every block waiting at a grid
+  /// barrier for the slowest tile of each round (the same distances either way).
+  bool async_relabel = true;
   /// Blocks of the persistent solve kernel; 0: one per tile, at most as many as the GPU keeps
   /// resident. 1 runs every tile in one block (for tools that serialise blocks, e.g. racecheck).
   int solve_blocks = 0;
@@ -75,7 +79,7 @@ struct CudaExpansionTuning {
   /// One line for logs and benchmark tables.
   std::string Describe() const;
   /// Applies overrides "name=value,..." (reuse_flow, update_fraction, device_loop, resolve_push_rounds,
-  /// solve_blocks, memory_limit, check_energy, and any PushRelabelTuning name); throws mrf::Error on bad input.
+  /// async_relabel, solve_blocks, memory_limit, check_energy, and any PushRelabelTuning name); throws mrf::Error on bad input.
   void Parse(const std::string& overrides);
   /// The defaults with MRF_PR_TUNING (push-relabel names only) and then MRF_CUDA_EXPANSION_TUNING
   /// applied, if set.
@@ -91,7 +95,7 @@ struct CudaExpansionStats {
   std::int64_t accepted = 0;       ///< Moves that lowered the energy.
   std::int64_t relabels = 0;       ///< Global relabels of all moves.
   std::int64_t push_rounds = 0;    ///< Push rounds of all moves.
-  std::int64_t bfs_rounds = 0;     ///< BFS and kill rounds of all relabels.
+  std::int64_t bfs_rounds = 0;     ///< BFS and kill rounds of all relabels (an asynchronous rest counts as one).
   std::int64_t kept_graphs = 0;    ///< Labels whose residual graph is kept (slots).
   int solve_blocks = 0;            ///< Blocks of the persistent solve kernel.
   double build_ms = 0;    ///< Device time building or updating move graphs.

@@ -223,6 +223,7 @@ class Runner {
     solve_config_.incremental_relabel = pr.incremental_relabel;
     solve_config_.wave_relabel = pr.wave_relabel;
     solve_config_.wave_push = pr.wave_push;
+    solve_config_.async_relabel = t_.async_relabel;
     describe_ = topo.Describe() + ", " + std::to_string(labels_) + " labels";
     if (!cuda_pr::HasKernels(L))
       throw Error(name_ + ": no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +
@@ -253,6 +254,7 @@ class Runner {
     }
     e_.sync = a.Take<cuda_xp::GridSync>(1);
     e_.all_tiles = a.Take<std::uint8_t>(T);
+    e_.need = a.Take<unsigned int>(T);
     dev_.x = a.Take<std::int64_t>(n);
     dev_.h = a.Take<std::int32_t>(n);
     dev_.r = a.Take<std::uint32_t>(n * dirs_);
@@ -374,6 +376,7 @@ class Runner {
     Check(cudaMemsetAsync(e_.book.snapshot, 0, static_cast<std::size_t>(M) * 8, st_), "clearing the bookkeeping");
     Check(cudaMemsetAsync(e_.book.has_state, 0, static_cast<std::size_t>(M) * 4, st_), "clearing the bookkeeping");
     Check(cudaMemsetAsync(e_.sync, 0, sizeof(cuda_xp::GridSync), st_), "clearing the grid barrier");
+    Check(cudaMemsetAsync(e_.need, 0, static_cast<std::size_t>(layout_.num_tiles()) * 4, st_), "clearing the tile flags");
     Check(cudaMemsetAsync(const_cast<std::uint8_t*>(e_.all_tiles), 1, static_cast<std::size_t>(layout_.num_tiles()), st_),
           "marking every tile");
     const std::size_t T = static_cast<std::size_t>(layout_.num_tiles());

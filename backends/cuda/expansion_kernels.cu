@@ -159,6 +159,7 @@ __global__ void MoveStartKernel(DeviceExpansion e, Steering steer) {
   xp::BeginMove(c, e.order, e.book, e.records, e.reuse != 0);
   e.sync->arrive[0][0] = 0;  // the solve kernel's barrier starts from zero
   e.sync->arrive[1][0] = 0;
+  e.sync->pending[0] = 0;
   const std::int64_t now = Now();
   c.stamp_start = c.stamp_built = c.stamp_solved = now;
   if (steer.graph) cudaGraphSetConditional(steer.moves, c.move_index < c.num_moves ? 1u : 0u);
@@ -287,6 +288,36 @@ __device__ __forceinline__ void TileCoords(const TileLayout& L, int t, int* tx, 
   *tz = t / (L.tiles_x * L.tiles_y);
 }
 
+// Device-scope relaxed loads for polling (a plain load may hit a stale L1 line; a volatile one is a
+// system-scope load on Hopper).
+__device__ __forceinline__ unsigned long long LoadRelaxed(const unsigned long long* p) {
+  unsigned long long value;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(p) : "memory");
+  return value;
+}
+__device__ __forceinline__ unsigned int LoadRelaxed(const unsigned int* p) {
+  unsigned int value;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(p) : "memory");
+  return value;
+}
+
+// Flags for another visit the tiles whose halo holds nodes of tile t; returns how many flags this
+// call set (a flag already set belongs to whoever set it).
+template <int KIND>
+__device__ unsigned long long FlagNeighbours(const TileLayout& L, unsigned int* need, int t) {
+  constexpr int D = cuda_pr::KindTraits<KIND>::D;
+  int tx, ty, tz;
+  TileCoords(L, t, &tx, &ty, &tz);
+  unsigned long long set = 0;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    const int nx = tx + pr::DirX(KIND, d), ny = ty + pr::DirY(KIND, d), nz = tz + pr::DirZ(KIND, d);
+    if (nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y && nz < L.tiles_z)
+      set += atomicExch(need + L.TileIndex(nx, ny, nz), 1u) == 0u ? 1 : 0;
+  }
+  return set;
+}
+
 // Resident blocks per SM the compiler must allow: 3 for 4-connected tiles of 256 nodes (80 registers,
 // what the hop-by-hop kernel reached by itself; the wave one would take 96), else 2 up to 512 nodes.
 template <int KIND, int TX, int TY, int TZ>
@@ -311,10 +342,66 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
   std::uint8_t* const kill_a = s.dirty + 2 * T;
   std::uint8_t* const kill_b = s.dirty + 3 * T;
   __shared__ unsigned int block_count;  // this block's count in the current round
+  __shared__ unsigned int unused_count;  // what tile visits of asynchronous phases count
+  __shared__ int async_pick[2];          // thread 0's choice in an asynchronous phase, by turn parity
+  constexpr int kAsyncNothing = -1, kAsyncDone = -2, kAsyncTimedOut = -3;
   if (threadIdx.x == 0) block_count = 0;
   Grid grid{e.sync};
   bool ok = true;
   std::int64_t relabels = 0, push_rounds = 0, bfs_rounds = 0;
+  unsigned long long pending_end = 0;  // e.sync->pending at the end of the asynchronous phase
+
+  // The rest of a BFS or kill phase without rounds (SolveConfig::async_relabel): a block visits one
+  // of its tiles whenever a neighbouring tile changed heights that its halo holds, instead of
+  // waiting for the slowest tile of each round. Heights only fall (kill: only rise), and each visit
+  // relaxes its tile to the fixpoint of the halo it read, so the phase ends at the rounds' fixpoint.
+  // `first` flags the tiles the phase's first (synchronous) round changed, `seeds` counts them.
+  // e.sync->pending counts the flags set plus the visits and seeds not yet finished, less `seeds`:
+  // the phase is over when it reads pending_end, the same value in every block. visit(t) returns,
+  // in thread 0, whether the tile changed. Returns false when the phase timed out (5 s).
+  auto relax_async = [&](const std::uint8_t* first, unsigned long long seeds, auto visit) {
+    unsigned long long* const pending = e.sync->pending;
+    pending_end -= seeds;
+    if (threadIdx.x == 0) {
+      unsigned long long added = 0;  // each seed's flags, less the seed itself (modulo 2^64)
+      for (int t = blockIdx.x; t < T; t += gridDim.x)
+        if (first[t]) added += FlagNeighbours<KIND>(L, e.need, t) - 1;
+      if (added) atomicAdd(pending, added);
+    }
+    std::int64_t start = 0;
+    for (unsigned int spin = 0;; ++spin) {
+      // Thread 0 picks a flagged tile of this block (its fence then makes the heights of the tile
+      // that set the flag visible), or sees the phase over (its fence: every tile's heights), and
+      // tells the block through a slot of its own per parity (one barrier per turn).
+      if (threadIdx.x == 0) {
+        const unsigned long long left = LoadRelaxed(pending);  // read first: then no flag is left
+        int pick = kAsyncNothing;
+        for (int t = blockIdx.x; t < T && pick == kAsyncNothing; t += gridDim.x)
+          if (atomicExch(e.need + t, 0u) != 0u) pick = t;
+        if (pick == kAsyncNothing && left == pending_end) pick = kAsyncDone;
+        if (pick == kAsyncNothing && (spin & 1023u) == 1023u) {
+          if (start == 0) start = Now();
+          if (Now() - start > 5000000000ll || LoadRelaxed(&e.sync->abort) != 0u) {  // 5 s: a block is not running
+            atomicExch(&e.sync->abort, 1u);
+            pick = kAsyncTimedOut;
+          }
+        }
+        if (pick != kAsyncNothing) __threadfence();
+        async_pick[spin & 1] = pick;
+      }
+      __syncthreads();
+      const int t = async_pick[spin & 1];
+      if (t == kAsyncDone) return true;
+      if (t == kAsyncTimedOut) return false;
+      if (t == kAsyncNothing) continue;
+      const bool changed = visit(t);
+      if (threadIdx.x == 0) {
+        __threadfence();  // the tile's heights before its flags
+        const unsigned long long added = changed ? FlagNeighbours<KIND>(L, e.need, t) : 0;
+        atomicAdd(pending, added - 1);
+      }
+    }
+  };
 
   // One push round: the tiles of each colour in turn (flow leaving a tile goes to idle tiles).
   auto push_round = [&](unsigned long long* work) {
@@ -356,6 +443,17 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
         if (!Sync(grid, &block_count, &changed)) return false;
         ++bfs_rounds;
         if (changed == 0) break;
+        if (cfg.async_relabel) {
+          ++bfs_rounds;  // the asynchronous rest counts as one round
+          if (!relax_async(out, changed, [&](int t) {
+                int tx, ty, tz;
+                TileCoords(L, t, &tx, &ty, &tz);
+                cuda_pr::KillTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, kill_b, false, &unused_count);
+                return kill_b[t] != 0;
+              }))
+            return false;
+          break;
+        }
         if (k > max_rounds) return false;
         in = out;
         out = out == kill_a ? kill_b : kill_a;
@@ -375,6 +473,17 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
       if (!Sync(grid, &block_count, &changed)) return false;
       ++bfs_rounds;
       if (changed == 0) break;
+      if (cfg.async_relabel) {
+        ++bfs_rounds;
+        if (!relax_async(out, changed, [&](int t) {
+              int tx, ty, tz;
+              TileCoords(L, t, &tx, &ty, &tz);
+              cuda_pr::BfsTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, a, false, &unused_count);
+              return a[t] != 0;
+            }))
+          return false;
+        break;
+      }
       if (k > max_rounds) return false;
       in = out;
       out = out == b ? a : b;

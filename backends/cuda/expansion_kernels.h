@@ -20,6 +20,9 @@ struct GridSync {
   unsigned long long arrive[2][16] = {};  ///< The two counters, each on its own 128-byte line.
   unsigned int abort = 0;  ///< 1: a barrier timed out (blocks not all resident): every block leaves.
   unsigned int pad[31] = {};
+  /// Work left in an asynchronous relabel phase (SolveConfig::async_relabel), counted from the
+  /// value every block expects at the phase's end; its own 128-byte line.
+  unsigned long long pending[16] = {};
 };
 
 /// The push-relabel schedule of a move's solve.
@@ -30,6 +33,7 @@ struct SolveConfig {
   int incremental_relabel = 1;  ///< As PushRelabelTuning::incremental_relabel.
   bool wave_relabel = true;     ///< As PushRelabelTuning::wave_relabel.
   bool wave_push = false;       ///< As PushRelabelTuning::wave_push.
+  bool async_relabel = false;   ///< As CudaExpansionTuning::async_relabel.
 };
 
 /// Indices into MoveControl::blocks_done (last-block detection of multi-block kernels).
@@ -47,6 +51,7 @@ struct DeviceExpansion {
   xp::LabelBook book;                     ///< Per-move bookkeeping (and swap's pairs and label counts).
   GridSync* sync = nullptr;               ///< The solve kernel's barrier.
   const std::uint8_t* all_tiles = nullptr;  ///< One 1 per tile: where a relabel from scratch starts.
+  unsigned int* need = nullptr;  ///< Per tile: 1 while an asynchronous relabel must visit it again (0 between phases).
   // Kept graphs of move keys 0..num_slots-1 (MoveControl::num_slots).
   std::int64_t* slot_x = nullptr;       ///< [key * N + node]
   std::int32_t* slot_h = nullptr;       ///< [key * N + node]

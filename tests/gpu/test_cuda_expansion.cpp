@@ -112,7 +112,7 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   // compute-sanitizer's racecheck.
   const CudaExpansionTuning base = CudaExpansionTuning::FromEnvironment();
   CudaExpansionTuning device = base, host = base, fresh = base, always = base, pushing = base, few = base, hops = base,
-                      short_tiles = base, wave_push = base;
+                      short_tiles = base, wave_push = base, rounds = base;
   host.device_loop = false;
   few.solve_blocks = 3;  // several tiles per block and per round
   fresh.reuse_flow = false;
@@ -123,6 +123,7 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   hops.push_relabel.wave_relabel = false;  // BFS and kill visits of 4-connected tiles hop by hop
   short_tiles.push_relabel.tile_y = 8;
   wave_push.push_relabel.wave_push = true;  // push visits of 4-connected tiles carry rows and columns by waves
+  rounds.async_relabel = !base.async_relabel;  // relabels by rounds against asynchronous ones (either default)
   return {{"device loop", device},
           {"host loop", host},
           {"no kept graphs", fresh},
@@ -131,7 +132,8 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
           {"three solve blocks", few},
           {"hop-by-hop relabels", hops},
           {"tiles of 32x8", short_tiles},
-          {"wave pushes", wave_push}};
+          {"wave pushes", wave_push},
+          {base.async_relabel ? "relabels in rounds" : "asynchronous relabels", rounds}};
 }
 
 void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,

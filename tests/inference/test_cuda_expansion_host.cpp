@@ -27,8 +27,10 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   CudaExpansionTuning t;
   EXPECT_TRUE(t.push_relabel.wave_relabel);
   EXPECT_NE(t.Describe().find("wave relabels"), std::string::npos) << t.Describe();
+  EXPECT_TRUE(t.async_relabel);
+  EXPECT_NE(t.Describe().find("asynchronous relabels"), std::string::npos) << t.Describe();
   t.Parse("reuse_flow=0,update_fraction=0.25,device_loop=off,memory_limit=64M,check_energy=1,local_iterations=4,"
-          "wave_relabel=0");
+          "wave_relabel=0,async_relabel=0");
   EXPECT_FALSE(t.reuse_flow);
   EXPECT_DOUBLE_EQ(t.update_fraction, 0.25);
   EXPECT_FALSE(t.device_loop);
@@ -36,6 +38,8 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   EXPECT_TRUE(t.check_energy);
   EXPECT_EQ(t.push_relabel.local_iterations, 4);
   EXPECT_FALSE(t.push_relabel.wave_relabel);
+  EXPECT_FALSE(t.async_relabel);
+  EXPECT_NE(t.Describe().find("relabels in rounds"), std::string::npos) << t.Describe();
   EXPECT_NE(t.Describe().find("every move solved afresh"), std::string::npos) << t.Describe();
   EXPECT_EQ(t.Describe().find("wave relabels"), std::string::npos) << t.Describe();
   EXPECT_NE(ErrorOf([&] { t.Parse("update_fraction=1001"); }).find("update_fraction must be in 0..1000"), std::string::npos);
