@@ -301,10 +301,11 @@ __device__ __forceinline__ unsigned int LoadRelaxed(const unsigned int* p) {
   return value;
 }
 
-// Flags for another visit the tiles whose halo holds nodes of tile t; returns how many flags this
-// call set (a flag already set belongs to whoever set it).
+// Flags for another visit the tiles next to tile t in the directions of `sides` (bit d: direction d,
+// cuda_pr::HaloSides); returns how many flags this call set (a flag already set belongs to whoever
+// set it).
 template <int KIND>
-__device__ unsigned long long FlagNeighbours(const TileLayout& L, unsigned int* need, int t) {
+__device__ unsigned long long FlagNeighbours(const TileLayout& L, unsigned int* need, int t, std::uint32_t sides) {
   constexpr int D = cuda_pr::KindTraits<KIND>::D;
   int tx, ty, tz;
   TileCoords(L, t, &tx, &ty, &tz);
@@ -312,7 +313,7 @@ __device__ unsigned long long FlagNeighbours(const TileLayout& L, unsigned int* 
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     const int nx = tx + pr::DirX(KIND, d), ny = ty + pr::DirY(KIND, d), nz = tz + pr::DirZ(KIND, d);
-    if (nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y && nz < L.tiles_z)
+    if ((sides >> d & 1u) && nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y && nz < L.tiles_z)
       set += atomicExch(need + L.TileIndex(nx, ny, nz), 1u) == 0u ? 1 : 0;
   }
   return set;
@@ -343,6 +344,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
   std::uint8_t* const kill_b = s.dirty + 3 * T;
   __shared__ unsigned int block_count;  // this block's count in the current round
   __shared__ unsigned int unused_count;  // what tile visits of asynchronous phases count
+  __shared__ std::uint32_t async_sides;  // the sides of the visited tile whose border heights changed
   __shared__ int async_pick[2];          // thread 0's choice in an asynchronous phase, by turn parity
   constexpr int kAsyncNothing = -1, kAsyncDone = -2, kAsyncTimedOut = -3;
   if (threadIdx.x == 0) block_count = 0;
@@ -355,17 +357,18 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
   // of its tiles whenever a neighbouring tile changed heights that its halo holds, instead of
   // waiting for the slowest tile of each round. Heights only fall (kill: only rise), and each visit
   // relaxes its tile to the fixpoint of the halo it read, so the phase ends at the rounds' fixpoint.
+  // A visit flags only the neighbours next to the sides where border heights changed.
   // `first` flags the tiles the phase's first (synchronous) round changed, `seeds` counts them.
   // e.sync->pending counts the flags set plus the visits and seeds not yet finished, less `seeds`:
-  // the phase is over when it reads pending_end, the same value in every block. visit(t) returns,
-  // in thread 0, whether the tile changed. Returns false when the phase timed out (5 s).
+  // the phase is over when it reads pending_end, the same value in every block. visit(t) leaves
+  // the changed sides in async_sides. Returns false when the phase timed out (5 s).
   auto relax_async = [&](const std::uint8_t* first, unsigned long long seeds, auto visit) {
     unsigned long long* const pending = e.sync->pending;
     pending_end -= seeds;
     if (threadIdx.x == 0) {
       unsigned long long added = 0;  // each seed's flags, less the seed itself (modulo 2^64)
       for (int t = blockIdx.x; t < T; t += gridDim.x)
-        if (first[t]) added += FlagNeighbours<KIND>(L, e.need, t) - 1;
+        if (first[t]) added += FlagNeighbours<KIND>(L, e.need, t, ~0u) - 1;
       if (added) atomicAdd(pending, added);
     }
     std::int64_t start = 0;
@@ -388,16 +391,17 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
         }
         if (pick != kAsyncNothing) __threadfence();
         async_pick[spin & 1] = pick;
+        async_sides = 0;
       }
       __syncthreads();
       const int t = async_pick[spin & 1];
       if (t == kAsyncDone) return true;
       if (t == kAsyncTimedOut) return false;
       if (t == kAsyncNothing) continue;
-      const bool changed = visit(t);
+      visit(t);
       if (threadIdx.x == 0) {
         __threadfence();  // the tile's heights before its flags
-        const unsigned long long added = changed ? FlagNeighbours<KIND>(L, e.need, t) : 0;
+        const unsigned long long added = async_sides ? FlagNeighbours<KIND>(L, e.need, t, async_sides) : 0;
         atomicAdd(pending, added - 1);
       }
     }
@@ -448,8 +452,8 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
           if (!relax_async(out, changed, [&](int t) {
                 int tx, ty, tz;
                 TileCoords(L, t, &tx, &ty, &tz);
-                cuda_pr::KillTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, kill_b, false, &unused_count);
-                return kill_b[t] != 0;
+                cuda_pr::KillTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, kill_b, false, &unused_count,
+                                                          &async_sides);
               }))
             return false;
           break;
@@ -478,8 +482,8 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
         if (!relax_async(out, changed, [&](int t) {
               int tx, ty, tz;
               TileCoords(L, t, &tx, &ty, &tz);
-              cuda_pr::BfsTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, a, false, &unused_count);
-              return a[t] != 0;
+              cuda_pr::BfsTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, a, false, &unused_count,
+                                                       &async_sides);
             }))
           return false;
         break;

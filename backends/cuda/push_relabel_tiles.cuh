@@ -409,6 +409,21 @@ __device__ __forceinline__ bool HopsToFixpoint(int& h, int* sh_h, int hc, Step s
   return changed_any;
 }
 
+// Bit d set when the node at (lx, ly, lz) of a tile lies in the halo of the next tile in direction d.
+template <int KIND, int TX, int TY, int TZ>
+__device__ __forceinline__ std::uint32_t HaloSides(int lx, int ly, int lz) {
+  constexpr int D = KindTraits<KIND>::D;
+  std::uint32_t bits = 0;
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    const int dx = pr::DirX(KIND, d), dy = pr::DirY(KIND, d), dz = pr::DirZ(KIND, d);
+    if ((dx == 0 || lx == (dx > 0 ? TX - 1 : 0)) && (dy == 0 || ly == (dy > 0 ? TY - 1 : 0)) &&
+        (dz == 0 || lz == (dz > 0 ? TZ - 1 : 0)))
+      bits |= 1u << d;
+  }
+  return bits;
+}
+
 // One BFS visit of every tile with work: relax to the local fixpoint with the halo as read. Halo
 // heights of tiles changing in the same launch may be read old or new: distances only fall and
 // any order reaches the same fixpoint; a tile that changed marks itself, so its neighbours look
@@ -418,9 +433,11 @@ __device__ __forceinline__ bool HopsToFixpoint(int& h, int* sh_h, int hc, Step s
 // its nodes and its halo, writes them and the residual bitmasks, and relaxes from there; no other
 // tile's heights are read in that round.
 // WAVE: relax by waves where the tile allows it (HasWave), else hop by hop; the same fixpoint.
+// sides (shared memory, optional): ORs in the HaloSides of every node whose height changed.
 template <int KIND, int TX, int TY, int TZ, bool WAVE>
 __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, int tz, const std::uint8_t* dirty_in,
-                                        std::uint8_t* dirty_out, bool start, std::uint32_t* changed) {
+                                        std::uint8_t* dirty_out, bool start, std::uint32_t* changed,
+                                        std::uint32_t* sides = nullptr) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
   constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
   __shared__ int sh_h[HX * HY * HZ];
@@ -477,6 +494,7 @@ __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, in
         HopsToFixpoint<KIND, HX, HY>(h, sh_h, hc, [&](const auto& nh) { return pr::BfsStep<D>(h, inf, mask, nh); });
   }
   if ((changed_any || start) && in_grid) s.h[v] = h;
+  if (sides && changed_any) atomicOr(sides, HaloSides<KIND, TX, TY, TZ>(lx, ly, lz));
   const bool block_changed = __syncthreads_or(changed_any);
   if (tid == 0) {
     dirty_out[tile] = block_changed ? 1 : 0;
@@ -490,9 +508,11 @@ __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, in
 // old can only keep a node alive too long, and then the tile that changed marks itself, so its
 // neighbours look again; the nodes that survive in the end do not depend on the order.
 // WAVE: relax by waves where the tile allows it (HasWave), else hop by hop; the same fixpoint.
+// sides: as for BfsTile.
 template <int KIND, int TX, int TY, int TZ, bool WAVE>
 __device__ __forceinline__ void KillTile(const DeviceState& s, int tx, int ty, int tz, const std::uint8_t* dirty_in,
-                                         std::uint8_t* dirty_out, bool refresh_masks, std::uint32_t* changed) {
+                                         std::uint8_t* dirty_out, bool refresh_masks, std::uint32_t* changed,
+                                         std::uint32_t* sides = nullptr) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
   constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
   __shared__ int sh_h[HX * HY * HZ];
@@ -539,6 +559,7 @@ __device__ __forceinline__ void KillTile(const DeviceState& s, int tx, int ty, i
         h, sh_h, hc, [&](const auto& nh) { return in_grid ? pr::KillStep<D>(x, h, inf, mask, nh) : inf; });
   }
   if (changed_any && in_grid) s.h[v] = h;
+  if (sides && changed_any) atomicOr(sides, HaloSides<KIND, TX, TY, TZ>(lx, ly, lz));
   const bool block_changed = __syncthreads_or(changed_any);
   if (tid == 0) {
     dirty_out[tile] = block_changed ? 1 : 0;
