@@ -536,12 +536,17 @@ struct Mail {
   int stamp = 0;  ///< The stamp the slots carry.
 };
 
+/// The stamp on the mail of a visit of sweep `sweep` (0: raster, 1: reverse) of a launch run after
+/// `sweep_base` sweeps: the sweeps finished once it is posted. The poster (MailOf()) and the loader that
+/// takes the mail (MailedEdges()) both use it.
+MRF_HD int MailStamp(int sweep_base, int sweep) { return sweep_base + sweep + 1; }
+
 /// The mail a visit posts (`sweep_base`: the sweeps run before its launch): by tile columns with a
 /// mailbox, the horizontal chains' last messages towards the next tile column of its sweep. None otherwise.
 MRF_HD Mail MailOf(Walk walk, const Params& P, const Visit& v, int sweep_base) {
   Mail mail;
   if (walk == Walk::kColumns && P.mailbox)
-    mail.edge = v.sweep == 0 ? kEdgeRight : kEdgeLeft, mail.stamp = sweep_base + v.sweep + 1;
+    mail.edge = v.sweep == 0 ? kEdgeRight : kEdgeLeft, mail.stamp = MailStamp(sweep_base, v.sweep);
   return mail;
 }
 
@@ -553,8 +558,8 @@ MRF_HD unsigned MailedEdges(Walk walk, const Params& P, const Visit& v, const Ti
                             int (&stamps)[4]) {
   unsigned mailed = 0;
   if (walk != Walk::kColumns || !P.mailbox) return mailed;
-  if (t.has_left) mailed |= EdgeBit(kEdgeLeft), stamps[kEdgeLeft] = sweep_base + 1;
-  if (v.sweep == 1 && t.has_right) mailed |= EdgeBit(kEdgeRight), stamps[kEdgeRight] = sweep_base + 2;
+  if (t.has_left) mailed |= EdgeBit(kEdgeLeft), stamps[kEdgeLeft] = MailStamp(sweep_base, 0);
+  if (v.sweep == 1 && t.has_right) mailed |= EdgeBit(kEdgeRight), stamps[kEdgeRight] = MailStamp(sweep_base, 1);
   return mailed;
 }
 
@@ -825,8 +830,10 @@ MRF_HD int MailIndex(const Params& P, const Tile& t, int edge, int i, bool leavi
   const bool rightward = (edge == kEdgeRight) == leaving;
   return (((rightward ? 0 : 1) * (P.tiles_x - 1) + boundary) * P.height + t.y0 + i) * (P.Lp / 2);
 }
-MRF_HD std::uint64_t* MailSlot(const Params& P, const Tile& t, int edge, int i, bool leaving) {
-  return P.mailbox + MailIndex(P, t, edge, i, leaving);
+/// The slot of word `first_word` of that message. The index stays an int: a 64-bit one put a truncation
+/// into the horizontal step loop, where the chains post (ChainPhase()).
+MRF_HD std::uint64_t* MailSlot(const Params& P, const Tile& t, int edge, int i, bool leaving, int first_word = 0) {
+  return P.mailbox + (MailIndex(P, t, edge, i, leaving) + first_word);
 }
 
 /// A mailbox slot: the word in the low half, the stamp in the high half.
@@ -1109,7 +1116,7 @@ MRF_UNROLL
   else
     run(std::false_type{});
   if (steps == length) {  // the last step's message leaves the tile (rounds == steps here)
-    if (leaving == mail.edge) PostMail<HW>(P.mailbox + (MailIndex(P, t, leaving, line, true) + w0), m, 2 * w0, P.L, mail.stamp);
+    if (leaving == mail.edge) PostMail<HW>(MailSlot(P, t, leaving, line, true, w0), m, 2 * w0, P.L, mail.stamp);
     if (StoreBorder<HW>(border + 2 * w0, m, old, 2 * w0, P.L)) *P.changed = 1;
     if (carry_stage && edge >= 0 && edge == carry_edge) {
       Word* dst = carry_stage + (static_cast<std::size_t>(edge) * T + line) * NW + w0;
