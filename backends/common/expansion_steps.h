@@ -267,7 +267,7 @@ struct MoveControl {
   std::int64_t truncated = 0;  ///< Truncated terms in its graph.
   std::int64_t relabels = 0;   ///< Global relabels of its solve.
   std::int64_t push_rounds = 0;  ///< Push rounds of its solve.
-  std::int64_t bfs_rounds = 0; ///< BFS and kill rounds of its solve.
+  std::int64_t bfs_rounds = 0; ///< BFS and kill rounds of its solve (an asynchronous rest counts as one).
   std::int64_t stamp_start = 0;  ///< Device clock (ns) when the move started...
   std::int64_t stamp_built = 0;  ///< ...when its graph was built...
   std::int64_t stamp_solved = 0; ///< ...when its cut was found.
