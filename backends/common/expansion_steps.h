@@ -254,7 +254,7 @@ struct MoveControl {
   std::int64_t kind = kExpansionMove;  ///< The MoveKind of every move.
   std::int64_t update_limit = 0;   ///< A kept graph is reused if at most this many node changes happened since.
   std::int64_t max_rounds = 0;     ///< Bound on relabels and on BFS rounds per relabel (a bug must not hang the caller).
-  std::int64_t error = 0;          ///< 1: a solve did not converge within max_rounds; 2: its grid barrier timed out.
+  std::int64_t error = 0;          ///< 1: a solve did not converge within max_rounds; 2: its grid barrier timed out; 3: an asynchronous relabel ended with work left.
   // The move in progress.
   std::int64_t key = 0;        ///< Its index into the per-move bookkeeping (expansion: its label; swap: its pair).
   std::int64_t alpha = 0;      ///< Its label (swap: the pair's first label).

@@ -532,6 +532,9 @@ class Runner {
       if (host_ctl_->error == 2)
         throw Error(name_ + ": the solve kernel's grid barrier timed out: not all of its " +
                     std::to_string(solve_blocks_) + " blocks ran at once (another program on the GPU?) (" + describe_ + ")");
+      if (host_ctl_->error == 3)
+        throw Error(name_ + ": internal error: an asynchronous relabel ended with a tile still to visit; "
+                    "async_relabel=0 (MRF_CUDA_EXPANSION_TUNING) avoids it (" + describe_ + ")");
       if (host_ctl_->error)
         throw Error(name_ + ": internal error: a move's max-flow did not converge within " +
                     std::to_string(host_ctl_->max_rounds) + " rounds (" + describe_ + ")");

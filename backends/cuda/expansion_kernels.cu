@@ -234,6 +234,28 @@ struct Grid {
   int parity = 0;
 };
 
+// Device-scope relaxed loads for polling (a plain load may hit a stale L1 line; a volatile one is a
+// system-scope load on Hopper).
+__device__ __forceinline__ unsigned long long LoadRelaxed(const unsigned long long* p) {
+  unsigned long long value;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(p) : "memory");
+  return value;
+}
+__device__ __forceinline__ unsigned int LoadRelaxed(const unsigned int* p) {
+  unsigned int value;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(p) : "memory");
+  return value;
+}
+
+// Ends every block's wait, at a grid barrier (whichever counter it polls) or in an asynchronous
+// phase: some block is not running, or a phase went wrong. The kernel then leaves and the host reports
+// it. Only the first call releases the barriers (2^56 more arrivals, which no count can reach).
+__device__ void AbortGrid(GridSync* g) {
+  if (atomicExch(&g->abort, 1u) != 0u) return;
+  atomicAdd(&g->arrive[0][0], 1ull << 56);
+  atomicAdd(&g->arrive[1][0], 1ull << 56);
+}
+
 // Every block of the grid waits here for all others (they must all be resident: the grid is sized
 // by occupancy), handing in *block_count (then zeroed); *total receives the sum over all blocks.
 // One atomic per block and polling of one counter: the round's counts ride on the arrival. Returns
@@ -251,23 +273,13 @@ __device__ bool Sync(Grid& grid, unsigned int* block_count, unsigned long long* 
     const unsigned long long need = static_cast<unsigned long long>(gridDim.x) << 32;
     __threadfence();  // this block's writes before the barrier are seen by every block after it
     atomicAdd(counter, (1ull << 32) + mine);
-    // Polled with device-scope relaxed loads (a volatile read is a system-scope load on Hopper); the
-    // fence after the wait orders what follows.
-    auto poll = [counter] {
-      unsigned long long value;
-      asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(counter) : "memory");
-      return value;
-    };
-    unsigned long long v = poll();
+    // Polled with relaxed loads; the fence after the wait orders what follows.
+    unsigned long long v = LoadRelaxed(counter);
     std::int64_t start = 0;  // the clock is read only when the wait is long
     for (unsigned int spin = 1; v - grid.seen[p] < need; ++spin) {
       if ((spin & 1023u) == 0 && start == 0) start = Now();
-      if ((spin & 1023u) == 0 && Now() - start > 5000000000ll) {  // 5 s: a block is not running
-        atomicExch(&grid.g->abort, 1u);
-        atomicAdd(&grid.g->arrive[0][0], 1ull << 56);  // releases every block, whichever counter it polls
-        atomicAdd(&grid.g->arrive[1][0], 1ull << 56);
-      }
-      v = poll();
+      if ((spin & 1023u) == 0 && Now() - start > 5000000000ll) AbortGrid(grid.g);  // 5 s: a block is not running
+      v = LoadRelaxed(counter);
     }
     __threadfence();
     const unsigned long long d = v - grid.seen[p];
@@ -288,35 +300,35 @@ __device__ __forceinline__ void TileCoords(const TileLayout& L, int t, int* tx, 
   *tz = t / (L.tiles_x * L.tiles_y);
 }
 
-// Device-scope relaxed loads for polling (a plain load may hit a stale L1 line; a volatile one is a
-// system-scope load on Hopper).
-__device__ __forceinline__ unsigned long long LoadRelaxed(const unsigned long long* p) {
-  unsigned long long value;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(p) : "memory");
-  return value;
-}
-__device__ __forceinline__ unsigned int LoadRelaxed(const unsigned int* p) {
-  unsigned int value;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(p) : "memory");
-  return value;
-}
-
 // Flags for another visit the tiles next to tile t in the directions of `sides` (bit d: direction d,
-// cuda_pr::HaloSides); returns how many flags this call set (a flag already set belongs to whoever
-// set it).
+// cuda_pr::HaloSides), and adds to *pending the flags this call set, less `release` (the caller's
+// finished work, counted until then). The count goes up before any flag is set: an owner may take a
+// flag, visit and release it at once, and must not bring *pending down to the end of the phase while
+// this call's flags are still to be counted. The fence also publishes the caller's writes (the
+// tile's heights) before the flags and the release.
 template <int KIND>
-__device__ unsigned long long FlagNeighbours(const TileLayout& L, unsigned int* need, int t, std::uint32_t sides) {
+__device__ void FlagNeighbours(const TileLayout& L, unsigned int* need, int t, std::uint32_t sides,
+                               unsigned long long* pending, unsigned long long release) {
   constexpr int D = cuda_pr::KindTraits<KIND>::D;
   int tx, ty, tz;
   TileCoords(L, t, &tx, &ty, &tz);
-  unsigned long long set = 0;
+  int next[D];
+  unsigned long long candidates = 0;
 #pragma unroll
   for (int d = 0; d < D; ++d) {
     const int nx = tx + pr::DirX(KIND, d), ny = ty + pr::DirY(KIND, d), nz = tz + pr::DirZ(KIND, d);
-    if ((sides >> d & 1u) && nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y && nz < L.tiles_z)
-      set += atomicExch(need + L.TileIndex(nx, ny, nz), 1u) == 0u ? 1 : 0;
+    const bool flag = (sides >> d & 1u) && nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y &&
+                      nz < L.tiles_z;
+    next[d] = flag ? L.TileIndex(nx, ny, nz) : -1;
+    candidates += flag ? 1 : 0;
   }
-  return set;
+  if (candidates) atomicAdd(pending, candidates);
+  __threadfence();
+  unsigned long long set = 0;  // a flag already set is counted by whoever set it
+#pragma unroll
+  for (int d = 0; d < D; ++d)
+    if (next[d] >= 0) set += atomicExch(need + next[d], 1u) == 0u ? 1 : 0;
+  if (set != candidates + release) atomicAdd(pending, set - candidates - release);  // modulo 2^64
 }
 
 // Resident blocks per SM the compiler must allow: 3 for 4-connected tiles of 256 nodes (80 registers,
@@ -343,10 +355,10 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
   std::uint8_t* const kill_a = s.dirty + 2 * T;
   std::uint8_t* const kill_b = s.dirty + 3 * T;
   __shared__ unsigned int block_count;  // this block's count in the current round
-  __shared__ unsigned int unused_count;  // what tile visits of asynchronous phases count
+  __shared__ unsigned int unused_count;  // what tile visits of asynchronous phases count (not read)
   __shared__ std::uint32_t async_sides;  // the sides of the visited tile whose border heights changed
   __shared__ int async_pick[2];          // thread 0's choice in an asynchronous phase, by turn parity
-  constexpr int kAsyncNothing = -1, kAsyncDone = -2, kAsyncTimedOut = -3;
+  constexpr int kAsyncNothing = -1, kAsyncDone = -2, kAsyncFailed = -3;
   if (threadIdx.x == 0) block_count = 0;
   Grid grid{e.sync};
   bool ok = true;
@@ -355,23 +367,24 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
 
   // The rest of a BFS or kill phase without rounds (SolveConfig::async_relabel): a block visits one
   // of its tiles whenever a neighbouring tile changed heights that its halo holds, instead of
-  // waiting for the slowest tile of each round. Heights only fall (kill: only rise), and each visit
-  // relaxes its tile to the fixpoint of the halo it read, so the phase ends at the rounds' fixpoint.
+  // waiting for the slowest tile of each round. Heights only fall in a BFS; in a kill phase each
+  // changes at most once (to inf, or to 1 for a node that gained sink capacity); and each visit
+  // relaxes its tile to the fixpoint of the halo it read, so the phase ends where the rounds end.
   // A visit flags only the neighbours next to the sides where border heights changed.
-  // `first` flags the tiles the phase's first (synchronous) round changed, `seeds` counts them.
-  // e.sync->pending counts the flags set plus the visits and seeds not yet finished, less `seeds`:
-  // the phase is over when it reads pending_end, the same value in every block. visit(t) leaves
-  // the changed sides in async_sides. Returns false when the phase timed out (5 s).
+  // `first` flags the tiles the phase's first (synchronous) round changed, `seeds` counts them (they
+  // flag all their neighbours). e.sync->pending counts, less `seeds`, the flags set, the visits in
+  // progress and the seeds not yet released, or more (FlagNeighbours counts before it flags): the
+  // phase is over when it reads pending_end, the same value in every block. visit(tx, ty, tz)
+  // relaxes a tile and leaves its changed sides in async_sides. Returns false when the phase failed:
+  // 5 s without work while it was not over, another block's abort, or a flag left at the end.
   auto relax_async = [&](const std::uint8_t* first, unsigned long long seeds, auto visit) {
     unsigned long long* const pending = e.sync->pending;
     pending_end -= seeds;
-    if (threadIdx.x == 0) {
-      unsigned long long added = 0;  // each seed's flags, less the seed itself (modulo 2^64)
+    ++bfs_rounds;  // the asynchronous rest counts as one round
+    if (threadIdx.x == 0)
       for (int t = blockIdx.x; t < T; t += gridDim.x)
-        if (first[t]) added += FlagNeighbours<KIND>(L, e.need, t, ~0u) - 1;
-      if (added) atomicAdd(pending, added);
-    }
-    std::int64_t start = 0;
+        if (first[t]) FlagNeighbours<KIND>(L, e.need, t, ~0u, pending, 1);
+    std::int64_t idle_since = 0;  // the clock is read only when the block waits long
     for (unsigned int spin = 0;; ++spin) {
       // Thread 0 picks a flagged tile of this block (its fence then makes the heights of the tile
       // that set the flag visible), or sees the phase over (its fence: every tile's heights), and
@@ -381,14 +394,21 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
         int pick = kAsyncNothing;
         for (int t = blockIdx.x; t < T && pick == kAsyncNothing; t += gridDim.x)
           if (atomicExch(e.need + t, 0u) != 0u) pick = t;
-        if (pick == kAsyncNothing && left == pending_end) pick = kAsyncDone;
-        if (pick == kAsyncNothing && (spin & 1023u) == 1023u) {
-          if (start == 0) start = Now();
-          if (Now() - start > 5000000000ll || LoadRelaxed(&e.sync->abort) != 0u) {  // 5 s: a block is not running
-            atomicExch(&e.sync->abort, 1u);
-            pick = kAsyncTimedOut;
+        if (pick == kAsyncNothing && left == pending_end) {
+          pick = kAsyncDone;
+          for (int t = blockIdx.x; t < T; t += gridDim.x) {  // a flag now would be one the count missed
+            if (LoadRelaxed(e.need + t) != 0u) {
+              atomicExch(&e.sync->async_left, 1u);
+              pick = kAsyncFailed;
+            }
           }
         }
+        if (pick == kAsyncNothing && (spin & 1023u) == 1023u) {
+          if (idle_since == 0) idle_since = Now();
+          if (Now() - idle_since > 5000000000ll || LoadRelaxed(&e.sync->abort) != 0u) pick = kAsyncFailed;
+        }
+        if (pick >= 0) idle_since = 0;
+        if (pick == kAsyncFailed) AbortGrid(e.sync);
         if (pick != kAsyncNothing) __threadfence();
         async_pick[spin & 1] = pick;
         async_sides = 0;
@@ -396,14 +416,12 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
       __syncthreads();
       const int t = async_pick[spin & 1];
       if (t == kAsyncDone) return true;
-      if (t == kAsyncTimedOut) return false;
+      if (t == kAsyncFailed) return false;
       if (t == kAsyncNothing) continue;
-      visit(t);
-      if (threadIdx.x == 0) {
-        __threadfence();  // the tile's heights before its flags
-        const unsigned long long added = async_sides ? FlagNeighbours<KIND>(L, e.need, t, async_sides) : 0;
-        atomicAdd(pending, added - 1);
-      }
+      int tx, ty, tz;
+      TileCoords(L, t, &tx, &ty, &tz);
+      visit(tx, ty, tz);
+      if (threadIdx.x == 0) FlagNeighbours<KIND>(L, e.need, t, async_sides, pending, 1);
     }
   };
 
@@ -448,10 +466,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
         ++bfs_rounds;
         if (changed == 0) break;
         if (cfg.async_relabel) {
-          ++bfs_rounds;  // the asynchronous rest counts as one round
-          if (!relax_async(out, changed, [&](int t) {
-                int tx, ty, tz;
-                TileCoords(L, t, &tx, &ty, &tz);
+          if (!relax_async(out, changed, [&](int tx, int ty, int tz) {
                 cuda_pr::KillTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, kill_b, false, &unused_count,
                                                           &async_sides);
               }))
@@ -478,10 +493,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
       ++bfs_rounds;
       if (changed == 0) break;
       if (cfg.async_relabel) {
-        ++bfs_rounds;
-        if (!relax_async(out, changed, [&](int t) {
-              int tx, ty, tz;
-              TileCoords(L, t, &tx, &ty, &tz);
+        if (!relax_async(out, changed, [&](int tx, int ty, int tz) {
               cuda_pr::BfsTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, a, false, &unused_count,
                                                        &async_sides);
             }))
@@ -526,7 +538,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
     c->push_rounds = push_rounds;
     c->bfs_rounds = bfs_rounds;
     c->stamp_solved = Now();
-    if (!ok) c->error = e.sync->abort ? 2 : 1;
+    if (!ok) c->error = e.sync->async_left ? 3 : e.sync->abort ? 2 : 1;
   }
 }
 

@@ -19,7 +19,8 @@ namespace mrf::cuda_xp {
 struct GridSync {
   unsigned long long arrive[2][16] = {};  ///< The two counters, each on its own 128-byte line.
   unsigned int abort = 0;  ///< 1: a barrier timed out (blocks not all resident): every block leaves.
-  unsigned int pad[31] = {};
+  unsigned int async_left = 0;  ///< 1: an asynchronous relabel phase ended with a tile still flagged (a bug).
+  unsigned int pad[30] = {};
   /// Work left in an asynchronous relabel phase (SolveConfig::async_relabel), counted from the
   /// value every block expects at the phase's end; its own 128-byte line.
   unsigned long long pending[16] = {};

@@ -185,6 +185,33 @@ TEST(CudaExpansion, RandomModelsMatchTheCpuTwinOnEveryPath) {
   CheckAgainstTwin(RandomCases(3, 9, 1), true);
 }
 
+// Asynchronous relabels where blocks share many tiles and take turns at them (medium models, 2 and 5
+// solve blocks): the labels and every cycle's energy equal the CPU twin's.
+TEST(CudaExpansion, AsynchronousRelabelsWithManyTilesPerBlockMatchTheTwin) {
+  MRF_SKIP_WITHOUT_CUDA();
+  for (const Case& c : RandomCases(5, 6, 2)) {
+    SCOPED_TRACE(c.name);
+    const SolveOptions options = Options(c);
+    test::TwinOptions to;
+    to.reuse = false;
+    to.order = options.label_order;
+    to.seed = options.seed;
+    const test::TwinResult twin = test::RunExpansionTwin(c.model, to);
+    ASSERT_EQ(twin.failure, "");
+    for (int blocks : {2, 5}) {
+      SCOPED_TRACE(std::to_string(blocks) + " solve blocks");
+      CudaExpansionTuning tuning = CudaExpansionTuning::FromEnvironment();
+      tuning.async_relabel = true;
+      tuning.solve_blocks = blocks;
+      const GpuRun g = RunGpu(c.model, options, tuning);
+      EXPECT_EQ(g.result.labels, twin.labels) << "labels differ from the CPU twin's";
+      ASSERT_EQ(g.result.log.size(), twin.cycle_energies.size()) << g.result.message;
+      for (std::size_t i = 0; i < twin.cycle_energies.size(); ++i)
+        EXPECT_EQ(g.result.log[i].energy, twin.cycle_energies[i]) << "cycle " << i + 1;
+    }
+  }
+}
+
 TEST(CudaExpansion, NeverRaisesTheEnergyAndEndsWhereNoExpansionHelps) {
   MRF_SKIP_WITHOUT_CUDA();
   int cases = 0;
