@@ -355,7 +355,6 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
   std::uint8_t* const kill_a = s.dirty + 2 * T;
   std::uint8_t* const kill_b = s.dirty + 3 * T;
   __shared__ unsigned int block_count;  // this block's count in the current round
-  __shared__ unsigned int unused_count;  // what tile visits of asynchronous phases count (not read)
   __shared__ std::uint32_t async_sides;  // the sides of the visited tile whose border heights changed
   __shared__ int async_pick[2];          // thread 0's choice in an asynchronous phase, by turn parity
   constexpr int kAsyncNothing = -1, kAsyncDone = -2, kAsyncFailed = -3;
@@ -467,7 +466,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
         if (changed == 0) break;
         if (cfg.async_relabel) {
           if (!relax_async(out, changed, [&](int tx, int ty, int tz) {
-                cuda_pr::KillTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, kill_b, false, &unused_count,
+                cuda_pr::KillTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, kill_b, false, nullptr,
                                                           &async_sides);
               }))
             return false;
@@ -494,7 +493,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
       if (changed == 0) break;
       if (cfg.async_relabel) {
         if (!relax_async(out, changed, [&](int tx, int ty, int tz) {
-              cuda_pr::BfsTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, a, false, &unused_count,
+              cuda_pr::BfsTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, e.all_tiles, a, false, nullptr,
                                                        &async_sides);
             }))
           return false;

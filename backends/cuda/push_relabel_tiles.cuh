@@ -433,7 +433,8 @@ __device__ __forceinline__ std::uint32_t HaloSides(int lx, int ly, int lz) {
 // its nodes and its halo, writes them and the residual bitmasks, and relaxes from there; no other
 // tile's heights are read in that round.
 // WAVE: relax by waves where the tile allows it (HasWave), else hop by hop; the same fixpoint.
-// sides (shared memory, optional): ORs in the HaloSides of every node whose height changed.
+// changed (optional): counts the tile when it changed. sides (shared memory, optional): ORs in the
+// HaloSides of every node whose height changed.
 template <int KIND, int TX, int TY, int TZ, bool WAVE>
 __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, int tz, const std::uint8_t* dirty_in,
                                         std::uint8_t* dirty_out, bool start, std::uint32_t* changed,
@@ -498,7 +499,7 @@ __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, in
   const bool block_changed = __syncthreads_or(changed_any);
   if (tid == 0) {
     dirty_out[tile] = block_changed ? 1 : 0;
-    if (block_changed) atomicAdd(changed, 1u);
+    if (block_changed && changed) atomicAdd(changed, 1u);
   }
 }
 
@@ -508,7 +509,7 @@ __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, in
 // old can only keep a node alive too long, and then the tile that changed marks itself, so its
 // neighbours look again; the nodes that survive in the end do not depend on the order.
 // WAVE: relax by waves where the tile allows it (HasWave), else hop by hop; the same fixpoint.
-// sides: as for BfsTile.
+// changed, sides: as for BfsTile.
 template <int KIND, int TX, int TY, int TZ, bool WAVE>
 __device__ __forceinline__ void KillTile(const DeviceState& s, int tx, int ty, int tz, const std::uint8_t* dirty_in,
                                          std::uint8_t* dirty_out, bool refresh_masks, std::uint32_t* changed,
@@ -565,7 +566,7 @@ __device__ __forceinline__ void KillTile(const DeviceState& s, int tx, int ty, i
     dirty_out[tile] = block_changed ? 1 : 0;
     if (block_changed) {
       s.seed[tile] = 1;
-      atomicAdd(changed, 1u);
+      if (changed) atomicAdd(changed, 1u);
     }
   }
 }
