@@ -39,6 +39,7 @@ std::string CudaExpansionTuning::Describe() const {
     << (resolve_push_rounds ? ", " + std::to_string(resolve_push_rounds) + " push rounds before a re-solve's first relabel"
                             : std::string())
     << (async_relabel ? ", asynchronous relabels" : ", relabels in rounds")
+    << (fused_census ? ", census in the first push round" : ", census apart")
     << (solve_blocks ? ", " + std::to_string(solve_blocks) + " solve blocks" : std::string())
     << ", memory limit " << (memory_limit ? std::to_string(memory_limit) + " bytes" : std::string("free memory"))
     << (check_energy ? ", energy checked every cycle" : "") << "; push-relabel: " << push_relabel.Describe();
@@ -85,6 +86,8 @@ void CudaExpansionTuning::Parse(const std::string& overrides) {
       check_energy = ParseBool(name, text);
     } else if (name == "async_relabel") {
       async_relabel = ParseBool(name, text);
+    } else if (name == "fused_census") {
+      fused_census = ParseBool(name, text);
     } else if (name == "resolve_push_rounds" || name == "solve_blocks") {
       char* end = nullptr;
       const long value = std::strtol(text.c_str(), &end, 10);
@@ -108,7 +111,7 @@ void CudaExpansionTuning::Parse(const std::string& overrides) {
     } catch (const Error& e) {
       throw Error(std::string(e.what()) +
                   "; cuda-expansion's own names: reuse_flow, update_fraction, device_loop, resolve_push_rounds, "
-                  "async_relabel, solve_blocks, memory_limit, check_energy");
+                  "async_relabel, fused_census, solve_blocks, memory_limit, check_energy");
     }
   }
   std::string error;

@@ -49,6 +49,9 @@ struct CudaExpansionTuning {
   /// neighbouring tile changed the heights it reads, instead of every block waiting at a grid
   /// barrier for the slowest tile of each round (the same distances either way).
   bool async_relabel = true;
+  /// The census after a global relabel (the cut, the active tiles and nodes) rides on the first
+  /// push round's visits instead of taking a grid-wide phase of its own (the same flow either way).
+  bool fused_census = true;
   /// Blocks of the persistent solve kernel; 0: one per tile, at most as many as the GPU keeps
   /// resident. 1 runs every tile in one block (for tools that serialise blocks, e.g. racecheck).
   int solve_blocks = 0;
@@ -79,7 +82,7 @@ struct CudaExpansionTuning {
   /// One line for logs and benchmark tables.
   std::string Describe() const;
   /// Applies overrides "name=value,..." (reuse_flow, update_fraction, device_loop, resolve_push_rounds,
-  /// async_relabel, solve_blocks, memory_limit, check_energy, and any PushRelabelTuning name); throws mrf::Error on bad input.
+  /// async_relabel, fused_census, solve_blocks, memory_limit, check_energy, and any PushRelabelTuning name); throws mrf::Error on bad input.
   void Parse(const std::string& overrides);
   /// The defaults with MRF_PR_TUNING (push-relabel names only) and then MRF_CUDA_EXPANSION_TUNING
   /// applied, if set.

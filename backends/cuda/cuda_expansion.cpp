@@ -224,6 +224,7 @@ class Runner {
     solve_config_.wave_relabel = pr.wave_relabel;
     solve_config_.wave_push = pr.wave_push;
     solve_config_.async_relabel = t_.async_relabel;
+    solve_config_.fused_census = t_.fused_census;
     describe_ = topo.Describe() + ", " + std::to_string(labels_) + " labels";
     if (!cuda_pr::HasKernels(L))
       throw Error(name_ + ": no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +

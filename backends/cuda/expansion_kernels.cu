@@ -425,7 +425,9 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
   };
 
   // One push round: the tiles of each colour in turn (flow leaving a tile goes to idle tiles).
-  auto push_round = [&](unsigned long long* work) {
+  // census: every tile is visited and also takes the census (PushTile); *work then counts the active
+  // nodes that the visits found, which is zero exactly when the relabel left none.
+  auto push_round = [&](unsigned long long* work, bool census) {
     *work = 0;
     const int gx = L.ColourGridX(), gy = L.ColourGridY(), gz = L.ColourGridZ(), positions = gx * gy * gz;
     for (int colour = 0; colour < L.num_colours(); ++colour) {
@@ -433,7 +435,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
         int tx, ty, tz;
         if (!L.ColourTile(colour, i % gx, (i / gx) % gy, i / (gx * gy), &tx, &ty, &tz)) continue;
         __syncthreads();  // the previous visit's shared memory is free
-        cuda_pr::PushTile<KIND, TX, TY, TZ, WAVE_PUSH>(s, tx, ty, tz, cfg.local_iterations, &block_count);
+        cuda_pr::PushTile<KIND, TX, TY, TZ, WAVE_PUSH>(s, tx, ty, tz, cfg.local_iterations, &block_count, census);
       }
       unsigned long long tiles = 0;
       if (!Sync(grid, &block_count, &tiles)) return false;
@@ -444,7 +446,8 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
   };
 
   // A global relabel: exact distances to the sink (from scratch, or incrementally from the kept
-  // heights around the tiles touched since the last one), then the census (cut, tile flags, active nodes).
+  // heights around the tiles touched since the last one), then the census (cut, tile flags, active
+  // nodes) unless the next push round takes it (SolveConfig::fused_census).
   auto relabel = [&](bool incremental, unsigned long long* active) {
     unsigned long long changed = 0;
     const std::uint8_t* start = e.all_tiles;  // a relabel from scratch visits every tile first
@@ -503,6 +506,10 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
       in = out;
       out = out == b ? a : b;
     }
+    ++relabels;
+    // The next push round may start at once: an asynchronous phase ended in every block with every
+    // visit finished and fenced, and otherwise the last round's grid barrier did.
+    if (cfg.fused_census) return push_round(active, true);
     for (int t = blockIdx.x; t < T; t += gridDim.x) {
       int tx, ty, tz;
       TileCoords(L, t, &tx, &ty, &tz);
@@ -510,14 +517,13 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
       const int n = cuda_pr::CensusTile<TX, TY, TZ>(s, tx, ty, tz);
       if (threadIdx.x == 0) block_count += static_cast<unsigned int>(n);
     }
-    ++relabels;
     return Sync(grid, &block_count, active);
   };
 
   unsigned long long work = 0, active = 0;
   if (ok && resolve)
     for (int k = 0; k < cfg.resolve_push_rounds; ++k) {
-      ok = push_round(&work);
+      ok = push_round(&work, false);
       if (!ok || work == 0) break;
     }
   // A fresh graph's heights mean nothing: its first relabel starts from scratch.
@@ -525,8 +531,8 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
   while (ok) {
     ok = relabel(incremental, &active);
     if (!ok || active == 0) break;
-    for (int k = 0; k < cfg.push_rounds; ++k) {
-      ok = push_round(&work);
+    for (int k = cfg.fused_census ? 1 : 0; k < cfg.push_rounds; ++k) {  // (the fused census was round 1)
+      ok = push_round(&work, false);
       if (!ok || work == 0) break;
     }
     incremental = resolve ? cfg.incremental_relabel != 0 : cfg.incremental_relabel == 2;

@@ -35,6 +35,7 @@ struct SolveConfig {
   bool wave_relabel = true;     ///< As PushRelabelTuning::wave_relabel.
   bool wave_push = false;       ///< As PushRelabelTuning::wave_push.
   bool async_relabel = false;   ///< As CudaExpansionTuning::async_relabel.
+  bool fused_census = false;    ///< As CudaExpansionTuning::fused_census.
 };
 
 /// Indices into MoveControl::blocks_done (last-block detection of multi-block kernels).

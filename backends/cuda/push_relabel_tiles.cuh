@@ -272,16 +272,19 @@ __device__ __forceinline__ void WaveColumns(std::int64_t& x, std::uint32_t (&r)[
 // One block visits tile (tx, ty, tz); a visit that found work counts itself in *work.
 // WAVE: wave pushes where the tile allows it (HasWave): each local iteration carries excess along
 // the rows before the push, and along the columns after the pull (tbb-pr: the same order).
+// census: the visit also does the census of a global relabel that skipped it (cuda-expansion's
+// fused_census): it looks at the tile whatever its flag, writes the cut from the heights it
+// finds, and counts the tile's active nodes in *work instead.
 template <int KIND, int TX, int TY, int TZ, bool WAVE = false>
 __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, int tz, int iterations,
-                                         std::uint32_t* work) {
+                                         std::uint32_t* work, bool census = false) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
   constexpr int NT = TX * TY * TZ, HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
   __shared__ int sh_h[HX * HY * HZ];
   __shared__ std::uint32_t sh_out[D][NT];
   const TileLayout& L = s.layout;
   const int tile = L.TileIndex(tx, ty, tz);
-  if (!s.active[tile]) return;  // only this block and other-colour tiles (idle now) write it
+  if (!census && !s.active[tile]) return;  // only this block and other-colour tiles (idle now) write it
 
   const int tid = threadIdx.x;
   const int lx = tid % TX, ly = (tid / TX) % TY, lz = tid / (TX * TY);
@@ -300,11 +303,14 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
   if (in_grid) {
     x = s.x[v];
     h = s.h[v];
+    if (census) s.labels[v] = h < inf ? 1 : 0;
   }
   const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
   LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
   sh_h[hc] = h;
-  bool any = __syncthreads_or(pr::IsActive(x, h, inf));
+  const int active_nodes = __syncthreads_count(pr::IsActive(x, h, inf));
+  if (census && tid == 0 && active_nodes) atomicAdd(work, static_cast<std::uint32_t>(active_nodes));
+  bool any = active_nodes > 0;
   if (!any) {
     if (tid == 0) s.active[tile] = 0;
     return;
@@ -379,7 +385,7 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
   if (tid == 0) {
     s.active[tile] = any ? 1 : 0;
     s.touched[tile] = 1;
-    atomicAdd(work, 1u);
+    if (!census) atomicAdd(work, 1u);
     atomicAdd(&s.totals[kTileVisits], 1ull);
     atomicAdd(&s.totals[kTileIterations], static_cast<unsigned long long>(it));
   }

@@ -112,7 +112,7 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   // compute-sanitizer's racecheck.
   const CudaExpansionTuning base = CudaExpansionTuning::FromEnvironment();
   CudaExpansionTuning device = base, host = base, fresh = base, always = base, pushing = base, few = base, hops = base,
-                      short_tiles = base, wave_push = base, rounds = base;
+                      short_tiles = base, wave_push = base, rounds = base, census = base;
   host.device_loop = false;
   few.solve_blocks = 3;  // several tiles per block and per round
   fresh.reuse_flow = false;
@@ -124,6 +124,7 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   short_tiles.push_relabel.tile_y = 8;
   wave_push.push_relabel.wave_push = true;  // push visits of 4-connected tiles carry rows and columns by waves
   rounds.async_relabel = !base.async_relabel;  // relabels by rounds against asynchronous ones (either default)
+  census.fused_census = !base.fused_census;  // the census apart and in the first push round (either default)
   return {{"device loop", device},
           {"host loop", host},
           {"no kept graphs", fresh},
@@ -133,7 +134,8 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
           {"hop-by-hop relabels", hops},
           {"tiles of 32x8", short_tiles},
           {"wave pushes", wave_push},
-          {base.async_relabel ? "relabels in rounds" : "asynchronous relabels", rounds}};
+          {base.async_relabel ? "relabels in rounds" : "asynchronous relabels", rounds},
+          {base.fused_census ? "census apart" : "census in the first push round", census}};
 }
 
 void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,
@@ -187,6 +189,8 @@ TEST(CudaExpansion, RandomModelsMatchTheCpuTwinOnEveryPath) {
 
 // Asynchronous relabels where blocks share many tiles and take turns at them (medium models, 2 and 5
 // solve blocks): the labels and every cycle's energy equal the CPU twin's.
+// Blocks that take turns at many tiles, where asynchronous relabels interleave most, with the
+// census apart and in the first push round (which then follows the asynchronous phase at once).
 TEST(CudaExpansion, AsynchronousRelabelsWithManyTilesPerBlockMatchTheTwin) {
   MRF_SKIP_WITHOUT_CUDA();
   for (const Case& c : RandomCases(5, 6, 2)) {
@@ -198,17 +202,19 @@ TEST(CudaExpansion, AsynchronousRelabelsWithManyTilesPerBlockMatchTheTwin) {
     to.seed = options.seed;
     const test::TwinResult twin = test::RunExpansionTwin(c.model, to);
     ASSERT_EQ(twin.failure, "");
-    for (int blocks : {2, 5}) {
-      SCOPED_TRACE(std::to_string(blocks) + " solve blocks");
-      CudaExpansionTuning tuning = CudaExpansionTuning::FromEnvironment();
-      tuning.async_relabel = true;
-      tuning.solve_blocks = blocks;
-      const GpuRun g = RunGpu(c.model, options, tuning);
-      EXPECT_EQ(g.result.labels, twin.labels) << "labels differ from the CPU twin's";
-      ASSERT_EQ(g.result.log.size(), twin.cycle_energies.size()) << g.result.message;
-      for (std::size_t i = 0; i < twin.cycle_energies.size(); ++i)
-        EXPECT_EQ(g.result.log[i].energy, twin.cycle_energies[i]) << "cycle " << i + 1;
-    }
+    for (int blocks : {2, 5})
+      for (bool fused_census : {false, true}) {
+        SCOPED_TRACE(std::to_string(blocks) + " solve blocks, fused_census " + std::to_string(fused_census));
+        CudaExpansionTuning tuning = CudaExpansionTuning::FromEnvironment();
+        tuning.async_relabel = true;
+        tuning.fused_census = fused_census;
+        tuning.solve_blocks = blocks;
+        const GpuRun g = RunGpu(c.model, options, tuning);
+        EXPECT_EQ(g.result.labels, twin.labels) << "labels differ from the CPU twin's";
+        ASSERT_EQ(g.result.log.size(), twin.cycle_energies.size()) << g.result.message;
+        for (std::size_t i = 0; i < twin.cycle_energies.size(); ++i)
+          EXPECT_EQ(g.result.log[i].energy, twin.cycle_energies[i]) << "cycle " << i + 1;
+      }
   }
 }
 

@@ -29,8 +29,10 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   EXPECT_NE(t.Describe().find("wave relabels"), std::string::npos) << t.Describe();
   EXPECT_TRUE(t.async_relabel);
   EXPECT_NE(t.Describe().find("asynchronous relabels"), std::string::npos) << t.Describe();
+  EXPECT_TRUE(t.fused_census);
+  EXPECT_NE(t.Describe().find("census in the first push round"), std::string::npos) << t.Describe();
   t.Parse("reuse_flow=0,update_fraction=0.25,device_loop=off,memory_limit=64M,check_energy=1,local_iterations=4,"
-          "wave_relabel=0,async_relabel=0");
+          "wave_relabel=0,async_relabel=0,fused_census=0");
   EXPECT_FALSE(t.reuse_flow);
   EXPECT_DOUBLE_EQ(t.update_fraction, 0.25);
   EXPECT_FALSE(t.device_loop);
@@ -39,6 +41,8 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   EXPECT_EQ(t.push_relabel.local_iterations, 4);
   EXPECT_FALSE(t.push_relabel.wave_relabel);
   EXPECT_FALSE(t.async_relabel);
+  EXPECT_FALSE(t.fused_census);
+  EXPECT_NE(t.Describe().find("census apart"), std::string::npos) << t.Describe();
   EXPECT_NE(t.Describe().find("relabels in rounds"), std::string::npos) << t.Describe();
   EXPECT_NE(t.Describe().find("every move solved afresh"), std::string::npos) << t.Describe();
   EXPECT_EQ(t.Describe().find("wave relabels"), std::string::npos) << t.Describe();
