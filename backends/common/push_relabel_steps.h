@@ -208,4 +208,8 @@ MRF_UNROLL
 /// A node still has work: excess that may reach the sink.
 MRF_HD bool IsActive(std::int64_t x, int h, int inf) { return x > 0 && h < inf; }
 
+/// The node's side of the minimum cut read from the final heights: 1 (sink side) while it can still
+/// reach the sink, else 0.
+MRF_HD std::uint8_t CutSide(int h, int inf) { return h < inf ? 1 : 0; }
+
 }  // namespace mrf::pr

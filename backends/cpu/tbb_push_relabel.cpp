@@ -657,7 +657,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
             if (!L.InGrid(gx, gy, gz)) continue;
             const std::int64_t v = L.Node(gx, gy, gz);
             count += pr::IsActive(x_[v], h_[v], inf) ? 1 : 0;
-            labels_[v] = h_[v] < inf ? 1 : 0;
+            labels_[v] = pr::CutSide(h_[v], inf);
             res += x_[v] < 0 ? -x_[v] : 0;
           }
       active_[L.TileIndex(tx, ty, tz)] = count > 0 ? 1 : 0;
@@ -690,7 +690,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       std::int64_t bad = 0, res = 0;
       for (std::int64_t v = range.begin(); v != range.end(); ++v) {
         bad += pr::CertifiedAt<KIND>(x_.data(), h_.data(), r_.data(), L, v) ? 0 : 1;
-        labels_[v] = h_[v] < inf ? 1 : 0;
+        labels_[v] = pr::CutSide(h_[v], inf);
         res += x_[v] < 0 ? -x_[v] : 0;
       }
       violations.local() += bad;

@@ -202,7 +202,7 @@ __global__ void CertifyKernel(DeviceState s) {
     const std::int64_t x = s.x[v];
     const int h = s.h[v];
     bad += pr::CertifiedAt<KIND>(s.x, s.h, s.r, L, v) ? 0 : 1;
-    s.labels[v] = h < inf ? 1 : 0;
+    s.labels[v] = pr::CutSide(h, inf);
     residual += x < 0 ? static_cast<unsigned long long>(-x) : 0ull;
   }
   for (int offset = 16; offset > 0; offset /= 2) {

@@ -303,7 +303,7 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
   if (in_grid) {
     x = s.x[v];
     h = s.h[v];
-    if (census) s.labels[v] = h < inf ? 1 : 0;
+    if (census) s.labels[v] = pr::CutSide(h, inf);
   }
   const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
   LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
@@ -592,7 +592,7 @@ __device__ __forceinline__ int CensusTile(const DeviceState& s, int tx, int ty, 
     const std::int64_t x = s.x[v];
     const int h = s.h[v];
     act = pr::IsActive(x, h, L.inf);
-    s.labels[v] = h < L.inf ? 1 : 0;
+    s.labels[v] = pr::CutSide(h, L.inf);
     residual = x < 0 ? static_cast<unsigned long long>(-x) : 0ull;
   }
   const int count = __syncthreads_count(act);

@@ -188,9 +188,8 @@ TEST(CudaExpansion, RandomModelsMatchTheCpuTwinOnEveryPath) {
 }
 
 // Asynchronous relabels where blocks share many tiles and take turns at them (medium models, 2 and 5
-// solve blocks): the labels and every cycle's energy equal the CPU twin's.
-// Blocks that take turns at many tiles, where asynchronous relabels interleave most, with the
-// census apart and in the first push round (which then follows the asynchronous phase at once).
+// solve blocks), with the census apart and in the first push round (which then follows the
+// asynchronous phase at once): the labels and every cycle's energy equal the CPU twin's.
 TEST(CudaExpansion, AsynchronousRelabelsWithManyTilesPerBlockMatchTheTwin) {
   MRF_SKIP_WITHOUT_CUDA();
   for (const Case& c : RandomCases(5, 6, 2)) {
