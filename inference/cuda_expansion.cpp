@@ -42,7 +42,8 @@ std::string CudaExpansionTuning::Describe() const {
     << (fused_census ? ", census in the first push round" : ", census apart")
     << (solve_blocks ? ", " + std::to_string(solve_blocks) + " solve blocks" : std::string())
     << ", memory limit " << (memory_limit ? std::to_string(memory_limit) + " bytes" : std::string("free memory"))
-    << (check_energy ? ", energy checked every cycle" : "") << "; push-relabel: " << push_relabel.Describe();
+    << (check_energy ? ", energy checked every cycle" : "") << (trace_moves ? ", moves traced" : "")
+    << "; push-relabel: " << push_relabel.Describe();
   return s.str();
 }
 
@@ -84,6 +85,8 @@ void CudaExpansionTuning::Parse(const std::string& overrides) {
       device_loop = ParseBool(name, text);
     } else if (name == "check_energy") {
       check_energy = ParseBool(name, text);
+    } else if (name == "trace_moves") {
+      trace_moves = ParseBool(name, text);
     } else if (name == "async_relabel") {
       async_relabel = ParseBool(name, text);
     } else if (name == "fused_census") {
@@ -111,7 +114,7 @@ void CudaExpansionTuning::Parse(const std::string& overrides) {
     } catch (const Error& e) {
       throw Error(std::string(e.what()) +
                   "; cuda-expansion's own names: reuse_flow, update_fraction, device_loop, resolve_push_rounds, "
-                  "async_relabel, fused_census, solve_blocks, memory_limit, check_energy");
+                  "async_relabel, fused_census, solve_blocks, memory_limit, check_energy, trace_moves");
     }
   }
   std::string error;

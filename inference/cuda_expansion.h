@@ -60,6 +60,9 @@ struct CudaExpansionTuning {
   /// After every cycle, download the labels and check the tracked energy against EvaluateEnergy
   /// (tests; costs a transfer and an evaluation per cycle).
   bool check_energy = false;
+  /// After every cycle, print one line per move to stderr: its label, whether it ran, was re-solved
+  /// and accepted, the nodes it moved, its global relabels, push and BFS rounds, and its device times.
+  bool trace_moves = false;
   /// The push-relabel engine's tuning: tiles, local iterations, push rounds per global relabel,
   /// incremental relabels (1: in re-solves, 2: also in fresh solves after the first), wave
   /// relabels (wave_relabel: 4-connected tiles relax a row or column per step), wave pushes
@@ -82,7 +85,7 @@ struct CudaExpansionTuning {
   /// One line for logs and benchmark tables.
   std::string Describe() const;
   /// Applies overrides "name=value,..." (reuse_flow, update_fraction, device_loop, resolve_push_rounds,
-  /// async_relabel, fused_census, solve_blocks, memory_limit, check_energy, and any PushRelabelTuning name); throws mrf::Error on bad input.
+  /// async_relabel, fused_census, solve_blocks, memory_limit, check_energy, trace_moves, and any PushRelabelTuning name); throws mrf::Error on bad input.
   void Parse(const std::string& overrides);
   /// The defaults with MRF_PR_TUNING (push-relabel names only) and then MRF_CUDA_EXPANSION_TUNING
   /// applied, if set.

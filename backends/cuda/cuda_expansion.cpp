@@ -231,6 +231,27 @@ class Runner {
                   std::to_string(L.tile_y) + "x" + std::to_string(L.tile_z) + " on this grid kind");
   }
 
+  // One line on stderr for move k of a cycle (CudaExpansionTuning::trace_moves).
+  void TraceMove(std::int64_t cycle, std::int64_t k, const xp::MoveRecord& r) const {
+    const std::string what = kind_ == xp::kSwapMove
+                                 ? "pair " + std::to_string(r.alpha) + "," + std::to_string(r.beta)
+                                 : "label " + std::to_string(r.alpha);
+    if (!r.run) {
+      std::fprintf(stderr, "%s: cycle %lld move %lld, %s: skipped\n", name_.c_str(), static_cast<long long>(cycle),
+                   static_cast<long long>(k + 1), what.c_str());
+      return;
+    }
+    auto ms = [](std::int64_t from, std::int64_t to) { return 1e-6 * static_cast<double>(to - from); };
+    std::fprintf(stderr,
+                 "%s: cycle %lld move %lld, %s: %s, %s, %lld nodes moved; %lld global relabels, %lld push rounds, "
+                 "%lld BFS rounds; device build %.3f ms, max-flow %.3f ms, update %.3f ms\n",
+                 name_.c_str(), static_cast<long long>(cycle), static_cast<long long>(k + 1), what.c_str(),
+                 r.resolve ? "re-solved" : "fresh", r.accepted ? "accepted" : "rejected", static_cast<long long>(r.moved),
+                 static_cast<long long>(r.relabels), static_cast<long long>(r.push_rounds),
+                 static_cast<long long>(r.bfs_rounds), ms(r.stamp_start, r.stamp_built),
+                 ms(r.stamp_built, r.stamp_solved), ms(r.stamp_solved, r.stamp_done));
+  }
+
   // Cuts every buffer from `arena` (null: only counts) with `slots` kept graphs; returns the bytes.
   std::int64_t Carve(char* base, std::int64_t slots) {
     Arena a(base);
@@ -544,6 +565,7 @@ class Runner {
       double build_ms = 0, solve_ms = 0, update_ms = 0;
       for (std::int64_t k = 0; k < moves_; ++k) {
         const xp::MoveRecord& r = host_records_[k];
+        if (t_.trace_moves) TraceMove(cycle, k, r);
         if (!r.run) {
           ++skipped;
           continue;

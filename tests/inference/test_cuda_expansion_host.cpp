@@ -34,6 +34,11 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   t.Parse("reuse_flow=0,update_fraction=0.25,device_loop=off,memory_limit=64M,check_energy=1,local_iterations=4,"
           "wave_relabel=0,async_relabel=0,fused_census=0");
   EXPECT_FALSE(t.reuse_flow);
+  EXPECT_FALSE(t.trace_moves);
+  EXPECT_EQ(t.Describe().find("moves traced"), std::string::npos) << t.Describe();
+  t.Parse("trace_moves=1");
+  EXPECT_TRUE(t.trace_moves);
+  EXPECT_NE(t.Describe().find("moves traced"), std::string::npos) << t.Describe();
   EXPECT_DOUBLE_EQ(t.update_fraction, 0.25);
   EXPECT_FALSE(t.device_loop);
   EXPECT_EQ(t.memory_limit, std::int64_t{64} << 20);
