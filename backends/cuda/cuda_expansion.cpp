@@ -41,6 +41,9 @@ double MsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// Milliseconds between two device clock stamps (%globaltimer, nanoseconds).
+double StampMs(std::int64_t from, std::int64_t to) { return 1e-6 * static_cast<double>(to - from); }
+
 std::string MiB(std::int64_t bytes) {
   char text[64];
   std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
@@ -241,15 +244,14 @@ class Runner {
                    static_cast<long long>(k + 1), what.c_str());
       return;
     }
-    auto ms = [](std::int64_t from, std::int64_t to) { return 1e-6 * static_cast<double>(to - from); };
     std::fprintf(stderr,
                  "%s: cycle %lld move %lld, %s: %s, %s, %lld nodes moved; %lld global relabels, %lld push rounds, "
                  "%lld BFS rounds; device build %.3f ms, max-flow %.3f ms, update %.3f ms\n",
                  name_.c_str(), static_cast<long long>(cycle), static_cast<long long>(k + 1), what.c_str(),
                  r.resolve ? "re-solved" : "fresh", r.accepted ? "accepted" : "rejected", static_cast<long long>(r.moved),
                  static_cast<long long>(r.relabels), static_cast<long long>(r.push_rounds),
-                 static_cast<long long>(r.bfs_rounds), ms(r.stamp_start, r.stamp_built),
-                 ms(r.stamp_built, r.stamp_solved), ms(r.stamp_solved, r.stamp_done));
+                 static_cast<long long>(r.bfs_rounds), StampMs(r.stamp_start, r.stamp_built),
+                 StampMs(r.stamp_built, r.stamp_solved), StampMs(r.stamp_solved, r.stamp_done));
   }
 
   // Cuts every buffer from `arena` (null: only counts) with `slots` kept graphs; returns the bytes.
@@ -578,9 +580,9 @@ class Runner {
         pushes += r.push_rounds;
         stats_->accepted += r.accepted;
         stats_->bfs_rounds += r.bfs_rounds;
-        build_ms += 1e-6 * static_cast<double>(r.stamp_built - r.stamp_start);
-        solve_ms += 1e-6 * static_cast<double>(r.stamp_solved - r.stamp_built);
-        update_ms += 1e-6 * static_cast<double>(r.stamp_done - r.stamp_solved);
+        build_ms += StampMs(r.stamp_start, r.stamp_built);
+        solve_ms += StampMs(r.stamp_built, r.stamp_solved);
+        update_ms += StampMs(r.stamp_solved, r.stamp_done);
       }
       truncations += cycle_truncations;
       stats_->cycles = cycle;

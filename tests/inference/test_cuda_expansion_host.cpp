@@ -34,11 +34,6 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   t.Parse("reuse_flow=0,update_fraction=0.25,device_loop=off,memory_limit=64M,check_energy=1,local_iterations=4,"
           "wave_relabel=0,async_relabel=0,fused_census=0");
   EXPECT_FALSE(t.reuse_flow);
-  EXPECT_FALSE(t.trace_moves);
-  EXPECT_EQ(t.Describe().find("moves traced"), std::string::npos) << t.Describe();
-  t.Parse("trace_moves=1");
-  EXPECT_TRUE(t.trace_moves);
-  EXPECT_NE(t.Describe().find("moves traced"), std::string::npos) << t.Describe();
   EXPECT_DOUBLE_EQ(t.update_fraction, 0.25);
   EXPECT_FALSE(t.device_loop);
   EXPECT_EQ(t.memory_limit, std::int64_t{64} << 20);
@@ -51,6 +46,11 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   EXPECT_NE(t.Describe().find("relabels in rounds"), std::string::npos) << t.Describe();
   EXPECT_NE(t.Describe().find("every move solved afresh"), std::string::npos) << t.Describe();
   EXPECT_EQ(t.Describe().find("wave relabels"), std::string::npos) << t.Describe();
+  EXPECT_FALSE(t.trace_moves);
+  EXPECT_EQ(t.Describe().find("moves traced"), std::string::npos) << t.Describe();
+  t.Parse("trace_moves=1");
+  EXPECT_TRUE(t.trace_moves);
+  EXPECT_NE(t.Describe().find("moves traced"), std::string::npos) << t.Describe();
   EXPECT_NE(ErrorOf([&] { t.Parse("update_fraction=1001"); }).find("update_fraction must be in 0..1000"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("memory_limit=lots"); }).find("not a byte count"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("reuse_flow=maybe"); }).find("is not 0 or 1"), std::string::npos);
