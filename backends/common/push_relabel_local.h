@@ -93,6 +93,43 @@ MRF_UNROLL
   return h >= inf || lower;  // C3
 }
 
+/// Settling before the certificate (local_resolve = 3). Push rounds move flow without relabelling
+/// the nodes they leave without excess, so a node whose residual edges downwards were saturated
+/// fails C3 although it may still reach the sink. A finite node without residual capacity to the
+/// sink whose residual neighbours all stand at its height or above rises to one above the lowest
+/// of them, or to inf when none can reach the sink. Heights only rise and stay valid (C1).
+template <int D>
+MRF_HD int SettleStep(std::int64_t x, int h, int inf, std::uint8_t mask, const int (&nh)[D]) {
+  if (x < 0 || h >= inf) return h;
+  int lowest = inf;
+MRF_UNROLL
+  for (int d = 0; d < D; ++d)
+    if (mask & (1u << d)) lowest = nh[d] < lowest ? nh[d] : lowest;
+  if (lowest < h) return h;
+  return lowest >= inf - 1 ? inf : lowest + 1;
+}
+
+/// Hops of one tile's settling (SettleStep to the tile's fixpoint, the halo as read). A region
+/// still rising after them may be cut off from the sink: see AliveStep.
+constexpr int kSettleHops = 32;
+/// Passes of settling over the tiles, all colours each: a tile's heights may rise after its
+/// neighbours have settled (and regions cut off across two tiles are found one tile after the other).
+constexpr int kSettlePasses = 2;
+
+/// Regions cut off from the sink, found inside one tile. A tile node is alive when it has residual
+/// capacity to the sink or a residual edge to an alive node, where the halo's nodes count as alive
+/// when their height is finite. A finite tile node that is not alive at the fixpoint can reach
+/// neither the sink nor a finite node outside the tile, and inf nodes cannot reach the sink: it
+/// may take height inf (its residual neighbours are inf or not alive either, so C1 holds). Used
+/// where settling ran out of hops or excess is left in the tile (excess bouncing in such a region
+/// never leaves it). Returns the node's new alive bit; `alive_nh[d]`: the neighbours' bits.
+template <int D>
+MRF_HD bool AliveStep(bool alive, std::uint8_t mask, const bool (&alive_nh)[D]) {
+MRF_UNROLL
+  for (int d = 0; d < D; ++d) alive |= (mask & (1u << d)) && alive_nh[d];
+  return alive;
+}
+
 /// CertifiedNode at node v of a whole state (direction-major residuals, as the engines hold them).
 template <int KIND>
 MRF_HD bool CertifiedAt(const std::int64_t* x, const std::int32_t* h, const std::uint32_t* r, const TileLayout& L,

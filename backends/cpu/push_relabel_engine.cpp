@@ -32,8 +32,8 @@ bool PushRelabelTuning::IsValid(std::string* error) const {
   if (bfs_check_every < 2 || bfs_check_every > 512 || bfs_check_every % 2 != 0)
     return fail("bfs_check_every must be even and in 2..512 (got " + std::to_string(bfs_check_every) + ")");
   if (max_push_rounds < 0) return fail("max_push_rounds must not be negative");
-  if (local_resolve < -1 || local_resolve > 2)
-    return fail("local_resolve must be -1, 0, 1 or 2 (got " + std::to_string(local_resolve) + ")");
+  if (local_resolve < -1 || local_resolve > 3)
+    return fail("local_resolve must be -1, 0, 1, 2 or 3 (got " + std::to_string(local_resolve) + ")");
   if (incremental_relabel < 0 || incremental_relabel > 2)
     return fail("incremental_relabel must be 0, 1 or 2 (got " + std::to_string(incremental_relabel) + ")");
   return true;
@@ -52,6 +52,7 @@ std::string PushRelabelTuning::Describe() const {
     << (local_resolve == 0   ? ", no local re-solves"
         : local_resolve == 1 ? ", local re-solves"
         : local_resolve == 2 ? ", local fills before re-solves"
+        : local_resolve == 3 ? ", local fills and push rounds checked by the certificate before re-solves"
                              : "");
   if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
   return s.str();
@@ -148,6 +149,10 @@ pr::TileLayout PushRelabelEngine::MakeLayout(const Topology& topology) const {
 namespace {
 
 constexpr std::int64_t kMaxTerminal = std::int64_t{1} << 62;
+
+// How a re-solve that the certificate proved optimal without a global relabel begins its message
+// (mrf-bench counts those re-solves by it).
+constexpr const char* kLocalMessage = "maximum flow found by local repairs";
 
 double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -256,17 +261,17 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
     if (graph.topology().edge_endpoints(e, &from, &to))
       edge_changes.push_back({e, graph.edge_cap(e), graph.edge_rev_cap(e)});
   const int mode = edge_changes.empty() ? (tuning_.local_resolve < 0 ? DefaultLocalResolve() : tuning_.local_resolve) : 0;
-  RepairSchedule schedule;
-  if (mode > 0) schedule = ScheduleRepairs(&node_changes);
+  RepairSchedule schedule;  // mode 3 fills each change on its own (no order needed: races fail the certificate)
+  if (mode == 1 || mode == 2) schedule = ScheduleRepairs(&node_changes);
   out->timings.setup_ms = MsSince(start);
   ApplyChanges(node_changes, edge_changes);
   if (mode > 0) {
     // The last solve left a certified state (push_relabel_local.h): repair around the changes (and check).
     stats_ = PushRelabelStats{};
-    if (RepairLocally(node_changes, schedule, mode == 2)) {
+    if (RepairLocally(node_changes, schedule, mode >= 2)) {
       // The tiles the repairs changed stay flagged `touched`: their residual bitmasks are stale until
       // the next relabel's first kill round refreshes them, so the flags must not be cleared here.
-      FinishResult(out, "maximum flow found by local repairs of " + std::to_string(stats_.local_repairs) +
+      FinishResult(out, std::string(kLocalMessage) + " of " + std::to_string(stats_.local_repairs) +
                             " changed nodes (optimality certificate checked on every node)");
       solved_ = true;
       return;
@@ -274,11 +279,28 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
     // Not certified: the repaired state is a valid preflow and every tile a repair changed is marked,
     // so the usual re-solve (push rounds, then relabels around the marked tiles) goes on from it.
     const PushRelabelStats local = stats_;
-    RunLoop(out, 0, true);
+    // Mode 3 checks the certificate even after fills that gave up: the state is a preflow whatever
+    // they did, and the nodes they left fail the check (and flag their tiles for the relabels).
+    const bool certify = mode == 3;
+    RunLoop(out, 0, true, certify);
     stats_.local_repairs = local.local_repairs;
-    stats_.local_failures = local.local_failures;
-    stats_.local_violations = local.local_violations;
-    if (mode == 2)
+    if (mode == 3) {
+      // tbb-pr counted its fills' failures above; cuda-pr counts them on the device (CheckCertificate).
+      stats_.local_failures += local.local_failures;
+    } else {
+      stats_.local_failures = local.local_failures;
+      stats_.local_violations = local.local_violations;
+    }
+    const std::string changed = std::to_string(local.local_repairs) + " changed nodes";
+    if (mode == 3 && out->message.rfind(kLocalMessage, 0) == 0)
+      out->message += "; fills of " + changed + " that could not reach the sink";
+    else if (mode == 3)
+      out->message += "; before it, fills of " + changed + " and push rounds that the certificate did not accept (" +
+                      std::to_string(stats_.local_violations) + " nodes failed it" +
+                      (stats_.local_failures ? "; " + std::to_string(stats_.local_failures) + " fills gave up at their bounds"
+                                             : std::string()) +
+                      "); the relabels started at their tiles";
+    else if (mode == 2)
       out->message += "; before it, local repairs of the changed nodes that could not reach the sink";
     else
       out->message += "; local repairs of " + std::to_string(local.local_repairs) + " changed nodes were not enough (" +
@@ -372,7 +394,7 @@ void PushRelabelEngine::RunForTest(const StGraph& graph, int push_rounds) {
   RunLoop(&scratch, push_rounds, false);
 }
 
-void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) {
+void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve, bool certify_first) {
   stats_ = PushRelabelStats{};
   const auto start = std::chrono::steady_clock::now();
   // A fresh solve has no heights to start from. A re-solve keeps those of the last solve (exact
@@ -380,8 +402,16 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) 
   // they guide the flow of the changed nodes at once, and the relabels after start from them.
   bool full = resolve ? tuning_.incremental_relabel == 0 : true;
   if (resolve) {
-    Cycle(tuning_.rounds_per_global_relabel, Relabel::kNone);
+    Cycle(tuning_.rounds_per_global_relabel, Relabel::kNone, /*wait=*/!certify_first);
     stats_.push_rounds += tuning_.rounds_per_global_relabel;
+    // After local fills, the push rounds often leave a state that the certificate proves optimal
+    // once the nodes they left without support have risen: no global relabel is needed then.
+    if (certify_first) Settle();
+    if (certify_first && CheckCertificate(/*narrow_touched=*/true)) {
+      FinishResult(out, std::string(kLocalMessage) + " and " + std::to_string(stats_.push_rounds) +
+                            " push rounds from the kept heights (optimality certificate checked on every node)");
+      return;
+    }
   }
   // A generous bound: every cycle either finishes or moves flow; far more cycles than nodes means
   // a bug, which must not hang the caller.
@@ -391,7 +421,7 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve) 
   for (;;) {
     int rounds = tuning_.rounds_per_global_relabel;
     if (max_push_rounds > 0) rounds = static_cast<int>(std::min<std::int64_t>(rounds, max_push_rounds - stats_.push_rounds));
-    const CycleResult cycle = Cycle(rounds, full ? Relabel::kFull : Relabel::kIncremental);
+    const CycleResult cycle = Cycle(rounds, full ? Relabel::kFull : Relabel::kIncremental, true);
     full = resolve ? tuning_.incremental_relabel == 0 : tuning_.incremental_relabel < 2;
     ++stats_.global_relabels;
     stats_.bfs_rounds += cycle.bfs_rounds;

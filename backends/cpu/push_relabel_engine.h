@@ -73,8 +73,10 @@ struct PushRelabelTuning {
   /// state around each changed node, then check the optimality certificate on every node; only when
   /// it fails, go on with push rounds and relabels around the changed tiles. 2: only the repairs of
   /// changed nodes that cannot reach the sink (they would otherwise revive whole regions in the next
-  /// relabel), then the usual re-solve. 0: the usual re-solve. -1 (the default): the engine's choice:
-  /// 1 for tbb-pr, 0 for cuda-pr, where a thread's serial repairs are latency-bound (docs/benchmarks.md).
+  /// relabel), then the usual re-solve. 3: those fills (each change on its own, no order), the usual
+  /// re-solve's first push rounds from the kept heights, then the certificate; only when it fails,
+  /// relabels as in 0. 0: the usual re-solve. -1 (the default): the engine's choice:
+  /// 1 for tbb-pr, 3 for cuda-pr, where a thread's serial repairs are latency-bound (docs/benchmarks.md).
   int local_resolve = -1;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
@@ -179,7 +181,9 @@ class PushRelabelEngine : public MaxFlowEngine {
   /// nodes) and then, if any node is active, `push_rounds` push rounds (stopping after a round
   /// without work); with Relabel::kNone only the push rounds (active_nodes is then not counted).
   /// Adds to stats_ (launches, syncs, visits, phase times).
-  virtual CycleResult Cycle(int push_rounds, Relabel relabel) = 0;
+  /// Without `wait` (Relabel::kNone only), the host does not wait for the push rounds: what it
+  /// enqueues next (the certificate) waits for them, and collects their counts.
+  virtual CycleResult Cycle(int push_rounds, Relabel relabel, bool wait) = 0;
   /// Copies the cut of the last global relabel (1 = sink side) and returns the total residual
   /// capacity left on the sink edges.
   virtual std::int64_t Finish(std::vector<Label>* sink_side) = 0;
@@ -199,6 +203,15 @@ class PushRelabelEngine : public MaxFlowEngine {
   /// With `dead_only`, only changed nodes that cannot reach the sink are repaired and nothing is
   /// checked (returns false).
   virtual bool RepairLocally(const std::vector<NodeChange>& nodes, const RepairSchedule& schedule, bool dead_only) = 0;
+  /// Settles the tiles that changed and those next to them (pr::SettleStep, colour by colour), before
+  /// CheckCertificate() after push rounds; refreshes the residual bitmasks of the tiles it visits.
+  virtual void Settle() = 0;
+  /// Checks the certificate (push_relabel_local.h) on every node, after local repairs (whose failures
+  /// count as a failed check) or push rounds; when it holds, writes the cut and the sink residual
+  /// for Finish(). Fills stats_.local_violations. With `narrow_touched` (after Settle(), which left
+  /// every bitmask fresh), only the tiles of failing nodes stay flagged `touched`, so that the
+  /// incremental relabel after a failed check starts there alone.
+  virtual bool CheckCertificate(bool narrow_touched) = 0;
   /// The local re-solve mode that local_resolve = -1 stands for on this engine.
   virtual int DefaultLocalResolve() const { return 1; }
   /// Times of the last solve's phases.
@@ -213,7 +226,9 @@ class PushRelabelEngine : public MaxFlowEngine {
  private:
   pr::TileLayout MakeLayout(const Topology& topology) const;
   void PrepareHost(const StGraph& graph);
-  void RunLoop(Result* out, int max_push_rounds, bool resolve);
+  /// The push / relabel loop; a re-solve starts with push rounds from the kept heights, and with
+  /// `certify_first` ends there when CheckCertificate() holds.
+  void RunLoop(Result* out, int max_push_rounds, bool resolve, bool certify_first = false);
   void FinishResult(Result* out, const std::string& message);
   RepairSchedule ScheduleRepairs(std::vector<NodeChange>* nodes) const;
   /// The changed nodes of an edit in increasing order, each once.

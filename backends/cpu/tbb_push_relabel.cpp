@@ -41,6 +41,7 @@ struct TileScratch {
   std::vector<int> h, new_h, stamp;
   std::vector<std::uint32_t> r;          // [node * D + d]
   std::vector<std::uint8_t> mask, queued;
+  std::vector<std::uint8_t> alive;       // settling: per cell of tile + halo (pr::AliveStep)
   std::vector<std::int64_t> node;        // global index, -1 outside the grid
   std::vector<int> active, candidates;   // tile nodes (work lists)
   std::vector<Message> messages;
@@ -137,7 +138,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     times_.solve_ms += MsSince(start);
   }
 
-  CycleResult Cycle(int push_rounds, Relabel relabel) override {
+  CycleResult Cycle(int push_rounds, Relabel relabel, bool /*wait: the loops here always finish*/) override {
     CycleResult result;
     if (relabel != Relabel::kNone) {
       const bool incremental = relabel == Relabel::kIncremental;
@@ -172,6 +173,27 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       case pr::kKindGrid4: certified = RepairLocallyT<pr::kKindGrid4>(nodes, dead_only); break;
       case pr::kKindGrid8: certified = RepairLocallyT<pr::kKindGrid8>(nodes, dead_only); break;
       default: certified = RepairLocallyT<pr::kKindGrid3D6>(nodes, dead_only); break;
+    }
+    times_.solve_ms += MsSince(start);
+    return certified;
+  }
+
+  void Settle() override {
+    switch (layout_.kind) {
+      case pr::kKindGrid4: SettleT<pr::kKindGrid4>(); break;
+      case pr::kKindGrid8: SettleT<pr::kKindGrid8>(); break;
+      default: SettleT<pr::kKindGrid3D6>(); break;
+    }
+  }
+
+  bool CheckCertificate(bool narrow_touched) override {
+    const auto start = std::chrono::steady_clock::now();
+    bool certified = false;
+    if (narrow_touched) std::fill(touched_.begin(), touched_.end(), 0);
+    switch (layout_.kind) {
+      case pr::kKindGrid4: certified = CertifyT<pr::kKindGrid4>(narrow_touched); break;
+      case pr::kKindGrid8: certified = CertifyT<pr::kKindGrid8>(narrow_touched); break;
+      default: certified = CertifyT<pr::kKindGrid3D6>(narrow_touched); break;
     }
     times_.solve_ms += MsSince(start);
     return certified;
@@ -558,19 +580,16 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     return rounds;
   }
 
-  // Incremental relabel, first phase, on one tile: refresh the residual bitmasks, then drop the
-  // heights no longer backed by a residual path (KillStep) to the local fixpoint.
+  // Loads a tile for the relabel-like visits: halo heights, nodes, excess, and residual bitmasks
+  // computed afresh (and stored).
   template <int KIND>
-  bool KillTile(int tx, int ty, int tz, TileScratch& s) {
+  void LoadTileWithMasks(const TileFrame& f, TileScratch& s) {
     constexpr int D = pr::NumDirs(KIND);
-    const TileLayout& L = layout_;
-    const TileFrame f = Frame(tx, ty, tz);
-    const std::int64_t N = L.num_nodes;
-    const int inf = L.inf;
+    const std::int64_t N = layout_.num_nodes;
     LoadHalo(f, s.halo_h);
     s.node.assign(f.n, -1);
     s.x.assign(f.n, 0);
-    s.new_h.assign(f.n, inf);
+    s.new_h.assign(f.n, layout_.inf);
     s.mask.assign(f.n, 0);
     for (int l = 0; l < f.n; ++l) {
       const std::int64_t v = NodeOf(f, l);
@@ -581,6 +600,30 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       for (int d = 0; d < D; ++d) r[d] = r_[d * N + v];
       s.mask[l] = mask_[v] = pr::ResidualMask<D>(r);
     }
+  }
+
+  // Whether tile (tx, ty, tz) or a tile next to it is flagged.
+  template <int KIND>
+  bool FlaggedNear(const std::vector<std::uint8_t>& flags, int tx, int ty, int tz) const {
+    const TileLayout& L = layout_;
+    bool near = flags[L.TileIndex(tx, ty, tz)] != 0;
+    for (int d = 0; d < pr::NumDirs(KIND); ++d) {
+      const int nx = tx + pr::DirX(KIND, d), ny = ty + pr::DirY(KIND, d), nz = tz + pr::DirZ(KIND, d);
+      if (nx >= 0 && ny >= 0 && nz >= 0 && nx < L.tiles_x && ny < L.tiles_y && nz < L.tiles_z)
+        near |= flags[L.TileIndex(nx, ny, nz)] != 0;
+    }
+    return near;
+  }
+
+  // Incremental relabel, first phase, on one tile: refresh the residual bitmasks, then drop the
+  // heights no longer backed by a residual path (KillStep) to the local fixpoint.
+  template <int KIND>
+  bool KillTile(int tx, int ty, int tz, TileScratch& s) {
+    constexpr int D = pr::NumDirs(KIND);
+    const TileLayout& L = layout_;
+    const TileFrame f = Frame(tx, ty, tz);
+    const int inf = L.inf;
+    LoadTileWithMasks<KIND>(f, s);
     bool changed_any = false;
     for (;;) {
       bool changed = false;
@@ -599,6 +642,84 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     }
     if (changed_any) StoreHaloHeights(f, s);
     return changed_any;
+  }
+
+  // Settling before the certificate (pr::SettleStep, pr::AliveStep), in kSettlePasses passes colour
+  // by colour: the first visits the tiles that changed or touch one that did, later ones the tiles
+  // next to one that the pass before changed. The CUDA kernels take the same steps.
+  template <int KIND>
+  void SettleT() {
+    constexpr int D = pr::NumDirs(KIND);
+    const auto start = std::chrono::steady_clock::now();
+    const TileLayout& L = layout_;
+    const int inf = L.inf;
+    settled_.assign(L.num_tiles(), 0);
+    for (int pass = 0; pass < pr::kSettlePasses; ++pass)
+    for (int colour = 0; colour < L.num_colours(); ++colour) {
+      ++stats_.launches;
+      const std::vector<std::uint8_t>& near_flags = pass == 0 ? touched_ : settled_;
+      ForEachTileOfColour(colour, [&](int tx, int ty, int tz) {
+        const int tile = L.TileIndex(tx, ty, tz);
+        const bool near = FlaggedNear<KIND>(near_flags, tx, ty, tz);  // (read before settled_ is written)
+        settled_[tile] = 0;
+        if (!near) return;
+        TileScratch& s = scratch_.local();
+        const TileFrame f = Frame(tx, ty, tz);
+        LoadTileWithMasks<KIND>(f, s);  // the bitmasks are fresh for the relabels after a failed certificate
+        bool changed_any = false;
+        auto settle = [&] {  // true when the tile still changed after kSettleHops hops
+          for (int hop = 0; hop < pr::kSettleHops; ++hop) {
+            bool changed = false;
+            for (int l = 0; l < f.n; ++l) {
+              const int c = f.HaloOf(l);
+              s.new_h[l] = s.halo_h[c];
+              if (s.node[l] < 0) continue;
+              int nh[D];
+              f.NeighbourHeights<KIND>(s.halo_h, c, nh);
+              s.new_h[l] = pr::SettleStep<D>(s.x[l], s.halo_h[c], inf, s.mask[l], nh);
+              changed |= s.new_h[l] != s.halo_h[c];
+            }
+            if (!changed) return false;
+            changed_any = true;
+            for (int l = 0; l < f.n; ++l) s.halo_h[f.HaloOf(l)] = s.new_h[l];
+          }
+          return true;
+        };
+        bool unsettled = settle();
+        for (int l = 0; l < f.n && !unsettled; ++l) unsettled = pr::IsActive(s.x[l], s.halo_h[f.HaloOf(l)], inf);
+        if (unsettled) {
+          // Regions of the tile cut off from the sink (pr::AliveStep) take inf; then settle again.
+          std::vector<std::uint8_t>& alive = s.alive;
+          alive.resize(s.halo_h.size());
+          for (std::size_t i = 0; i < alive.size(); ++i) alive[i] = s.halo_h[i] < inf;  // the halo's part counts
+          for (int l = 0; l < f.n; ++l) alive[f.HaloOf(l)] = s.node[l] >= 0 && s.x[l] < 0;
+          for (bool changed = true; changed;) {
+            changed = false;
+            for (int l = 0; l < f.n; ++l) {
+              const int c = f.HaloOf(l);
+              bool alive_nh[D];
+              for (int d = 0; d < D; ++d)
+                alive_nh[d] = alive[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
+              if (alive[c] || !pr::AliveStep<D>(false, s.mask[l], alive_nh)) continue;
+              alive[c] = 1;
+              changed = true;
+            }
+          }
+          for (int l = 0; l < f.n; ++l) {
+            const int c = f.HaloOf(l);
+            if (alive[c] || s.halo_h[c] >= inf) continue;
+            s.halo_h[c] = inf;
+            changed_any = true;
+          }
+          settle();
+        }
+        if (!changed_any) return;
+        StoreHaloHeights(f, s);
+        touched_[tile] = 1;
+        settled_[tile] = 1;
+      });
+    }
+    times_.solve_ms += MsSince(start);
   }
 
   template <int KIND>
@@ -669,8 +790,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     return active_nodes.combine(std::plus<std::int64_t>());
   }
 
-  // Sequential repairs in node order, then the certificate on every node in parallel (it also
-  // writes the cut and the sink residual, as a census would).
+  // Sequential repairs in node order, then the certificate.
   template <int KIND>
   bool RepairLocallyT(const std::vector<NodeChange>& nodes, bool dead_only) {
     const pr::LocalState state{x_.data(), h_.data(), r_.data(), touched_.data(), active_.data(), layout_};
@@ -681,6 +801,13 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     }
     stats_.local_repairs = static_cast<std::int64_t>(nodes.size());
     if (stats_.local_failures || dead_only) return false;
+    return CertifyT<KIND>(false);  // the repairs' tiles stay flagged: their bitmasks are stale
+  }
+
+  // The certificate on every node in parallel; it also writes the cut and the sink residual, as a
+  // census would. With `mark_failures`, the tiles of failing nodes are flagged `touched`.
+  template <int KIND>
+  bool CertifyT(bool mark_failures) {
     const TileLayout& L = layout_;
     const std::int64_t n = L.num_nodes;
     const int inf = L.inf;
@@ -689,7 +816,9 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, 4096), [&](const tbb::blocked_range<std::int64_t>& range) {
       std::int64_t bad = 0, res = 0;
       for (std::int64_t v = range.begin(); v != range.end(); ++v) {
-        bad += pr::CertifiedAt<KIND>(x_.data(), h_.data(), r_.data(), L, v) ? 0 : 1;
+        const bool certified = pr::CertifiedAt<KIND>(x_.data(), h_.data(), r_.data(), L, v);
+        bad += certified ? 0 : 1;
+        if (!certified && mark_failures) __atomic_store_n(&touched_[L.TileOfNode(v)], 1, __ATOMIC_RELAXED);
         labels_[v] = pr::CutSide(h_[v], inf);
         res += x_[v] < 0 ? -x_[v] : 0;
       }
@@ -710,6 +839,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
   std::vector<std::uint8_t> active_, dirty_;
   std::vector<std::uint8_t> touched_;  // per tile: heights, residuals or excess changed since the last relabel
   std::vector<std::uint8_t> seed_;     // per tile: where an incremental relabel's BFS starts
+  std::vector<std::uint8_t> settled_;  // per tile: heights changed by its last settling visit
   std::int64_t sink_residual_ = 0;
   std::atomic<std::int64_t> visits_{0}, iterations_{0}, bfs_visits_{0};
   PhaseTimes times_;

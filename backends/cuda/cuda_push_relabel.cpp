@@ -13,6 +13,7 @@
 #include <tuple>
 #include <utility>
 
+#include "backends/common/push_relabel_local.h"
 #include "backends/cuda/push_relabel_kernels.h"
 #include "mrf/device.h"
 
@@ -162,44 +163,71 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   }
 
   // A GPU thread repairing its changes waits on memory at every step, and one thread takes a
-  // group's changes in turn. Measured on the segmentation scene (docs/benchmarks.md): the repairs
-  // with the certificate (1) are slower than the tile-parallel re-solve; the fills only (2) are as
-  // fast at 1024 and 1.7x faster at 4096 in device time for changes spread out, but ordering the
-  // repairs on the host costs about what they save there, and a brush stroke, whose groups are
-  // full, takes 30x longer. So off by default.
-  int DefaultLocalResolve() const override { return 0; }
+  // group's changes in turn, so the full repairs (1) are slower than push rounds (docs/benchmarks.md).
+  // The default (3): fills of the changed nodes that cannot reach the sink, a thread each, then the
+  // usual push rounds, settling and the certificate, and relabels only around the tiles that fail it.
+  // On the segmentation scene it re-solved the 1% edits 1.15x (1024) and 1.7x (4096) faster than
+  // the plain tile-parallel re-solve (0) and the large brush stroke 1.5x faster; the small stroke,
+  // whose fills mostly give up, 1.5x slower.
+  int DefaultLocalResolve() const override { return 3; }
 
   bool RepairLocally(const std::vector<NodeChange>& nodes, const RepairSchedule& schedule, bool dead_only) override {
     // The totals were cleared by ApplyChanges; the repairs read the deltas it uploaded, in schedule order.
-    host_groups_ = schedule.group_start;
-    const std::size_t bytes = host_groups_.size() * sizeof(std::int32_t);
-    GrowOwnBuffer(&group_buffer_, &group_bytes_, host_groups_.size(), "the repair schedule");
-    Check(cudaMemcpyAsync(group_buffer_, host_groups_.data(), bytes, cudaMemcpyHostToDevice, stream_),
-          "uploading the repair schedule");
-    for (std::size_t c = 0; c + 1 < schedule.colour_start.size(); ++c)
-      Launched(cuda_pr::LaunchRepairGroups(dev_, dev_deltas_, group_buffer_ + schedule.colour_start[c],
-                                           schedule.colour_start[c + 1] - schedule.colour_start[c], dead_only,
+    if (schedule.group_start.empty()) {
+      // No schedule: a thread per change, all in one launch.
+      Launched(cuda_pr::LaunchRepairGroups(dev_, dev_deltas_, nullptr, static_cast<int>(nodes.size()), dead_only,
                                            stream_),
                "RepairGroups");
+    } else {
+      host_groups_ = schedule.group_start;
+      const std::size_t bytes = host_groups_.size() * sizeof(std::int32_t);
+      GrowOwnBuffer(&group_buffer_, &group_bytes_, host_groups_.size(), "the repair schedule");
+      Check(cudaMemcpyAsync(group_buffer_, host_groups_.data(), bytes, cudaMemcpyHostToDevice, stream_),
+            "uploading the repair schedule");
+      for (std::size_t c = 0; c + 1 < schedule.colour_start.size(); ++c)
+        Launched(cuda_pr::LaunchRepairGroups(dev_, dev_deltas_, group_buffer_ + schedule.colour_start[c],
+                                             schedule.colour_start[c + 1] - schedule.colour_start[c], dead_only,
+                                             stream_),
+                 "RepairGroups");
+    }
     stats_.local_repairs = static_cast<std::int64_t>(nodes.size());
     if (dead_only) return false;  // the usual re-solve goes on, on the same stream
-    Launched(cuda_pr::LaunchCertify(dev_, stream_), "Certify");
+    return CheckCertificate(false);  // the repairs' tiles stay flagged: their bitmasks are stale
+  }
+
+  void Settle() override {
+    // The kill rounds' flags (C) are free until the next relabel.
+    std::uint8_t* const settled = dev_.dirty + 2 * static_cast<std::size_t>(layout_.num_tiles());
+    for (int pass = 0; pass < pr::kSettlePasses; ++pass)
+      for (int colour = 0; colour < layout_.num_colours(); ++colour)
+        Launched(cuda_pr::LaunchSettleColour(dev_, colour, pass == 0 ? dev_.touched : settled, settled, stream_),
+                 "SettleTiles");
+  }
+
+  // The totals it reads were cleared by ApplyChanges; since then only repairs (kLocalFailures) and
+  // push rounds (visit counts) have added to them.
+  bool CheckCertificate(bool narrow_touched) override {
+    const std::size_t tiles = static_cast<std::size_t>(layout_.num_tiles());
+    if (narrow_touched) Check(cudaMemsetAsync(dev_.touched, 0, tiles, stream_), "clearing tile marks");
+    Launched(cuda_pr::LaunchCertify(dev_, narrow_touched ? dev_.touched : nullptr, stream_), "Certify");
     Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
                           cudaMemcpyDeviceToHost, stream_), "reading the totals");
     Sync("checking the local repairs");
+    if (push_unread_) CollectPushRounds();
     stats_.local_failures = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalFailures]);
     stats_.local_violations = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalViolations]);
     sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
-    return stats_.local_failures == 0 && stats_.local_violations == 0;
+    // A state that passes the check is optimal whatever the repairs did (it is a preflow throughout).
+    return stats_.local_violations == 0 && (narrow_touched || stats_.local_failures == 0);
   }
 
-  CycleResult Cycle(int push_rounds, Relabel relabel) override {
+  CycleResult Cycle(int push_rounds, Relabel relabel, bool wait) override {
     CycleResult result;
     Record(kCycleStart);
     if (relabel == Relabel::kNone) {
-      RunCycleBatch(kPushOnly, push_rounds);
-      CollectTotals();
-      stats_.push_ms += Elapsed(kCycleStart, kCycleEnd);
+      RunCycleBatch(kPushOnly, push_rounds, wait);
+      push_unread_ = !wait;
+      if (wait) CollectPushRounds();
       return result;
     }
     const int bfs = tuning_.bfs_check_every;
@@ -374,6 +402,13 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     graphs_.clear();
   }
 
+  // The counts and time of push rounds run without a relabel (after the host waited for them).
+  void CollectPushRounds() {
+    push_unread_ = false;
+    CollectTotals();
+    stats_.push_ms += Elapsed(kCycleStart, kCycleEnd);
+  }
+
   void CollectTotals() {
     stats_.tile_visits = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileVisits]);
     stats_.tile_iterations = static_cast<std::int64_t>(host_totals_[cuda_pr::kTileIterations]);
@@ -395,7 +430,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     return relabel + push * layout_.num_colours();
   }
 
-  void RunCycleBatch(BatchKind kind, int push) {
+  void RunCycleBatch(BatchKind kind, int push, bool wait = true) {
     const int launches = BatchLaunches(kind, push);
     if (!tuning_.cuda_graphs || debug_sync_) {
       EnqueueCycleBatch(kind, push);
@@ -428,7 +463,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       Check(cudaGraphLaunch(found->second, stream_), "launching a CUDA graph");
       stats_.launches += launches;
     }
-    Sync(kind == kPushOnly ? "push rounds" : kind == kMoreBfs ? "more BFS rounds" : "a global relabel and its push rounds");
+    if (wait)
+      Sync(kind == kPushOnly ? "push rounds" : kind == kMoreBfs ? "more BFS rounds" : "a global relabel and its push rounds");
   }
 
   void EnqueueCycleBatch(BatchKind kind, int push) {
@@ -510,6 +546,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   unsigned long long* host_totals_ = nullptr;
   std::int64_t sink_residual_ = 0;
   std::map<std::tuple<int, int, int, int>, cudaGraphExec_t> graphs_;
+  bool push_unread_ = false;  // push rounds enqueued without a wait: their counts are not read yet
   bool debug_sync_ = false;
   bool capturing_ = false;
   std::string inject_;

@@ -172,7 +172,8 @@ struct DeviceLocalOps {
 
 constexpr int kRepairBlockThreads = 64;
 
-// A thread per group of one colour, its changes in order; repairs that give up are counted (the
+// A thread per group of one colour, its changes in order (without groups, a thread per change);
+// repairs that give up are counted (the
 // certificate is then skipped). The working threads stand `lanes` apart: every group's repairs
 // take their own path through the code, and threads of one warp that diverge wait for each other.
 template <int KIND>
@@ -184,15 +185,112 @@ __global__ void RepairGroupsKernel(DeviceState s, const NodeDelta* deltas, const
   if (g >= groups) return;
   const pr::LocalState state{s.x, s.h, s.r, s.touched, s.active, s.layout};
   unsigned long long failed = 0;
-  for (int i = group_start[g]; i < group_start[g + 1]; ++i)
+  const int begin = group_start ? group_start[g] : g, end = group_start ? group_start[g + 1] : g + 1;
+  for (int i = begin; i < end; ++i)
     failed += pr::RepairNode<KIND, DeviceLocalOps>(state, deltas[i].node, dead_only) ? 0 : 1;
   if (failed) atomicAdd(&s.totals[kLocalFailures], failed);
 }
 
+// Settling before the certificate (local_resolve = 3), one colour of one pass: every tile flagged
+// in `near_flags` or next to one rises by SettleStep hop by hop to its local fixpoint (the halo as
+// read; the other colours are idle), at most kSettleHops hops; where that did not settle it or
+// excess is left, the regions cut off from the sink inside the tile (AliveStep) take inf and it
+// settles again. `settled`: whether the visit changed the tile. The same steps as tbb-pr's.
+template <int KIND, int TX, int TY, int TZ>
+__global__ void __launch_bounds__(TX* TY* TZ)
+    SettleTilesKernel(DeviceState s, int colour, const std::uint8_t* near_flags, std::uint8_t* settled) {
+  constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
+  constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
+  __shared__ int sh_h[HX * HY * HZ];
+  const TileLayout& L = s.layout;
+  int tx, ty, tz;
+  if (!L.ColourTile(colour, blockIdx.x, blockIdx.y, blockIdx.z, &tx, &ty, &tz)) return;
+  const int tile = L.TileIndex(tx, ty, tz);
+  if (!FlaggedNear<KIND>(L, near_flags, tx, ty, tz)) {  // (near_flags may be `settled`: read before written)
+    if (threadIdx.x == 0) settled[tile] = 0;
+    return;
+  }
+  const int tid = threadIdx.x;
+  const int lx = tid % TX, ly = (tid / TX) % TY, lz = tid / (TX * TY);
+  const int gx = tx * TX + lx, gy = ty * TY + ly, gz = tz * TZ + lz;
+  const bool in_grid = L.InGrid(gx, gy, gz);
+  const std::int64_t N = L.num_nodes, v = in_grid ? L.Node(gx, gy, gz) : 0;
+  const int inf = L.inf;
+  int h = inf;
+  std::int64_t x = 0;
+  std::uint8_t mask = 0;
+  if (in_grid) {
+    h = s.h[v];
+    x = s.x[v];
+    std::uint32_t r[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) r[d] = s.r[d * N + v];
+    mask = pr::ResidualMask<D>(r);
+    s.mask[v] = mask;  // fresh for the relabels after a failed certificate
+  }
+  const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
+  LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
+  sh_h[hc] = h;
+  __syncthreads();
+  const int first_h = h;
+  // Returns true when the tile still changed after kSettleHops hops.
+  auto settle = [&] {
+    for (int hop = 0; hop < pr::kSettleHops; ++hop) {
+      int nh[D];
+#pragma unroll
+      for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
+      const int new_h = pr::SettleStep<D>(x, h, inf, mask, nh);
+      const bool changed = new_h != h;
+      __syncthreads();  // every thread has read sh_h
+      if (changed) {
+        h = new_h;
+        sh_h[hc] = h;
+      }
+      if (!__syncthreads_or(changed)) return false;
+    }
+    return true;
+  };
+  const bool unsettled = settle();
+  if (__syncthreads_or(unsettled || pr::IsActive(x, h, inf))) {
+    // Regions of the tile cut off from the sink (pr::AliveStep) take inf; then settle again.
+    __shared__ bool sh_alive[HX * HY * HZ];
+    for (int i = tid; i < HX * HY * HZ; i += TX * TY * TZ) sh_alive[i] = sh_h[i] < inf;  // the halo's part counts
+    __syncthreads();
+    bool alive = in_grid && x < 0;
+    sh_alive[hc] = alive;
+    __syncthreads();
+    for (;;) {
+      bool alive_nh[D];
+#pragma unroll
+      for (int d = 0; d < D; ++d) alive_nh[d] = sh_alive[hc + HaloOffset<KIND, HX, HY>(d)];
+      // Alive bits only turn on: reading a neighbour's new bit early reaches the same fixpoint.
+      const bool changed = pr::AliveStep<D>(alive, mask, alive_nh) != alive;
+      if (changed) {
+        alive = true;
+        sh_alive[hc] = true;
+      }
+      if (!__syncthreads_or(changed)) break;
+    }
+    if (!alive && h < inf) {
+      h = inf;
+      sh_h[hc] = inf;
+    }
+    __syncthreads();
+    settle();
+  }
+  if (in_grid && h != first_h) s.h[v] = h;
+  const bool changed = __syncthreads_or(h != first_h);
+  if (tid == 0) {
+    settled[tile] = changed ? 1 : 0;
+    if (changed) s.touched[tile] = 1;
+  }
+}
+
 // The certificate on every node, with the cut and the sink residual (a census for the local path).
 template <int KIND>
-__global__ void CertifyKernel(DeviceState s) {
-  if (s.totals[kLocalFailures] != 0) return;
+__global__ void CertifyKernel(DeviceState s, std::uint8_t* failed_tiles) {
+  // After repairs that gave up, the fallback needs no check, but one that flags tiles always runs.
+  if (!failed_tiles && s.totals[kLocalFailures] != 0) return;
   const TileLayout& L = s.layout;
   const std::int64_t N = L.num_nodes;
   const int inf = L.inf;
@@ -201,7 +299,9 @@ __global__ void CertifyKernel(DeviceState s) {
        v += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t x = s.x[v];
     const int h = s.h[v];
-    bad += pr::CertifiedAt<KIND>(s.x, s.h, s.r, L, v) ? 0 : 1;
+    const bool certified = pr::CertifiedAt<KIND>(s.x, s.h, s.r, L, v);
+    bad += certified ? 0 : 1;
+    if (!certified && failed_tiles) failed_tiles[L.TileOfNode(v)] = 1;
     s.labels[v] = pr::CutSide(h, inf);
     residual += x < 0 ? static_cast<unsigned long long>(-x) : 0ull;
   }
@@ -427,12 +527,34 @@ struct RepairGroupsLaunch {
   }
 };
 
+struct SettleColourLaunch {
+  const DeviceState& s;
+  int colour;
+  const std::uint8_t* near_flags;
+  std::uint8_t* settled;
+  cudaStream_t stream;
+  template <int K, int X, int Y, int Z>
+  cudaError_t operator()() const {
+    const TileLayout& L = s.layout;
+    cudaGetLastError();
+    SettleTilesKernel<K, X, Y, Z><<<dim3(L.ColourGridX(), L.ColourGridY(), L.ColourGridZ()), X * Y * Z, 0, stream>>>(
+        s, colour, near_flags, settled);
+    return cudaGetLastError();
+  }
+};
+
+cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint8_t* near_flags,
+                               std::uint8_t* settled, cudaStream_t stream) {
+  return Dispatch(s.layout, SettleColourLaunch{s, colour, near_flags, settled, stream});
+}
+
 struct CertifyLaunch {
   DeviceState s;
+  std::uint8_t* failed_tiles;
   cudaStream_t stream;
   template <int KIND>
   cudaError_t operator()() const {
-    CertifyKernel<KIND><<<NodeBlocks(s.layout.num_nodes), 256, 0, stream>>>(s);
+    CertifyKernel<KIND><<<NodeBlocks(s.layout.num_nodes), 256, 0, stream>>>(s, failed_tiles);
     return cudaGetLastError();
   }
 };
@@ -444,9 +566,9 @@ cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, co
   return DispatchKind(s.layout.kind, RepairGroupsLaunch{s, deltas, group_start, groups, dead_only, stream});
 }
 
-cudaError_t LaunchCertify(const DeviceState& s, cudaStream_t stream) {
+cudaError_t LaunchCertify(const DeviceState& s, std::uint8_t* failed_tiles, cudaStream_t stream) {
   cudaGetLastError();
-  return DispatchKind(s.layout.kind, CertifyLaunch{s, stream});
+  return DispatchKind(s.layout.kind, CertifyLaunch{s, failed_tiles, stream});
 }
 
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream) {

@@ -99,11 +99,17 @@ cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas,
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream);
 /// Local re-solve, one colour of the repair schedule: a thread per group repairs its changes in
 /// order (deltas[group_start[g] .. group_start[g + 1]) for g < groups; with `dead_only` only those
-/// that cannot reach the sink); s.totals[kLocalFailures] counts the repairs that gave up.
+/// that cannot reach the sink); s.totals[kLocalFailures] counts the repairs that gave up. With
+/// `group_start` null, every change is a group of its own.
 cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, const std::int32_t* group_start,
                                int groups, bool dead_only, cudaStream_t stream);
+/// Settling before the certificate (pr::SettleStep, pr::AliveStep), one colour of a pass: the tiles
+/// flagged in `near_flags` or next to one; `settled` gets whether each tile changed.
+cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint8_t* near_flags,
+                               std::uint8_t* settled, cudaStream_t stream);
 /// Local re-solve, then: unless a repair gave up, the certificate on every node with the cut and the
 /// sink residual (s.totals[kLocalViolations], [kSinkResidual]; cleared before).
-cudaError_t LaunchCertify(const DeviceState& s, cudaStream_t stream);
+/// `failed_tiles` (optional): flags the tiles of the nodes that fail it.
+cudaError_t LaunchCertify(const DeviceState& s, std::uint8_t* failed_tiles, cudaStream_t stream);
 
 }  // namespace mrf::cuda_pr

@@ -181,6 +181,15 @@ TEST(PushRelabelLocal, FillsBeforeUsualResolvesEqualBoostAndFreshSolves) {
   EXPECT_GT(fallback, 100);
 }
 
+TEST(PushRelabelLocal, FillsAndPushRoundsCheckedByTheCertificateEqualBoostAndFreshSolves) {
+  const TuningScope scope("local_resolve=3");  // fills, push rounds from the kept heights, the certificate
+  int local = 0, fallback = 0;
+  CheckResolves(23, &local, &fallback);
+  std::printf("certified after push rounds: %d, went on with relabels: %d\n", local, fallback);
+  EXPECT_GT(local, 20) << "push rounds after the fills should settle most small edits";
+  EXPECT_GT(fallback, 0) << "the fallback path was never exercised";
+}
+
 TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {
   const TuningScope scope("local_resolve=0");
   std::mt19937_64 rng(8);
@@ -196,7 +205,9 @@ TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {
   t.Parse("local_resolve=0");
   EXPECT_EQ(t.local_resolve, 0);
   EXPECT_NE(t.Describe().find("no local re-solves"), std::string::npos) << t.Describe();
-  EXPECT_THROW(t.Parse("local_resolve=3"), Error);
+  t.Parse("local_resolve=3");
+  EXPECT_NE(t.Describe().find("checked by the certificate"), std::string::npos) << t.Describe();
+  EXPECT_THROW(t.Parse("local_resolve=4"), Error);
 }
 
 // A re-solve reads a large edit's changed nodes through a bitmap, in chunks on all cores: the
