@@ -166,9 +166,9 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   // group's changes in turn, so the full repairs (1) are slower than push rounds (docs/benchmarks.md).
   // The default (3): fills of the changed nodes that cannot reach the sink, a thread each, then the
   // usual push rounds, settling and the certificate, and relabels only around the tiles that fail it.
-  // On the segmentation scene it re-solved the 1% edits 1.15x (1024) and 1.7x (4096) faster than
-  // the plain tile-parallel re-solve (0) and the large brush stroke 1.5x faster; the small stroke,
-  // whose fills mostly give up, 1.5x slower.
+  // On the segmentation scene (H100) it re-solved the 1% edits 1.2x (1024) and 1.75x (4096) faster
+  // than the plain tile-parallel re-solve (0) and the large brush stroke 1.7x faster; the small
+  // stroke, many of whose fills give up, 1.4x slower.
   int DefaultLocalResolve() const override { return 3; }
 
   bool RepairLocally(const std::vector<NodeChange>& nodes, const RepairSchedule& schedule, bool dead_only) override {

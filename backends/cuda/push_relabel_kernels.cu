@@ -263,8 +263,8 @@ __global__ void __launch_bounds__(TX* TY* TZ)
       bool alive_nh[D];
 #pragma unroll
       for (int d = 0; d < D; ++d) alive_nh[d] = sh_alive[hc + HaloOffset<KIND, HX, HY>(d)];
-      // Alive bits only turn on: reading a neighbour's new bit early reaches the same fixpoint.
       const bool changed = pr::AliveStep<D>(alive, mask, alive_nh) != alive;
+      __syncthreads();  // every thread has read sh_alive
       if (changed) {
         alive = true;
         sh_alive[hc] = true;
