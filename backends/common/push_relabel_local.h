@@ -18,7 +18,8 @@
 /// Each condition reads only a node and its neighbours' heights, so one pass checks a whole grid.
 /// A solve's final state satisfies it (exact distances after its last global relabel, no active
 /// node); after a re-solve's repairs it is checked again, so the repairs need not be proven right:
-/// when the check fails the engine falls back to a global relabel from scratch.
+/// when the check fails the engine goes on with push rounds and incremental relabels from the tiles
+/// the repairs changed (local_resolve = 3: from the tiles of the nodes that failed it).
 ///
 /// **The repairs** (RepairNode, one changed node at a time). Heights are kept, flow is moved along
 /// short paths, and support is restored around the node:
@@ -119,8 +120,9 @@ constexpr int kSettlePasses = 2;
 /// Regions cut off from the sink, found inside one tile. A tile node is alive when it has residual
 /// capacity to the sink or a residual edge to an alive node, where the halo's nodes count as alive
 /// when their height is finite. A finite tile node that is not alive at the fixpoint can reach
-/// neither the sink nor a finite node outside the tile, and inf nodes cannot reach the sink: it
-/// may take height inf (its residual neighbours are inf or not alive either, so C1 holds). Used
+/// neither the sink nor a finite node outside the tile, so it takes height inf: its residual
+/// neighbours are inf or not alive either, so C1 still holds. Whether inf nodes really cannot reach
+/// the sink is left to the certificate (C4 fails where a fill gave up). Used
 /// where settling ran out of hops or excess is left in the tile (excess bouncing in such a region
 /// never leaves it). Returns the node's new alive bit; `alive_nh[d]`: the neighbours' bits.
 template <int D>

@@ -194,7 +194,11 @@ MRF_UNROLL
 /// residual edge to a neighbour one lower that survives too; otherwise it becomes inf. Nodes with
 /// residual capacity to the sink get height 1. Heights only rise in this phase, and the nodes that
 /// survive do not depend on the order of the steps. The surviving heights are upper bounds of the
-/// distances, so relaxing from them (BfsStep) then gives the exact distances.
+/// distances, so relaxing from them (BfsStep) then gives the exact distances, where the heights
+/// outside the tiles it starts from were exact; where they were only certified (a re-solve of
+/// local_resolve = 3: every node there passes the certificate of push_relabel_local.h, so its
+/// support is exactly one below), the heights that come out are valid and backed by residual
+/// paths, which is all the cut needs.
 template <int D>
 MRF_HD int KillStep(std::int64_t x, int h, int inf, std::uint8_t mask, const int (&nh)[D]) {
   if (x < 0) return 1;

@@ -291,15 +291,15 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
       stats_.local_failures = local.local_failures;
       stats_.local_violations = local.local_violations;
     }
-    const std::string changed = std::to_string(local.local_repairs) + " changed nodes";
+    const std::string changed = std::to_string(local.local_repairs) + " changed";
+    const std::string gave_up =
+        stats_.local_failures ? "; " + std::to_string(stats_.local_failures) + " fills gave up at their bounds" : "";
     if (mode == 3 && out->message.rfind(kLocalMessage, 0) == 0)
-      out->message += "; fills of " + changed + " that could not reach the sink";
+      out->message += "; fills of the changed nodes that could not reach the sink (" + changed + gave_up + ")";
     else if (mode == 3)
-      out->message += "; before it, fills of " + changed + " and push rounds that the certificate did not accept (" +
-                      std::to_string(stats_.local_violations) + " nodes failed it" +
-                      (stats_.local_failures ? "; " + std::to_string(stats_.local_failures) + " fills gave up at their bounds"
-                                             : std::string()) +
-                      "); the relabels started at their tiles";
+      out->message += "; before it, fills of the changed nodes that could not reach the sink (" + changed +
+                      ") and push rounds that the certificate did not accept (" +
+                      std::to_string(stats_.local_violations) + " nodes failed it" + gave_up + ")";
     else if (mode == 2)
       out->message += "; before it, local repairs of the changed nodes that could not reach the sink";
     else
@@ -398,7 +398,7 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve, 
   stats_ = PushRelabelStats{};
   const auto start = std::chrono::steady_clock::now();
   // A fresh solve has no heights to start from. A re-solve keeps those of the last solve (exact
-  // distances, or after local repairs valid ones backed by residual paths):
+  // distances, or after local repairs or a certified re-solve valid ones backed by residual paths):
   // they guide the flow of the changed nodes at once, and the relabels after start from them.
   bool full = resolve ? tuning_.incremental_relabel == 0 : true;
   if (resolve) {

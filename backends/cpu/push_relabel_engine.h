@@ -74,8 +74,9 @@ struct PushRelabelTuning {
   /// it fails, go on with push rounds and relabels around the changed tiles. 2: only the repairs of
   /// changed nodes that cannot reach the sink (they would otherwise revive whole regions in the next
   /// relabel), then the usual re-solve. 3: those fills (each change on its own, no order), the usual
-  /// re-solve's first push rounds from the kept heights, then the certificate; only when it fails,
-  /// relabels as in 0. 0: the usual re-solve. -1 (the default): the engine's choice:
+  /// re-solve's first push rounds from the kept heights, settling (the nodes those rounds left
+  /// without support rise; regions cut off inside a tile drop), then the certificate; only when it
+  /// fails, relabels as in 0, starting at the tiles of the nodes that failed it. 0: the usual re-solve. -1 (the default): the engine's choice:
   /// 1 for tbb-pr, 3 for cuda-pr, where a thread's serial repairs are latency-bound (docs/benchmarks.md).
   int local_resolve = -1;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
@@ -208,7 +209,9 @@ class PushRelabelEngine : public MaxFlowEngine {
   virtual void Settle() = 0;
   /// Checks the certificate (push_relabel_local.h) on every node, after local repairs (whose failures
   /// count as a failed check) or push rounds; when it holds, writes the cut and the sink residual
-  /// for Finish(). Fills stats_.local_violations. With `narrow_touched` (after Settle(), which left
+  /// for Finish(). Fills stats_.local_violations, and stats_.local_failures where the engine counts
+  /// the repairs' failures on the device (cuda-pr; tbb-pr counts them in RepairLocally). With
+  /// `narrow_touched` (after Settle(), which left
   /// every bitmask fresh), only the tiles of failing nodes stay flagged `touched`, so that the
   /// incremental relabel after a failed check starts there alone.
   virtual bool CheckCertificate(bool narrow_touched) = 0;

@@ -208,7 +208,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
 
   std::size_t WorkspaceBytes() const override {
     return x0_.capacity() * 8 + x_.capacity() * 8 + h_.capacity() * 4 + mask_.capacity() + r_.capacity() * 4 +
-           cap_.capacity() * 4 + rev_.capacity() * 4 + labels_.capacity() * 4 + active_.capacity() + dirty_.capacity();
+           cap_.capacity() * 4 + rev_.capacity() * 4 + labels_.capacity() * 4 + active_.capacity() + dirty_.capacity() +
+           settled_.capacity();
   }
 
  private:
@@ -654,70 +655,71 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     const TileLayout& L = layout_;
     const int inf = L.inf;
     settled_.assign(L.num_tiles(), 0);
-    for (int pass = 0; pass < pr::kSettlePasses; ++pass)
-    for (int colour = 0; colour < L.num_colours(); ++colour) {
-      ++stats_.launches;
-      const std::vector<std::uint8_t>& near_flags = pass == 0 ? touched_ : settled_;
-      ForEachTileOfColour(colour, [&](int tx, int ty, int tz) {
-        const int tile = L.TileIndex(tx, ty, tz);
-        const bool near = FlaggedNear<KIND>(near_flags, tx, ty, tz);  // (read before settled_ is written)
-        settled_[tile] = 0;
-        if (!near) return;
-        TileScratch& s = scratch_.local();
-        const TileFrame f = Frame(tx, ty, tz);
-        LoadTileWithMasks<KIND>(f, s);  // the bitmasks are fresh for the relabels after a failed certificate
-        bool changed_any = false;
-        auto settle = [&] {  // true when the tile still changed after kSettleHops hops
-          for (int hop = 0; hop < pr::kSettleHops; ++hop) {
-            bool changed = false;
+    for (int pass = 0; pass < pr::kSettlePasses; ++pass) {
+      for (int colour = 0; colour < L.num_colours(); ++colour) {
+        ++stats_.launches;
+        const std::vector<std::uint8_t>& near_flags = pass == 0 ? touched_ : settled_;
+        ForEachTileOfColour(colour, [&](int tx, int ty, int tz) {
+          const int tile = L.TileIndex(tx, ty, tz);
+          const bool near = FlaggedNear<KIND>(near_flags, tx, ty, tz);  // (read before settled_ is written)
+          settled_[tile] = 0;
+          if (!near) return;
+          TileScratch& s = scratch_.local();
+          const TileFrame f = Frame(tx, ty, tz);
+          LoadTileWithMasks<KIND>(f, s);  // the bitmasks are fresh for the relabels after a failed certificate
+          bool changed_any = false;
+          auto settle = [&] {  // true when the tile still changed after kSettleHops hops
+            for (int hop = 0; hop < pr::kSettleHops; ++hop) {
+              bool changed = false;
+              for (int l = 0; l < f.n; ++l) {
+                const int c = f.HaloOf(l);
+                s.new_h[l] = s.halo_h[c];
+                if (s.node[l] < 0) continue;
+                int nh[D];
+                f.NeighbourHeights<KIND>(s.halo_h, c, nh);
+                s.new_h[l] = pr::SettleStep<D>(s.x[l], s.halo_h[c], inf, s.mask[l], nh);
+                changed |= s.new_h[l] != s.halo_h[c];
+              }
+              if (!changed) return false;
+              changed_any = true;
+              for (int l = 0; l < f.n; ++l) s.halo_h[f.HaloOf(l)] = s.new_h[l];
+            }
+            return true;
+          };
+          bool unsettled = settle();
+          for (int l = 0; l < f.n && !unsettled; ++l) unsettled = pr::IsActive(s.x[l], s.halo_h[f.HaloOf(l)], inf);
+          if (unsettled) {
+            // Regions of the tile cut off from the sink (pr::AliveStep) take inf; then settle again.
+            std::vector<std::uint8_t>& alive = s.alive;
+            alive.resize(s.halo_h.size());
+            for (std::size_t i = 0; i < alive.size(); ++i) alive[i] = s.halo_h[i] < inf;  // the halo's part counts
+            for (int l = 0; l < f.n; ++l) alive[f.HaloOf(l)] = s.node[l] >= 0 && s.x[l] < 0;
+            for (bool changed = true; changed;) {
+              changed = false;
+              for (int l = 0; l < f.n; ++l) {
+                const int c = f.HaloOf(l);
+                bool alive_nh[D];
+                for (int d = 0; d < D; ++d)
+                  alive_nh[d] = alive[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
+                if (alive[c] || !pr::AliveStep<D>(false, s.mask[l], alive_nh)) continue;
+                alive[c] = 1;
+                changed = true;
+              }
+            }
             for (int l = 0; l < f.n; ++l) {
               const int c = f.HaloOf(l);
-              s.new_h[l] = s.halo_h[c];
-              if (s.node[l] < 0) continue;
-              int nh[D];
-              f.NeighbourHeights<KIND>(s.halo_h, c, nh);
-              s.new_h[l] = pr::SettleStep<D>(s.x[l], s.halo_h[c], inf, s.mask[l], nh);
-              changed |= s.new_h[l] != s.halo_h[c];
+              if (alive[c] || s.halo_h[c] >= inf) continue;
+              s.halo_h[c] = inf;
+              changed_any = true;
             }
-            if (!changed) return false;
-            changed_any = true;
-            for (int l = 0; l < f.n; ++l) s.halo_h[f.HaloOf(l)] = s.new_h[l];
+            settle();
           }
-          return true;
-        };
-        bool unsettled = settle();
-        for (int l = 0; l < f.n && !unsettled; ++l) unsettled = pr::IsActive(s.x[l], s.halo_h[f.HaloOf(l)], inf);
-        if (unsettled) {
-          // Regions of the tile cut off from the sink (pr::AliveStep) take inf; then settle again.
-          std::vector<std::uint8_t>& alive = s.alive;
-          alive.resize(s.halo_h.size());
-          for (std::size_t i = 0; i < alive.size(); ++i) alive[i] = s.halo_h[i] < inf;  // the halo's part counts
-          for (int l = 0; l < f.n; ++l) alive[f.HaloOf(l)] = s.node[l] >= 0 && s.x[l] < 0;
-          for (bool changed = true; changed;) {
-            changed = false;
-            for (int l = 0; l < f.n; ++l) {
-              const int c = f.HaloOf(l);
-              bool alive_nh[D];
-              for (int d = 0; d < D; ++d)
-                alive_nh[d] = alive[c + pr::DirX(KIND, d) + f.hx * (pr::DirY(KIND, d) + f.hy * pr::DirZ(KIND, d))];
-              if (alive[c] || !pr::AliveStep<D>(false, s.mask[l], alive_nh)) continue;
-              alive[c] = 1;
-              changed = true;
-            }
-          }
-          for (int l = 0; l < f.n; ++l) {
-            const int c = f.HaloOf(l);
-            if (alive[c] || s.halo_h[c] >= inf) continue;
-            s.halo_h[c] = inf;
-            changed_any = true;
-          }
-          settle();
-        }
-        if (!changed_any) return;
-        StoreHaloHeights(f, s);
-        touched_[tile] = 1;
-        settled_[tile] = 1;
-      });
+          if (!changed_any) return;
+          StoreHaloHeights(f, s);
+          touched_[tile] = 1;
+          settled_[tile] = 1;
+        });
+      }
     }
     times_.solve_ms += MsSince(start);
   }
@@ -742,8 +744,9 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       std::fill(dirty_.begin(), dirty_.end(), 1);
       stats_.launches += 2;
     } else {
-      // Drop the heights no longer backed by a residual path, around the tiles that changed
-      // (heights, residuals and excess change nowhere else), then relax from what is left there.
+      // Drop the heights no longer backed by a residual path, around the flagged tiles (elsewhere
+      // nothing changed since the last relabel, or, after a failed certificate, every node passed
+      // it and the bitmasks are fresh), then relax from what is left there.
       std::fill(dirty_.begin(), dirty_.end(), 0);
       std::fill(seed_.begin(), seed_.end(), 0);
       for (int t = 0; t < L.num_tiles(); ++t)

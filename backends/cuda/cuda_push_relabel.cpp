@@ -147,6 +147,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     GrowOwnBuffer(&change_buffer_, &change_bytes_, bytes, "the capacity changes");
     dev_deltas_ = reinterpret_cast<cuda_pr::NodeDelta*>(change_buffer_);
     auto* dev_updates = reinterpret_cast<cuda_pr::EdgeUpdate*>(change_buffer_ + delta_bytes);
+    push_unread_ = false;  // (a re-solve that failed part way may have left it set)
     Record(kUploadStart);
     if (!host_deltas_.empty())
       Check(cudaMemcpyAsync(dev_deltas_, host_deltas_.data(), delta_bytes, cudaMemcpyHostToDevice, stream_),
@@ -196,7 +197,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   }
 
   void Settle() override {
-    // The kill rounds' flags (C) are free until the next relabel.
+    // The kill rounds' flags (C) are free until the next relabel, whose first kill round (ungated,
+    // over every tile) writes them all again.
     std::uint8_t* const settled = dev_.dirty + 2 * static_cast<std::size_t>(layout_.num_tiles());
     for (int pass = 0; pass < pr::kSettlePasses; ++pass)
       for (int colour = 0; colour < layout_.num_colours(); ++colour)

@@ -134,8 +134,8 @@ __global__ void ApplyEdgeUpdatesKernel(DeviceState s, const EdgeUpdate* updates,
 struct DeviceLocalOps {
   // Cached in L1: a repair reads its neighbourhood again and again. A value another SM changed
   // may be read stale; the transfers below are atomic whatever was read, and heights that come
-  // out wrong fail the certificate (or, after fills only, are recomputed by the relabels that
-  // follow, which start from every tile a repair touched).
+  // out wrong fail the certificate (or, after fills only in local_resolve = 2, are recomputed by
+  // the relabels that follow, which start from every tile a repair touched).
   template <class T>
   __device__ static T Load(const T* p) { return __ldca(p); }
   template <class T>
@@ -173,9 +173,9 @@ struct DeviceLocalOps {
 constexpr int kRepairBlockThreads = 64;
 
 // A thread per group of one colour, its changes in order (without groups, a thread per change);
-// repairs that give up are counted (the
-// certificate is then skipped). The working threads stand `lanes` apart: every group's repairs
-// take their own path through the code, and threads of one warp that diverge wait for each other.
+// repairs that give up are counted (local_resolve = 1 then skips the certificate). The working
+// threads stand `lanes` apart: every group's repairs take their own path through the code, and
+// threads of one warp that diverge wait for each other.
 template <int KIND>
 __global__ void RepairGroupsKernel(DeviceState s, const NodeDelta* deltas, const std::int32_t* group_start, int groups,
                                    bool dead_only, int lanes) {

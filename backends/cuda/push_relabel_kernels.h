@@ -107,9 +107,9 @@ cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, co
 /// flagged in `near_flags` or next to one; `settled` gets whether each tile changed.
 cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint8_t* near_flags,
                                std::uint8_t* settled, cudaStream_t stream);
-/// Local re-solve, then: unless a repair gave up, the certificate on every node with the cut and the
-/// sink residual (s.totals[kLocalViolations], [kSinkResidual]; cleared before).
-/// `failed_tiles` (optional): flags the tiles of the nodes that fail it.
+/// Local re-solve, then: the certificate on every node with the cut and the sink residual
+/// (s.totals[kLocalViolations], [kSinkResidual]; cleared before). Without `failed_tiles`, skipped
+/// when a repair gave up; with it, always run, flagging the tiles of the nodes that fail it.
 cudaError_t LaunchCertify(const DeviceState& s, std::uint8_t* failed_tiles, cudaStream_t stream);
 
 }  // namespace mrf::cuda_pr

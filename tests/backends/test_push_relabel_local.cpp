@@ -59,7 +59,48 @@ Energy ReferenceFlow(const StGraph& graph) {
   return r.flow;
 }
 
-const Topology kShapes[] = {Topology::Grid2D(41, 33, 4), Topology::Grid2D(29, 26, 8), Topology::Grid3D(11, 9, 8)};
+const Topology kShapes[] = {Topology::Grid2D(41, 33, 4), Topology::Grid2D(29, 26, 8), Topology::Grid3D(11, 9, 8),
+                            Topology::Grid2D(1, 97, 4), Topology::Grid2D(131, 2, 8)};  // strips too
+
+// Settling's steps on one node of a 4-connected grid (directions +x, +y, -x, -y; inf = 100):
+// brute force over small heights checks that a settled node is supported or inf, never falls, and
+// keeps every residual edge valid (at most one above the neighbour it points at).
+TEST(PushRelabelLocal, SettleStepRaisesOnlyUnsupportedNodesAndStaysValid) {
+  constexpr int kInf = 100;
+  EXPECT_EQ(pr::SettleStep<4>(-5, 3, kInf, 0b0001, {7, 0, 0, 0}), 3) << "residual capacity to the sink supports";
+  EXPECT_EQ(pr::SettleStep<4>(0, kInf, kInf, 0b1111, {1, 1, 1, 1}), kInf) << "inf stays inf";
+  EXPECT_EQ(pr::SettleStep<4>(0, 3, kInf, 0b0011, {2, 9, 1, 1}), 3) << "a lower residual neighbour supports";
+  EXPECT_EQ(pr::SettleStep<4>(0, 3, kInf, 0b0110, {1, 5, 4, 1}), 5) << "one above the lowest residual neighbour";
+  EXPECT_EQ(pr::SettleStep<4>(0, 3, kInf, 0b0000, {1, 1, 1, 1}), kInf) << "no residual edge: cut off";
+  EXPECT_EQ(pr::SettleStep<4>(0, 3, kInf, 0b0101, {kInf, 0, kInf, 0}), kInf) << "only inf neighbours: cut off";
+  int checked = 0;
+  for (int h = 1; h < 6; ++h)
+    for (int mask = 0; mask < 16; ++mask)
+      for (int code = 0; code < 6 * 6 * 6 * 6; ++code) {
+        int nh[4];
+        for (int d = 0, c = code; d < 4; ++d, c /= 6) nh[d] = c % 6 == 5 ? kInf : c % 6 + 1;
+        bool valid = true;  // the node's residual edges obey C1 before
+        for (int d = 0; d < 4; ++d) valid &= !(mask >> d & 1) || h <= nh[d] + 1;
+        if (!valid) continue;
+        const int settled = pr::SettleStep<4>(0, h, kInf, static_cast<std::uint8_t>(mask), nh);
+        bool supported = false;
+        for (int d = 0; d < 4; ++d) {
+          if (!(mask >> d & 1)) continue;
+          supported |= nh[d] < settled;
+          if (settled < kInf) EXPECT_LE(settled, nh[d] + 1) << "C1 broken: h " << h << ", mask " << mask;
+        }
+        EXPECT_GE(settled, h);
+        EXPECT_TRUE(settled == kInf || supported) << "h " << h << ", mask " << mask;
+        ++checked;
+      }
+  EXPECT_GT(checked, 1000);
+}
+
+TEST(PushRelabelLocal, AliveStepSpreadsAlongResidualEdgesOnly) {
+  EXPECT_TRUE(pr::AliveStep<4>(true, 0b0000, {false, false, false, false})) << "alive stays alive";
+  EXPECT_FALSE(pr::AliveStep<4>(false, 0b0101, {false, true, false, true})) << "no residual edge to the alive ones";
+  EXPECT_TRUE(pr::AliveStep<4>(false, 0b0100, {false, false, true, false}));
+}
 
 TEST(PushRelabelLocal, SolvedStatesAreCertifiedAndBrokenOnesAreNot) {
   std::mt19937_64 rng(3);
