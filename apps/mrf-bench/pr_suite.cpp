@@ -112,7 +112,7 @@ struct ResolveRow {
   double resolve_ms = -1, resolve_transfer_ms = -1, fresh_ms = -1;
   double host_ms = -1;  // the engine's host work before the device starts (reading the edit, ordering repairs)
   Energy flow = -1;
-  int runs = 0, local_runs = 0;  // timed re-solves, and those certified by local repairs alone
+  int runs = 0, local_runs = 0;  // timed re-solves, and those the certificate closed without a global relabel
   std::string last_message;      // the engine's message of the last re-solve
 };
 
@@ -288,8 +288,9 @@ int RunPushRelabel(const BenchOptions& options) {
                 "# anywhere, get the weights of another random pixel; 'stroke' = a disc of side/32 radius forced to\n"
                 "# one label; fresh = solving the edited graph from scratch (same engine kind, workspace warm);\n"
                 "# solve times only (GPU: device time; transfer shown apart); host_ms = the engine's work on the\n"
-                "# host before that (reading the edit, ordering repairs); local = timed re-solves certified by\n"
-                "# local repairs alone (the others fell back to global relabels; cpu-bk: no local path)\n");
+                "# host before that (reading the edit, ordering repairs); local = timed re-solves that the\n"
+                "# optimality certificate closed without a global relabel, after local repairs or after fills,\n"
+                "# push rounds and settling (the others went on with relabels; cpu-bk: no local path)\n");
     std::printf("%5s %-8s %-7s %9s %11s %9s %8s %10s %8s %7s %14s\n", "size", "solver", "edit", "changed", "resolve_ms",
                 "xfer_ms", "host_ms", "fresh_ms", "speedup", "local", "flow");
     for (const ResolveRow& r : resolves)
