@@ -281,8 +281,7 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
     const PushRelabelStats local = stats_;
     // Mode 3 checks the certificate even after fills that gave up: the state is a preflow whatever
     // they did, and the nodes they left fail the check (and flag their tiles for the relabels).
-    const bool certify = mode == 3;
-    RunLoop(out, 0, true, certify);
+    RunLoop(out, 0, true, /*certify_first=*/mode == 3);
     stats_.local_repairs = local.local_repairs;
     if (mode == 3) {
       // tbb-pr counted its fills' failures above; cuda-pr counts them on the device (CheckCertificate).
@@ -406,11 +405,13 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve, 
     stats_.push_rounds += tuning_.rounds_per_global_relabel;
     // After local fills, the push rounds often leave a state that the certificate proves optimal
     // once the nodes they left without support have risen: no global relabel is needed then.
-    if (certify_first) Settle();
-    if (certify_first && CheckCertificate(/*narrow_touched=*/true)) {
-      FinishResult(out, std::string(kLocalMessage) + " and " + std::to_string(stats_.push_rounds) +
-                            " push rounds from the kept heights (optimality certificate checked on every node)");
-      return;
+    if (certify_first) {
+      Settle();
+      if (CheckCertificate(/*narrow_touched=*/true)) {
+        FinishResult(out, std::string(kLocalMessage) + " and " + std::to_string(stats_.push_rounds) +
+                              " push rounds from the kept heights (optimality certificate checked on every node)");
+        return;
+      }
     }
   }
   // A generous bound: every cycle either finishes or moves flow; far more cycles than nodes means

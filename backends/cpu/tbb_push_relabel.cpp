@@ -626,7 +626,21 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     const int inf = L.inf;
     LoadTileWithMasks<KIND>(f, s);
     bool changed_any = false;
-    for (;;) {
+    HopsToFixpoint<KIND>(f, s, &changed_any, 0, [inf](std::int64_t x, int h, std::uint8_t mask, const int (&nh)[D]) {
+      return pr::KillStep<D>(x, h, inf, mask, nh);
+    });
+    if (changed_any) StoreHaloHeights(f, s);
+    return changed_any;
+  }
+
+  // Relaxes a tile loaded by LoadTileWithMasks to its local fixpoint, the halo as read: every node's
+  // height becomes step(x, h, mask, its neighbours' heights), all at once (as the CUDA block's hops),
+  // until none changes or, with max_hops > 0, after that many hops. Sets *changed_any when a height
+  // changed; returns true when the tile was still changing at the bound.
+  template <int KIND, class Step>
+  bool HopsToFixpoint(const TileFrame& f, TileScratch& s, bool* changed_any, int max_hops, Step step) {
+    constexpr int D = pr::NumDirs(KIND);
+    for (int hop = 0; max_hops == 0 || hop < max_hops; ++hop) {
       bool changed = false;
       for (int l = 0; l < f.n; ++l) {
         const int c = f.HaloOf(l);
@@ -634,15 +648,14 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
         if (s.node[l] < 0) continue;
         int nh[D];
         f.NeighbourHeights<KIND>(s.halo_h, c, nh);
-        s.new_h[l] = pr::KillStep<D>(s.x[l], s.halo_h[c], inf, s.mask[l], nh);
+        s.new_h[l] = step(s.x[l], s.halo_h[c], s.mask[l], nh);
         changed |= s.new_h[l] != s.halo_h[c];
       }
-      if (!changed) break;
-      changed_any = true;
+      if (!changed) return false;
+      *changed_any = true;
       for (int l = 0; l < f.n; ++l) s.halo_h[f.HaloOf(l)] = s.new_h[l];
     }
-    if (changed_any) StoreHaloHeights(f, s);
-    return changed_any;
+    return true;
   }
 
   // Settling before the certificate (pr::SettleStep, pr::AliveStep), in kSettlePasses passes colour
@@ -654,6 +667,9 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     const auto start = std::chrono::steady_clock::now();
     const TileLayout& L = layout_;
     const int inf = L.inf;
+    const auto settle_step = [inf](std::int64_t x, int h, std::uint8_t mask, const int (&nh)[D]) {
+      return pr::SettleStep<D>(x, h, inf, mask, nh);
+    };
     settled_.assign(L.num_tiles(), 0);
     for (int pass = 0; pass < pr::kSettlePasses; ++pass) {
       for (int colour = 0; colour < L.num_colours(); ++colour) {
@@ -669,22 +685,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
           LoadTileWithMasks<KIND>(f, s);  // the bitmasks are fresh for the relabels after a failed certificate
           bool changed_any = false;
           auto settle = [&] {  // true when the tile still changed after kSettleHops hops
-            for (int hop = 0; hop < pr::kSettleHops; ++hop) {
-              bool changed = false;
-              for (int l = 0; l < f.n; ++l) {
-                const int c = f.HaloOf(l);
-                s.new_h[l] = s.halo_h[c];
-                if (s.node[l] < 0) continue;
-                int nh[D];
-                f.NeighbourHeights<KIND>(s.halo_h, c, nh);
-                s.new_h[l] = pr::SettleStep<D>(s.x[l], s.halo_h[c], inf, s.mask[l], nh);
-                changed |= s.new_h[l] != s.halo_h[c];
-              }
-              if (!changed) return false;
-              changed_any = true;
-              for (int l = 0; l < f.n; ++l) s.halo_h[f.HaloOf(l)] = s.new_h[l];
-            }
-            return true;
+            return HopsToFixpoint<KIND>(f, s, &changed_any, pr::kSettleHops, settle_step);
           };
           bool unsettled = settle();
           for (int l = 0; l < f.n && !unsettled; ++l) unsettled = pr::IsActive(s.x[l], s.halo_h[f.HaloOf(l)], inf);

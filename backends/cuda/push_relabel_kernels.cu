@@ -235,20 +235,10 @@ __global__ void __launch_bounds__(TX* TY* TZ)
   const int first_h = h;
   // Returns true when the tile still changed after kSettleHops hops.
   auto settle = [&] {
-    for (int hop = 0; hop < pr::kSettleHops; ++hop) {
-      int nh[D];
-#pragma unroll
-      for (int d = 0; d < D; ++d) nh[d] = sh_h[hc + HaloOffset<KIND, HX, HY>(d)];
-      const int new_h = pr::SettleStep<D>(x, h, inf, mask, nh);
-      const bool changed = new_h != h;
-      __syncthreads();  // every thread has read sh_h
-      if (changed) {
-        h = new_h;
-        sh_h[hc] = h;
-      }
-      if (!__syncthreads_or(changed)) return false;
-    }
-    return true;
+    bool unsettled = false;
+    HopsToFixpoint<KIND, HX, HY, pr::kSettleHops>(
+        h, sh_h, hc, [&](const auto& nh) { return pr::SettleStep<D>(x, h, inf, mask, nh); }, &unsettled);
+    return unsettled;
   };
   const bool unsettled = settle();
   if (__syncthreads_or(unsettled || pr::IsActive(x, h, inf))) {
