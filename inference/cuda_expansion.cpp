@@ -20,6 +20,10 @@ bool CudaExpansionTuning::IsValid(std::string* error) const {
     return fail("update_fraction must be in 0..1000 (got " + mrf::NumberText(update_fraction) + ")");
   if (memory_limit < 0) return fail("memory_limit must not be negative (got " + std::to_string(memory_limit) + ")");
   if (solve_blocks < 0) return fail("solve_blocks must not be negative (got " + std::to_string(solve_blocks) + ")");
+  if (early_cycles < -1)
+    return fail("early_cycles must be -1 (automatic) or more (got " + std::to_string(early_cycles) + ")");
+  if (!(early_fraction >= 0.0 && early_fraction <= 1.0))
+    return fail("early_fraction must be in 0..1 (got " + mrf::NumberText(early_fraction) + ")");
   if (resolve_push_rounds < 0 || resolve_push_rounds > 512)
     return fail("resolve_push_rounds must be in 0..512 (got " + std::to_string(resolve_push_rounds) + ")");
   std::string why;
@@ -40,6 +44,11 @@ std::string CudaExpansionTuning::Describe() const {
                             : std::string())
     << (async_relabel ? ", asynchronous relabels" : ", relabels in rounds")
     << (fused_census ? ", census in the first push round" : ", census apart")
+    << (early_cycles < 0 ? ", max-flows of cuda-expansion's first cycle from label 0 stop at " +
+                               mrf::NumberText(early_fraction * 100) + "% of the nodes active"
+        : early_cycles > 0 ? ", max-flows of the first " + std::to_string(early_cycles) + " cycles stop at " +
+                               mrf::NumberText(early_fraction * 100) + "% of the nodes active"
+                           : ", exact max-flows")
     << (solve_blocks ? ", " + std::to_string(solve_blocks) + " solve blocks" : std::string())
     << ", memory limit " << (memory_limit ? std::to_string(memory_limit) + " bytes" : std::string("free memory"))
     << (check_energy ? ", energy checked every cycle" : "") << (trace_moves ? ", moves traced" : "")
@@ -91,19 +100,23 @@ void CudaExpansionTuning::Parse(const std::string& overrides) {
       async_relabel = ParseBool(name, text);
     } else if (name == "fused_census") {
       fused_census = ParseBool(name, text);
-    } else if (name == "resolve_push_rounds" || name == "solve_blocks") {
+    } else if (name == "early_cycles" && text == "auto") {
+      early_cycles = -1;
+    } else if (name == "resolve_push_rounds" || name == "solve_blocks" || name == "early_cycles") {
       char* end = nullptr;
       const long value = std::strtol(text.c_str(), &end, 10);
       if (text.empty() || *end != '\0' || value < 0 || value > 1000000)
         throw Error("cuda-expansion tuning: " + name + "='" + text + "' is not a non-negative integer");
-      (name == "solve_blocks" ? solve_blocks : resolve_push_rounds) = static_cast<int>(value);
+      (name == "solve_blocks" ? solve_blocks : name == "early_cycles" ? early_cycles : resolve_push_rounds) =
+          static_cast<int>(value);
     } else if (name == "memory_limit") {
       memory_limit = ParseBytes(name, text);
-    } else if (name == "update_fraction") {
+    } else if (name == "update_fraction" || name == "early_fraction") {
       char* end = nullptr;
-      update_fraction = std::strtod(text.c_str(), &end);
+      const double value = std::strtod(text.c_str(), &end);
       if (text.empty() || *end != '\0')
-        throw Error("cuda-expansion tuning: update_fraction='" + text + "' is not a number");
+        throw Error("cuda-expansion tuning: " + name + "='" + text + "' is not a number");
+      (name == "update_fraction" ? update_fraction : early_fraction) = value;
     } else {
       engine += (engine.empty() ? "" : ",") + item;  // a push-relabel name (its parser names unknown ones)
     }
@@ -114,7 +127,8 @@ void CudaExpansionTuning::Parse(const std::string& overrides) {
     } catch (const Error& e) {
       throw Error(std::string(e.what()) +
                   "; cuda-expansion's own names: reuse_flow, update_fraction, device_loop, resolve_push_rounds, "
-                  "async_relabel, fused_census, solve_blocks, memory_limit, check_energy, trace_moves");
+                  "async_relabel, fused_census, early_cycles, early_fraction, solve_blocks, memory_limit, check_energy, "
+                  "trace_moves");
     }
   }
   std::string error;

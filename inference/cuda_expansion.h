@@ -52,6 +52,18 @@ struct CudaExpansionTuning {
   /// The census after a global relabel (the cut, the active tiles and nodes) rides on the first
   /// push round's visits instead of taking a grid-wide phase of its own (the same flow either way).
   bool fused_census = true;
+  /// Cycles (from the first) whose max-flows may stop early: once a global relabel leaves at most
+  /// early_fraction x nodes active, the move takes the cut of that relabel's exact distances, which
+  /// exceeds a minimum cut by at most the excess still on its way, and is scored exactly like any
+  /// other (taken only when it lowers the energy). Such a move is never skipped later and its next
+  /// run builds its graph afresh. The cycles after these solve exactly, and an early cycle that
+  /// changes nothing is followed by exact ones, so the run still ends at a labelling that no move
+  /// improves. 0: every max-flow exact; -1 (automatic): 1 for cuda-expansion from its default
+  /// start, 0 from given labels (such as --start bp's, where stopping early cost a cycle) and for
+  /// cuda-swap (1.2% higher energy on Venus); docs/benchmarks.md has the measurements.
+  int early_cycles = -1;
+  /// The share of the nodes that may be left active when an early cycle's max-flow stops (0..1).
+  double early_fraction = 0.005;
   /// Blocks of the persistent solve kernel; 0: one per tile, at most as many as the GPU keeps
   /// resident. 1 runs every tile in one block (for tools that serialise blocks, e.g. racecheck).
   int solve_blocks = 0;
@@ -85,7 +97,7 @@ struct CudaExpansionTuning {
   /// One line for logs and benchmark tables.
   std::string Describe() const;
   /// Applies overrides "name=value,..." (reuse_flow, update_fraction, device_loop, resolve_push_rounds,
-  /// async_relabel, fused_census, solve_blocks, memory_limit, check_energy, trace_moves, and any PushRelabelTuning name); throws mrf::Error on bad input.
+  /// async_relabel, fused_census, early_cycles, early_fraction, solve_blocks, memory_limit, check_energy, trace_moves, and any PushRelabelTuning name); throws mrf::Error on bad input.
   void Parse(const std::string& overrides);
   /// The defaults with MRF_PR_TUNING (push-relabel names only) and then MRF_CUDA_EXPANSION_TUNING
   /// applied, if set.
@@ -99,6 +111,7 @@ struct CudaExpansionStats {
   std::int64_t skipped = 0;        ///< Moves skipped (nothing changed since the label's last exact move).
   std::int64_t resolved = 0;       ///< Moves re-solved from the label's kept graph.
   std::int64_t accepted = 0;       ///< Moves that lowered the energy.
+  std::int64_t stopped_early = 0;  ///< Moves whose max-flow stopped early (CudaExpansionTuning::early_cycles).
   std::int64_t relabels = 0;       ///< Global relabels of all moves.
   std::int64_t push_rounds = 0;    ///< Push rounds of all moves.
   std::int64_t bfs_rounds = 0;     ///< BFS and kill rounds of all relabels (an asynchronous rest counts as one).

@@ -341,9 +341,10 @@ int RunGpuExpansion(const BenchOptions& options) {
           &row);
       PrintRow(row);
       rows.push_back(row);
-      std::printf("#   %s: %lld moves skipped, %lld of %d labels keep a graph, %lld BFS/kill rounds, %d solve blocks, "
-                  "cycles %.2f ms on the host clock, %.1f MiB on the GPU, loop on the %s\n",
-                  label.c_str(), static_cast<long long>(s.skipped), static_cast<long long>(s.kept_graphs),
+      std::printf("#   %s: %lld moves skipped, %lld max-flows stopped early, %lld of %d labels keep a graph, %lld "
+                  "BFS/kill rounds, %d solve blocks, cycles %.2f ms on the host clock, %.1f MiB on the GPU, loop on the %s\n",
+                  label.c_str(), static_cast<long long>(s.skipped), static_cast<long long>(s.stopped_early),
+                  static_cast<long long>(s.kept_graphs),
                   problem.model.num_labels, static_cast<long long>(s.bfs_rounds), s.solve_blocks, s.cycles_ms,
                   static_cast<double>(s.device_bytes) / (1 << 20), s.loop.c_str());
     }

@@ -255,6 +255,9 @@ struct MoveControl {
   std::int64_t update_limit = 0;   ///< A kept graph is reused if at most this many node changes happened since.
   std::int64_t max_rounds = 0;     ///< Bound on relabels and on BFS rounds per relabel (a bug must not hang the caller).
   std::int64_t error = 0;          ///< 1: a solve did not converge within max_rounds; 2: its grid barrier timed out; 3: an asynchronous relabel ended with work left.
+  /// A solve may stop once a global relabel leaves at most this many active nodes (0: every solve
+  /// runs to the maximum flow). Set by the host per cycle (CudaExpansionTuning::early_cycles).
+  std::int64_t stop_active = 0;
   // The move in progress.
   std::int64_t key = 0;        ///< Its index into the per-move bookkeeping (expansion: its label; swap: its pair).
   std::int64_t alpha = 0;      ///< Its label (swap: the pair's first label).
@@ -265,6 +268,9 @@ struct MoveControl {
   std::int64_t moved = 0;      ///< Nodes its cut moves.
   std::int64_t to_alpha = 0;   ///< Of those, the nodes that take alpha (swap keeps its label counts with it).
   std::int64_t truncated = 0;  ///< Truncated terms in its graph.
+  /// 1 when its solve stopped early (stop_active): its cut, from the exact distances of the last
+  /// relabel, is then within the excess of the nodes left active of a minimum one.
+  std::int64_t stopped = 0;
   std::int64_t relabels = 0;   ///< Global relabels of its solve.
   std::int64_t push_rounds = 0;  ///< Push rounds of its solve.
   std::int64_t bfs_rounds = 0; ///< BFS and kill rounds of its solve (an asynchronous rest counts as one).
@@ -276,7 +282,7 @@ struct MoveControl {
 
 /// What one move of a cycle did (one record per move index of the cycle).
 struct MoveRecord {
-  std::int64_t alpha = -1, beta = -1, run = 0, resolve = 0, accepted = 0;
+  std::int64_t alpha = -1, beta = -1, run = 0, resolve = 0, accepted = 0, stopped = 0;
   std::int64_t moved = 0, delta = 0, truncated = 0, relabels = 0, push_rounds = 0, bfs_rounds = 0;
   std::int64_t stamp_start = 0, stamp_built = 0, stamp_solved = 0, stamp_done = 0;
 };
@@ -321,6 +327,7 @@ MRF_HD bool BeginMove(MoveControl& c, const std::int32_t* order, const LabelBook
   c.moved = 0;
   c.to_alpha = 0;
   c.truncated = resolve ? book.truncated[key] : 0;
+  c.stopped = 0;
   c.relabels = 0;
   c.push_rounds = 0;
   c.bfs_rounds = 0;
@@ -349,15 +356,19 @@ MRF_HD bool EndMove(MoveControl& c, const LabelBook& book, MoveRecord* records) 
       book.label_count[c.beta] -= gained;
     }
   }
+  // A move stopped early may have missed a better cut: it is never skipped for it. Its kept heights
+  // are not exact distances where its last push round ran, which an incremental relabel relies on,
+  // so its next run builds afresh.
   const bool exact = c.truncated == 0;
-  book.settled_at[key] = exact || !accepted ? c.changes : -1;
+  book.settled_at[key] = (exact || !accepted) && !c.stopped ? c.changes : -1;
   book.truncated[key] = c.truncated;
-  if (key < c.num_slots) book.has_state[key] = 1;
+  if (key < c.num_slots) book.has_state[key] = c.stopped ? 0 : 1;
   MoveRecord& rec = records[c.move_index - 1];
   rec.accepted = accepted;
   rec.moved = accepted ? c.moved : 0;
   rec.delta = c.delta;
   rec.truncated = c.truncated;
+  rec.stopped = c.stopped;
   rec.relabels = c.relabels;
   rec.push_rounds = c.push_rounds;
   rec.bfs_rounds = c.bfs_rounds;

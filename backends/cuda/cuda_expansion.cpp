@@ -245,10 +245,11 @@ class Runner {
       return;
     }
     std::fprintf(stderr,
-                 "%s: cycle %lld move %lld, %s: %s, %s, %lld nodes moved; %lld global relabels, %lld push rounds, "
+                 "%s: cycle %lld move %lld, %s: %s%s, %s, %lld nodes moved; %lld global relabels, %lld push rounds, "
                  "%lld BFS rounds; device build %.3f ms, max-flow %.3f ms, update %.3f ms\n",
                  name_.c_str(), static_cast<long long>(cycle), static_cast<long long>(k + 1), what.c_str(),
-                 r.resolve ? "re-solved" : "fresh", r.accepted ? "accepted" : "rejected", static_cast<long long>(r.moved),
+                 r.resolve ? "re-solved" : "fresh", r.stopped ? " (stopped early)" : "", r.accepted ? "accepted" : "rejected",
+                 static_cast<long long>(r.moved),
                  static_cast<long long>(r.relabels), static_cast<long long>(r.push_rounds),
                  static_cast<long long>(r.bfs_rounds), StampMs(r.stamp_start, r.stamp_built),
                  StampMs(r.stamp_built, r.stamp_solved), StampMs(r.stamp_solved, r.stamp_done));
@@ -530,6 +531,14 @@ class Runner {
     ReadControl(true);
   }
 
+  // CudaExpansionTuning::early_cycles, the automatic choice resolved: early stops pay in the first
+  // cycle of an expansion from label 0, whose moves change the most; from given labels they cost a
+  // cycle, and cuda-swap's energy rose with them (docs/benchmarks.md).
+  int EarlyCycles() const {
+    if (t_.early_cycles >= 0) return t_.early_cycles;
+    return kind_ == xp::kExpansionMove && o_.initial_labels.empty() ? 1 : 0;
+  }
+
   std::string Cycles(Result* out) {
     IterationControl control(o_, out);
     std::uint64_t rng = o_.seed;
@@ -537,7 +546,16 @@ class Runner {
     std::int64_t truncations = 0;
     Energy energy = initial_energy_;
     std::string stop;
+    const int early_cycles = EarlyCycles();
+    bool exact_from_now = early_cycles == 0;  // after the early cycles, or an early cycle that changed nothing
     for (int cycle = 1;; ++cycle) {
+      if (cycle > early_cycles) exact_from_now = true;
+      // The cycle's early-stop bound (MoveControl::stop_active), written into the device's loop state.
+      host_ctl_->stop_active =
+          exact_from_now ? 0 : static_cast<std::int64_t>(t_.early_fraction * static_cast<double>(n_));
+      Check(cudaMemcpyAsync(&e_.ctl->stop_active, &host_ctl_->stop_active, sizeof(std::int64_t),
+                            cudaMemcpyHostToDevice, st_),
+            "uploading the early-stop bound");
       CycleOrder(o_.label_order, &rng, moves_, &order);
       for (std::int64_t k = 0; k < moves_; ++k)
         host_order_[k] = static_cast<std::int32_t>(order[static_cast<std::size_t>(k)]);
@@ -563,7 +581,8 @@ class Runner {
         throw Error(name_ + ": internal error: a move's max-flow did not converge within " +
                     std::to_string(host_ctl_->max_rounds) + " rounds (" + describe_ + ")");
       // The cycle's records.
-      std::int64_t run = 0, skipped = 0, resolved = 0, nodes = 0, cycle_truncations = 0, relabels = 0, pushes = 0;
+      std::int64_t run = 0, skipped = 0, resolved = 0, nodes = 0, cycle_truncations = 0, relabels = 0, pushes = 0,
+                   stopped = 0;
       double build_ms = 0, solve_ms = 0, update_ms = 0;
       for (std::int64_t k = 0; k < moves_; ++k) {
         const xp::MoveRecord& r = host_records_[k];
@@ -574,6 +593,7 @@ class Runner {
         }
         ++run;
         resolved += r.resolve;
+        stopped += r.stopped;
         nodes += r.moved;
         cycle_truncations += r.truncated;
         relabels += r.relabels;
@@ -589,6 +609,7 @@ class Runner {
       stats_->moves += run;
       stats_->skipped += skipped;
       stats_->resolved += resolved;
+      stats_->stopped_early += stopped;
       stats_->relabels += relabels;
       stats_->push_rounds += pushes;
       stats_->build_ms += build_ms;
@@ -610,9 +631,13 @@ class Runner {
                                                       : std::string()) +
                          ", " + std::to_string(skipped) + " skipped, " + std::to_string(nodes) + " nodes changed";
       if (o_.truncate_nonsubmodular) note += ", " + std::to_string(cycle_truncations) + " terms truncated";
+      if (stopped) note += ", " + std::to_string(stopped) + " max-flows stopped early";
       note += times;
       const bool go_on = control.Record(cycle, energy, note);
-      if (host_ctl_->changes == changes_before) {
+      // Only an exact cycle that changes nothing shows that no move lowers the energy.
+      if (host_ctl_->changes == changes_before && stopped > 0) {
+        exact_from_now = true;
+      } else if (host_ctl_->changes == changes_before) {
         stop = "converged after " + std::to_string(cycle) + (cycle == 1 ? " cycle" : " cycles") +
                ": no " + (kind_ == xp::kSwapMove ? "swap" : "expansion") + " move lowers the energy";
         break;
@@ -636,6 +661,9 @@ class Runner {
               std::to_string(labels_) + " labels keep their residual graph";
     else
       stop += " over " + std::to_string(moves_) + " label pairs, every move solved afresh";
+    if (stats_->stopped_early)
+      stop += ", " + std::to_string(stats_->stopped_early) + " max-flows of the first " +
+              (early_cycles == 1 ? std::string("cycle") : std::to_string(early_cycles) + " cycles") + " stopped early";
     stop += ", loop on the " + stats_->loop;
     if (o_.truncate_nonsubmodular) stop += "; " + std::to_string(truncations) + " non-submodular move terms truncated";
     return stop;

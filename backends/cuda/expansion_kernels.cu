@@ -350,6 +350,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
   const bool resolve = c->resolve != 0;
   const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
   const std::int64_t max_rounds = c->max_rounds;
+  const std::int64_t stop_active = c->stop_active;  // 0: solve to the maximum flow
   std::uint8_t* const a = s.dirty;
   std::uint8_t* const b = s.dirty + T;
   std::uint8_t* const kill_a = s.dirty + 2 * T;
@@ -528,9 +529,16 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
     }
   // A fresh graph's heights mean nothing: its first relabel starts from scratch.
   bool incremental = resolve && cfg.incremental_relabel != 0;
+  bool stopped = false;
   while (ok) {
     ok = relabel(incremental, &active);
     if (!ok || active == 0) break;
+    // Early stop: the census has just written the cut of exact distances (nodes that reach the sink
+    // take the sink's side), whose capacity exceeds the minimum by at most the active nodes' excess.
+    if (static_cast<std::int64_t>(active) <= stop_active) {
+      stopped = true;
+      break;
+    }
     for (int k = cfg.fused_census ? 1 : 0; k < cfg.push_rounds; ++k) {  // (the fused census was round 1)
       ok = push_round(&work, false);
       if (!ok || work == 0) break;
@@ -542,6 +550,7 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
     c->relabels = relabels;
     c->push_rounds = push_rounds;
     c->bfs_rounds = bfs_rounds;
+    c->stopped = stopped ? 1 : 0;
     c->stamp_solved = Now();
     if (!ok) c->error = e.sync->async_left ? 3 : e.sync->abort ? 2 : 1;
   }

@@ -236,5 +236,52 @@ TEST(ExpansionSteps, TwinEndsAtAnExpansionLocalOptimumNearCpuExpansion) {
   std::printf("twin and cpu-expansion reached the same energy on %d of %d models\n", equal, total);
 }
 
+// The bookkeeping of a move whose max-flow stopped early (MoveControl::stopped): whether or not its cut
+// was taken, it is never skipped for the same labelling, and its kept graph is not re-solved; an exact
+// move that found nothing is skipped until the labelling changes.
+TEST(ExpansionSteps, MovesStoppedEarlyAreNeitherSkippedNorReSolved) {
+  std::vector<std::int64_t> settled(2, -1), truncated(2, 0), snapshot(2, 0);
+  std::vector<std::int32_t> has_state(2, 0), order{0, 1};
+  std::vector<xp::MoveRecord> records(2);
+  xp::LabelBook book;
+  book.settled_at = settled.data();
+  book.truncated = truncated.data();
+  book.snapshot = snapshot.data();
+  book.has_state = has_state.data();
+  xp::MoveControl c;
+  c.num_moves = 2;
+  c.num_slots = 2;
+  c.update_limit = 100;
+  auto run = [&](int k, bool stopped, std::int64_t delta) {
+    c.move_index = k;
+    const bool runs = xp::BeginMove(c, order.data(), book, records.data(), true);
+    if (runs) {
+      c.stopped = stopped ? 1 : 0;
+      c.delta = delta;
+      c.moved = delta < 0 ? 3 : 0;
+      xp::EndMove(c, book, records.data());
+    }
+    return runs;
+  };
+  EXPECT_TRUE(run(0, true, 0));   // label 0 stops early and finds nothing
+  EXPECT_TRUE(run(1, false, 0));  // label 1 runs exactly and finds nothing
+  EXPECT_EQ(records[0].stopped, 1);
+  EXPECT_EQ(has_state[0], 0) << "a graph stopped early must not be re-solved incrementally";
+  EXPECT_EQ(has_state[1], 1);
+  EXPECT_TRUE(run(0, false, 0)) << "a move stopped early was skipped";
+  EXPECT_FALSE(records[0].resolve);
+  EXPECT_FALSE(run(1, false, 0)) << "an exact move that found nothing ran again on the same labelling";
+  EXPECT_FALSE(run(0, false, 0)) << "an exact move that found nothing ran again on the same labelling";
+  ++c.changes;  // another move changed two labels
+  c.nodes_changed += 2;
+  EXPECT_TRUE(run(0, true, -5));  // re-solved, stopped early, its cut taken
+  EXPECT_TRUE(records[0].resolve);
+  EXPECT_EQ(records[0].accepted, 1);
+  EXPECT_EQ(settled[0], -1);
+  EXPECT_EQ(has_state[0], 0);
+  EXPECT_TRUE(run(1, false, 0)) << "the labelling changed: label 1 must run";
+  EXPECT_TRUE(records[1].resolve) << "label 1's exact graph should be re-solved";
+}
+
 }  // namespace
 }  // namespace mrf

@@ -110,7 +110,8 @@ GpuRun RunGpu(const Model& model, const SolveOptions& options, CudaExpansionTuni
 std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   // From the environment, so that MRF_CUDA_EXPANSION_TUNING=solve_blocks=1 serialises the solve for
   // compute-sanitizer's racecheck.
-  const CudaExpansionTuning base = CudaExpansionTuning::FromEnvironment();
+  CudaExpansionTuning base = CudaExpansionTuning::FromEnvironment();
+  base.early_cycles = 0;  // the twin's max-flows are exact
   CudaExpansionTuning device = base, host = base, fresh = base, always = base, pushing = base, few = base, hops = base,
                       short_tiles = base, wave_push = base, rounds = base, census = base;
   host.device_loop = false;
@@ -205,6 +206,7 @@ TEST(CudaExpansion, AsynchronousRelabelsWithManyTilesPerBlockMatchTheTwin) {
       for (bool fused_census : {false, true}) {
         SCOPED_TRACE(std::to_string(blocks) + " solve blocks, fused_census " + std::to_string(fused_census));
         CudaExpansionTuning tuning = CudaExpansionTuning::FromEnvironment();
+        tuning.early_cycles = 0;  // the twin's max-flows are exact
         tuning.async_relabel = true;
         tuning.fused_census = fused_census;
         tuning.solve_blocks = blocks;
@@ -215,6 +217,27 @@ TEST(CudaExpansion, AsynchronousRelabelsWithManyTilesPerBlockMatchTheTwin) {
           EXPECT_EQ(g.result.log[i].energy, twin.cycle_energies[i]) << "cycle " << i + 1;
       }
   }
+}
+
+// The end is a labelling that no expansion move improves (for a metric, one cycle of cpu-expansion from
+// it tries every move exactly and must find nothing) and within 0.5% of cpu-expansion's energy.
+// Returns the relative difference.
+double ExpectNoExpansionHelpsAndNearTheCpu(const Case& c, const Labeling& labels, Energy energy) {
+  SolveOptions cpu_options = Options(c);
+  cpu_options.solver = "cpu-expansion";
+  if (!c.truncate) {
+    SolveOptions again = cpu_options;
+    again.initial_labels = labels;
+    again.max_iterations = 1;
+    const Result check = Solve(c.model, again);
+    EXPECT_TRUE(check.ok) << check.message;
+    EXPECT_EQ(check.energy, energy) << "an expansion move still lowers the energy";
+  }
+  const Result cpu = Solve(c.model, cpu_options);
+  EXPECT_TRUE(cpu.ok) << cpu.message;
+  const double gap = static_cast<double>(energy - cpu.energy) / static_cast<double>(cpu.energy);
+  EXPECT_LE(std::abs(gap), 0.005) << "GPU " << energy << ", CPU " << cpu.energy;
+  return std::abs(gap);
 }
 
 TEST(CudaExpansion, NeverRaisesTheEnergyAndEndsWhereNoExpansionHelps) {
@@ -236,25 +259,42 @@ TEST(CudaExpansion, NeverRaisesTheEnergyAndEndsWhereNoExpansionHelps) {
     EXPECT_LE(energies.front(), EvaluateEnergy(c.model, Labeling(c.model.num_nodes(), 0)).total);
     for (std::size_t i = 1; i < energies.size(); ++i) EXPECT_LE(energies[i], energies[i - 1]) << "cycle " << i + 1;
     EXPECT_EQ(energies.back(), gpu.energy) << "the last cycle's energy is not the reference evaluator's";
-    // cpu-expansion from the GPU's labels: for a metric, one cycle tries every expansion move exactly.
-    SolveOptions cpu_options = Options(c);
-    cpu_options.solver = "cpu-expansion";
-    if (!c.truncate) {
-      SolveOptions again = cpu_options;
-      again.initial_labels = gpu.labels;
-      again.max_iterations = 1;
-      const Result check = Solve(c.model, again);
-      ASSERT_TRUE(check.ok) << check.message;
-      EXPECT_EQ(check.energy, gpu.energy) << "an expansion move still lowers the energy";
-    }
-    const Result cpu = Solve(c.model, cpu_options);
-    ASSERT_TRUE(cpu.ok) << cpu.message;
-    const double gap = static_cast<double>(gpu.energy - cpu.energy) / static_cast<double>(cpu.energy);
-    EXPECT_LE(std::abs(gap), 0.005) << "GPU " << gpu.energy << ", CPU " << cpu.energy;
-    worst = std::max(worst, std::abs(gap));
+    worst = std::max(worst, ExpectNoExpansionHelpsAndNearTheCpu(c, gpu.labels, gpu.energy));
     ++cases;
   }
   std::printf("cuda-expansion vs cpu-expansion on %d models: largest energy difference %.4f%%\n", cases, 100 * worst);
+}
+
+// Max-flows stopped early (early_cycles, with a bound loose enough to stop most of them): the cycles'
+// energies (each checked against the reference evaluator) never rise, and the run still ends, after
+// exact cycles, where no expansion move helps and near cpu-expansion's energy.
+TEST(CudaExpansion, EarlyStoppedMaxFlowsStillEndWhereNoExpansionHelps) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::int64_t stopped = 0, moves = 0;
+  double worst = 0;
+  for (const Case& c : RandomCases(6, 9, 2)) {
+    SCOPED_TRACE(c.name);
+    for (int early_cycles : {1, 3}) {
+      SCOPED_TRACE("early_cycles " + std::to_string(early_cycles));
+      CudaExpansionTuning tuning = CudaExpansionTuning::FromEnvironment();
+      tuning.early_cycles = early_cycles;
+      tuning.early_fraction = 0.05;
+      const GpuRun g = RunGpu(c.model, Options(c), tuning);
+      ASSERT_FALSE(g.result.log.empty());
+      for (std::size_t i = 1; i < g.result.log.size(); ++i)
+        EXPECT_LE(g.result.log[i].energy, g.result.log[i - 1].energy) << "cycle " << i + 1;
+      EXPECT_EQ(g.result.log.back().energy, g.energy);
+      EXPECT_NE(g.result.message.find("converged"), std::string::npos) << g.result.message;
+      // Only an exact cycle can end the run.
+      EXPECT_EQ(g.result.log.back().note.find("stopped early"), std::string::npos) << g.result.log.back().note;
+      stopped += g.stats.stopped_early;
+      moves += g.stats.moves;
+      worst = std::max(worst, ExpectNoExpansionHelpsAndNearTheCpu(c, g.result.labels, g.energy));
+    }
+  }
+  EXPECT_GT(stopped, 0) << "no max-flow stopped early: the test checks nothing";
+  std::printf("early stops: %lld of %lld max-flows; largest energy difference to cpu-expansion %.4f%%\n",
+              static_cast<long long>(stopped), static_cast<long long>(moves), 100 * worst);
 }
 
 // --start bp on the GPU: the start is cuda-bp's labelling, which equals tbb-bp's bit for bit (so the start
@@ -306,7 +346,11 @@ TEST(CudaExpansion, TruncatesOnlyWhenAskedAndStaysHonest) {
   const test::TwinResult twin = test::RunExpansionTwin(model, to);
   ASSERT_EQ(twin.failure, "");
   EXPECT_GT(twin.truncations, 0);
-  EXPECT_EQ(r.labels, twin.labels);
+  CudaExpansionTuning exact = CudaExpansionTuning::FromEnvironment();
+  exact.early_cycles = 0;  // the twin's max-flows are exact
+  Result same;
+  RunCudaExpansion(model, options, &same, exact);
+  EXPECT_EQ(same.labels, twin.labels);
   for (std::size_t i = 1; i < r.log.size(); ++i) EXPECT_LE(r.log[i].energy, r.log[i - 1].energy);
   EXPECT_EQ(r.log.back().energy, r.energy);
 }
@@ -326,6 +370,7 @@ TEST(CudaExpansion, SmallBadInputsGiveClearMessages) {
   });
   // Just enough for the base and one kept graph: runs, keeping one label's graph.
   CudaExpansionTuning one;
+  one.early_cycles = 0;  // the twin's max-flows are exact
   one.memory_limit = need.base_bytes + need.per_kept_graph_bytes + need.per_kept_graph_bytes / 2;
   CudaExpansionStats stats;
   Result ok;

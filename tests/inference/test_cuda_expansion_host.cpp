@@ -51,6 +51,21 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   t.Parse("trace_moves=1");
   EXPECT_TRUE(t.trace_moves);
   EXPECT_NE(t.Describe().find("moves traced"), std::string::npos) << t.Describe();
+  EXPECT_EQ(t.early_cycles, -1);
+  EXPECT_NE(t.Describe().find("max-flows of cuda-expansion's first cycle from label 0 stop at 0.5% of the nodes active"),
+            std::string::npos)
+      << t.Describe();
+  t.Parse("early_cycles=0");
+  EXPECT_NE(t.Describe().find("exact max-flows"), std::string::npos) << t.Describe();
+  t.Parse("early_cycles=auto");
+  EXPECT_EQ(t.early_cycles, -1);
+  t.Parse("early_cycles=2,early_fraction=0.01");
+  EXPECT_EQ(t.early_cycles, 2);
+  EXPECT_DOUBLE_EQ(t.early_fraction, 0.01);
+  EXPECT_NE(t.Describe().find("max-flows of the first 2 cycles stop at 1% of the nodes active"), std::string::npos)
+      << t.Describe();
+  EXPECT_NE(ErrorOf([&] { t.Parse("early_fraction=1.5"); }).find("early_fraction must be in 0..1"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { t.Parse("early_cycles=-1"); }).find("not a non-negative integer"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("update_fraction=1001"); }).find("update_fraction must be in 0..1000"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("memory_limit=lots"); }).find("not a byte count"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("reuse_flow=maybe"); }).find("is not 0 or 1"), std::string::npos);
