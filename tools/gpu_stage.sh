@@ -1,7 +1,7 @@
 #!/bin/bash
 # Stages what tools/gpu_run.sh needs on the GPU machine into one folder that the device tool can carry:
 # bin/ (the programs and the GPU test programs of a CUDA build), lib/ (libmrf and the libraries the GPU
-# machine lacks: TBB, stb, Kolmogorov's maxflow when linked), data/ (the Middlebury images of ../shared/data and
+# machine lacks: TBB, stb, libjpeg, Kolmogorov's maxflow when linked), data/ (the Middlebury images of ../shared/data and
 # Debian's Aloe pair when present) and gpu_run.sh itself. No object files travel, so the folder stays far under
 # the 64 MiB limit.
 # Usage: tools/gpu_stage.sh BUILD_DIR [STAGE_DIR]   (default stage: gpu-stage, ignored by git)
@@ -17,7 +17,7 @@ for t in "$build"/tests/test_cuda_*; do
   case $t in *.cmake) ;; *) [ -x "$t" ] && cp "$t" "$stage/bin/" ;; esac
 done
 cp -P "$build"/libmrf.so* "$stage/lib/"
-cp -P /usr/lib/x86_64-linux-gnu/libtbb.so.12* /usr/lib/x86_64-linux-gnu/libstb.so* "$stage/lib/"
+cp -P /usr/lib/x86_64-linux-gnu/libtbb.so.12* /usr/lib/x86_64-linux-gnu/libstb.so* /usr/lib/x86_64-linux-gnu/libjpeg.so.62* "$stage/lib/"
 # Kolmogorov's max-flow, an optional baseline that mrf-bench links when the build found it.
 if ldd "$build/bin/mrf-bench" | grep -q libmaxflow; then cp -P /usr/lib/x86_64-linux-gnu/libmaxflow.so* "$stage/lib/"; fi
 [ -d ../shared/data/middlebury ] && cp -r ../shared/data/middlebury "$stage/data/"

@@ -3,6 +3,11 @@
 #include <stb_image.h>
 #include <stb_image_write.h>
 
+#include <csetjmp>
+// libjpeg's header needs FILE and size_t declared first.
+#include <cstddef>
+#include <jpeglib.h>
+
 #include <array>
 #include <cerrno>
 #include <cstdint>
@@ -245,6 +250,76 @@ Image DecodeWithStb(const std::string& bytes, const std::string& name, const cha
   return img;
 }
 
+// JPEG through libjpeg-turbo, not stb_image: stb asserts (and reads out of bounds) on some damaged
+// Huffman data (found by fuzz_image). libjpeg's errors jump back here instead of ending the process,
+// and its warnings (damaged data that it would paper over with grey) count as errors.
+struct JpegErrors {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+  int warnings;
+};
+
+void OnJpegError(j_common_ptr info) {
+  auto* errors = reinterpret_cast<JpegErrors*>(info->err);
+  (*info->err->format_message)(info, errors->message);
+  std::longjmp(errors->jump, 1);
+}
+
+void OnJpegMessage(j_common_ptr info, int level) {
+  auto* errors = reinterpret_cast<JpegErrors*>(info->err);
+  if (level >= 0 || errors->warnings++ > 0) return;  // trace messages; later warnings
+  (*info->err->format_message)(info, errors->message);
+}
+
+// Owns the decompressor, so that a C++ exception (Fail) or the jump back from OnJpegError releases it.
+// On the heap: automatic objects changed between setjmp and longjmp would have indeterminate values.
+struct JpegDecompressor {
+  jpeg_decompress_struct info;
+  JpegErrors errors;
+  bool created = false;
+  JpegDecompressor() {
+    std::memset(&info, 0, sizeof info);
+    std::memset(&errors, 0, sizeof errors);
+    info.err = jpeg_std_error(&errors.mgr);
+    errors.mgr.error_exit = OnJpegError;
+    errors.mgr.emit_message = OnJpegMessage;
+  }
+  ~JpegDecompressor() {
+    if (created) jpeg_destroy_decompress(&info);
+  }
+};
+
+Image DecodeJpeg(const std::string& bytes, const std::string& name) {
+  const auto owner = std::make_unique<JpegDecompressor>();
+  JpegDecompressor& d = *owner;
+  Image img;
+  // OnJpegError jumps back here: no object with a destructor may be alive across a libjpeg call below.
+  if (setjmp(d.errors.jump)) Fail(name, std::string("corrupt JPEG data (libjpeg: ") + PrintableText(d.errors.message) + ")");
+  jpeg_create_decompress(&d.info);
+  d.created = true;
+  jpeg_mem_src(&d.info, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&d.info, TRUE);
+  CheckShape(name, d.info.image_width, d.info.image_height);
+  if (d.info.jpeg_color_space == JCS_CMYK || d.info.jpeg_color_space == JCS_YCCK)
+    Fail(name, "CMYK JPEG is not supported (convert it to RGB)");
+  d.info.out_color_space = d.info.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&d.info);
+  img.width = static_cast<int>(d.info.output_width);
+  img.height = static_cast<int>(d.info.output_height);
+  img.channels = d.info.output_components;
+  img.pixels.resize(img.size() * static_cast<std::size_t>(img.channels));
+  const std::size_t stride = static_cast<std::size_t>(img.width) * static_cast<std::size_t>(img.channels);
+  while (d.info.output_scanline < d.info.output_height) {
+    JSAMPROW row = img.pixels.data() + d.info.output_scanline * stride;
+    jpeg_read_scanlines(&d.info, &row, 1);
+  }
+  jpeg_finish_decompress(&d.info);
+  if (d.errors.warnings > 0)
+    Fail(name, std::string("damaged JPEG data (libjpeg: ") + PrintableText(d.errors.message) + ")");
+  return img;
+}
+
 }  // namespace
 
 Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int channels) {
@@ -259,7 +334,7 @@ Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int
   }
   else if (starts_with("\xFF\xD8\xFF", 3)) {
     CheckJpegEnd(bytes, name);
-    img = DecodeWithStb(bytes, name, "JPEG");
+    img = DecodeJpeg(bytes, name);
   }
   else if (starts_with("P5", 2) || starts_with("P6", 2)) img = DecodePnm(bytes, name);
   else if (bytes.empty()) Fail(name, "file is empty");

@@ -118,7 +118,8 @@ TEST(Image, HugeHeadersAreRefusedBeforeDecoding) {
             "cannot read image 'big.jpg': image of 16000x16000 pixels is larger than the 67108864 pixels supported");
 }
 
-// stb decodes a JPEG cut short as if the missing data were zeros: the reader refuses one without its end.
+// A JPEG cut short would decode as if the missing data were grey or zeros: the reader refuses one without
+// its end.
 TEST(Image, JpegDecodesAndATruncatedOneIsRefused) {
   Image img = Image::Filled(48, 32, 3);
   for (int y = 0; y < img.height; ++y)
@@ -153,6 +154,35 @@ TEST(Image, JpegDecodesAndATruncatedOneIsRefused) {
   EXPECT_EQ(LoadImageFromMemory(with_thumbnail, "exif.jpg").pixels, back.pixels);
   EXPECT_EQ(Message(with_thumbnail.substr(0, with_thumbnail.size() - 2), "exif_cut.jpg"),
             "cannot read image 'exif_cut.jpg': JPEG is truncated (no end-of-image marker after its image data)");
+}
+
+// JPEG data that libjpeg cannot decode gives its reason in one line, not a crash: stb_image asserted on
+// the fuzzer's damaged Huffman data (tests/fuzz/corpus/image/regression-jpeg-bad-huffman), and an
+// over-full Huffman table.
+TEST(Image, DamagedJpegDataGivesAMessageNotACrash) {
+  const std::string fuzzed = FileBytes(std::string(MRF_SOURCE_DIR) + "/tests/fuzz/corpus/image/regression-jpeg-bad-huffman");
+  ASSERT_FALSE(fuzzed.empty());
+  const std::string fuzzed_message = Message(fuzzed, "fuzzed.jpg");
+  EXPECT_EQ(fuzzed_message.rfind("cannot read image 'fuzzed.jpg': ", 0), 0u) << fuzzed_message;
+  EXPECT_NE(fuzzed_message.find("JPEG data (libjpeg: "), std::string::npos) << fuzzed_message;
+  EXPECT_EQ(fuzzed_message.find('\n'), std::string::npos) << fuzzed_message;
+
+  Image grey = Image::Filled(40, 24, 1);
+  for (std::size_t i = 0; i < grey.pixels.size(); ++i) grey.pixels[i] = static_cast<std::uint8_t>(i % 200);
+  std::string jpeg;
+  auto append = [](void* context, void* data, int size) { static_cast<std::string*>(context)->append(static_cast<const char*>(data), size); };
+  ASSERT_TRUE(stbi_write_jpg_to_func(append, &jpeg, grey.width, grey.height, 1, grey.pixels.data(), 90));
+  const Image back = LoadImageFromMemory(jpeg, "grey.jpg");  // (stb writes three components)
+  EXPECT_EQ(back.width, 40);
+  EXPECT_EQ(back.height, 24);
+  // The first Huffman table (after FF C4, its length and its class byte) claims 200 codes of one bit:
+  // libjpeg then reads the next table's index from the middle of this one.
+  const std::size_t dht = jpeg.find("\xFF\xC4");
+  ASSERT_NE(dht, std::string::npos);
+  std::string bad_table = jpeg;
+  bad_table[dht + 5] = static_cast<char>(200);
+  const std::string table_message = Message(bad_table, "table.jpg");
+  EXPECT_EQ(table_message, "cannot read image 'table.jpg': corrupt JPEG data (libjpeg: Bogus DHT index 4)");
 }
 
 TEST(Image, PnmSamplesAndLengthMatchTheHeader) {
