@@ -533,7 +533,7 @@ class Runner {
 
   // CudaExpansionTuning::early_cycles, the automatic choice resolved: early stops pay in the first
   // cycle of an expansion from label 0, whose moves change the most; from given labels they cost a
-  // cycle, and cuda-swap's energy rose with them (docs/benchmarks.md).
+  // cycle, and cuda-swap's energy rose with them on Venus (docs/benchmarks.md).
   int EarlyCycles() const {
     if (t_.early_cycles >= 0) return t_.early_cycles;
     return kind_ == xp::kExpansionMove && o_.initial_labels.empty() ? 1 : 0;
@@ -548,11 +548,13 @@ class Runner {
     std::string stop;
     const int early_cycles = EarlyCycles();
     bool exact_from_now = early_cycles == 0;  // after the early cycles, or an early cycle that changed nothing
+    int cycles_with_stops = 0;                // cycles that ran with the early-stop bound
     for (int cycle = 1;; ++cycle) {
       if (cycle > early_cycles) exact_from_now = true;
       // The cycle's early-stop bound (MoveControl::stop_active), written into the device's loop state.
       host_ctl_->stop_active =
           exact_from_now ? 0 : static_cast<std::int64_t>(t_.early_fraction * static_cast<double>(n_));
+      if (!exact_from_now) ++cycles_with_stops;
       Check(cudaMemcpyAsync(&e_.ctl->stop_active, &host_ctl_->stop_active, sizeof(std::int64_t),
                             cudaMemcpyHostToDevice, st_),
             "uploading the early-stop bound");
@@ -663,7 +665,7 @@ class Runner {
       stop += " over " + std::to_string(moves_) + " label pairs, every move solved afresh";
     if (stats_->stopped_early)
       stop += ", " + std::to_string(stats_->stopped_early) + " max-flows of the first " +
-              (early_cycles == 1 ? std::string("cycle") : std::to_string(early_cycles) + " cycles") + " stopped early";
+              (cycles_with_stops == 1 ? std::string("cycle") : std::to_string(cycles_with_stops) + " cycles") + " stopped early";
     stop += ", loop on the " + stats_->loop;
     if (o_.truncate_nonsubmodular) stop += "; " + std::to_string(truncations) + " non-submodular move terms truncated";
     return stop;

@@ -5,11 +5,13 @@
 // residual graphs, with wave and hop-by-hop relabels, on tiles of 32x16 and 32x8; energies never
 // rise, the per-cycle energies agree with the reference evaluator, the end is a labelling no
 // expansion move improves (cpu-expansion finds nothing more), and the energy is within 0.5% of
-// cpu-expansion's. Bad inputs give one-line messages; Middlebury energies when the
-// images are present. Tests named *Small* are the ones compute-sanitizer runs.
+// cpu-expansion's; with max-flows stopped early (early_cycles) the same end on every solve path, and
+// the automatic setting stops them only from label 0. Bad inputs give one-line messages; Middlebury
+// energies when the images are present. Tests named *Small* are the ones compute-sanitizer runs.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "energies/stereo.h"
@@ -270,15 +272,23 @@ TEST(CudaExpansion, NeverRaisesTheEnergyAndEndsWhereNoExpansionHelps) {
 // exact cycles, where no expansion move helps and near cpu-expansion's energy.
 TEST(CudaExpansion, EarlyStoppedMaxFlowsStillEndWhereNoExpansionHelps) {
   MRF_SKIP_WITHOUT_CUDA();
-  std::int64_t stopped = 0, moves = 0;
+  // Early stops in 1 and 3 cycles, and in cycle 1 on the solve paths that stop elsewhere in the
+  // kernel or the host loop: the census apart from the push rounds, the host's cycle loop, blocks
+  // that visit several tiles each.
+  const std::vector<std::string> variants = {"3 cycles", "1 cycle", "census apart", "host loop", "three solve blocks"};
+  std::map<std::string, std::int64_t> stopped;
+  std::int64_t moves = 0;
   double worst = 0;
   for (const Case& c : RandomCases(6, 9, 2)) {
     SCOPED_TRACE(c.name);
-    for (int early_cycles : {1, 3}) {
-      SCOPED_TRACE("early_cycles " + std::to_string(early_cycles));
+    for (const std::string& variant : variants) {
+      SCOPED_TRACE(variant);
       CudaExpansionTuning tuning = CudaExpansionTuning::FromEnvironment();
-      tuning.early_cycles = early_cycles;
-      tuning.early_fraction = 0.05;
+      tuning.early_cycles = variant == "3 cycles" ? 3 : 1;
+      tuning.early_fraction = 0.2;
+      if (variant == "census apart") tuning.fused_census = false;
+      if (variant == "host loop") tuning.device_loop = false;
+      if (variant == "three solve blocks") tuning.solve_blocks = 3;
       const GpuRun g = RunGpu(c.model, Options(c), tuning);
       ASSERT_FALSE(g.result.log.empty());
       for (std::size_t i = 1; i < g.result.log.size(); ++i)
@@ -287,14 +297,43 @@ TEST(CudaExpansion, EarlyStoppedMaxFlowsStillEndWhereNoExpansionHelps) {
       EXPECT_NE(g.result.message.find("converged"), std::string::npos) << g.result.message;
       // Only an exact cycle can end the run.
       EXPECT_EQ(g.result.log.back().note.find("stopped early"), std::string::npos) << g.result.log.back().note;
-      stopped += g.stats.stopped_early;
+      stopped[variant] += g.stats.stopped_early;
       moves += g.stats.moves;
       worst = std::max(worst, ExpectNoExpansionHelpsAndNearTheCpu(c, g.result.labels, g.energy));
     }
   }
-  EXPECT_GT(stopped, 0) << "no max-flow stopped early: the test checks nothing";
+  std::int64_t total = 0;
+  for (const std::string& variant : variants) {
+    EXPECT_GT(stopped[variant], 0) << variant << ": no max-flow stopped early, so the variant checks nothing";
+    total += stopped[variant];
+  }
   std::printf("early stops: %lld of %lld max-flows; largest energy difference to cpu-expansion %.4f%%\n",
-              static_cast<long long>(stopped), static_cast<long long>(moves), 100 * worst);
+              static_cast<long long>(total), static_cast<long long>(moves), 100 * worst);
+}
+
+// The automatic setting (early_cycles=auto) stops max-flows early only in an expansion from label 0:
+// from given labels every max-flow is exact, so the run equals the one with early_cycles=0.
+TEST(CudaExpansion, AutomaticEarlyStopsOnlyFromLabelZero) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(21);
+  std::int64_t stopped_from_zero = 0;
+  for (const Case& c : RandomCases(8, 6, 2)) {
+    SCOPED_TRACE(c.name);
+    CudaExpansionTuning automatic = CudaExpansionTuning::FromEnvironment();
+    automatic.early_cycles = -1;
+    automatic.early_fraction = 0.05;
+    stopped_from_zero += RunGpu(c.model, Options(c), automatic).stats.stopped_early;
+
+    SolveOptions given = Options(c);
+    given.initial_labels.resize(static_cast<std::size_t>(c.model.num_nodes()));
+    for (Label& l : given.initial_labels) l = static_cast<Label>(rng() % static_cast<std::uint64_t>(c.model.num_labels));
+    const GpuRun from_given = RunGpu(c.model, given, automatic);
+    EXPECT_EQ(from_given.stats.stopped_early, 0) << "a run from given labels stopped max-flows early";
+    CudaExpansionTuning exact = automatic;
+    exact.early_cycles = 0;
+    EXPECT_EQ(from_given.result.labels, RunGpu(c.model, given, exact).result.labels);
+  }
+  EXPECT_GT(stopped_from_zero, 0) << "no max-flow from label 0 stopped early";
 }
 
 // --start bp on the GPU: the start is cuda-bp's labelling, which equals tbb-bp's bit for bit (so the start
@@ -425,6 +464,7 @@ void Middlebury(const std::string& name, Energy reference, bool truncate) {
   const Result c = Solve(model, cpu);
   ASSERT_TRUE(c.ok) << c.message;
   EXPECT_LE(std::abs(static_cast<double>(e - c.energy)), 0.005 * static_cast<double>(c.energy));
+  EXPECT_GT(stats.stopped_early, 0) << "the default run from label 0 stopped no max-flow early";
   std::printf("%s: cuda-expansion %lld in %lld cycles (%lld moves, %lld re-solved), cpu-expansion %lld; %s\n",
               name.c_str(), static_cast<long long>(e), static_cast<long long>(stats.cycles),
               static_cast<long long>(stats.moves), static_cast<long long>(stats.resolved),

@@ -149,6 +149,7 @@ void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,
         if (what == "device loop" && tuning.device_loop)
           EXPECT_EQ(g.stats.loop, "device") << "the conditional CUDA graph did not run";
         EXPECT_EQ(g.stats.kept_graphs, 0);
+        EXPECT_EQ(g.stats.stopped_early, 0) << "cuda-swap's max-flows are exact unless early_cycles asks otherwise";
         EXPECT_EQ(g.result.labels, twin.labels) << "labels differ from the CPU twin's";
         EXPECT_EQ(g.result.labels, cpu.labels) << "labels differ from cpu-swap's";
         ASSERT_EQ(g.result.log.size(), twin.cycle_energies.size()) << g.result.message;
