@@ -111,7 +111,10 @@ GpuRun RunGpu(const Model& model, const SolveOptions& options, CudaExpansionTuni
 }
 
 std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
-  const CudaExpansionTuning base = CudaExpansionTuning::FromEnvironment();
+  CudaExpansionTuning base = CudaExpansionTuning::FromEnvironment();
+  // The loosest early-stop bound: were the automatic setting to stop cuda-swap's max-flows, every one
+  // with active nodes after its first relabel would stop, and the labels would leave the twin's.
+  base.early_fraction = 1.0;
   CudaExpansionTuning device = base, host = base, pushing = base, few = base;
   host.device_loop = false;
   few.solve_blocks = 3;
