@@ -44,6 +44,7 @@ std::string CudaExpansionTuning::Describe() const {
                             : std::string())
     << (async_relabel ? ", asynchronous relabels" : ", relabels in rounds")
     << (fused_census ? ", census in the first push round" : ", census apart")
+    << (cooperative_launch ? ", cooperative solve launches" : ", plain solve launches")
     << (early_cycles < 0 ? ", max-flows of cuda-expansion's first cycle from label 0 stop at " +
                                mrf::NumberText(early_fraction * 100) + "% of the nodes active"
         : early_cycles > 0 ? ", max-flows of the first " + std::to_string(early_cycles) + " cycles stop at " +
@@ -100,6 +101,8 @@ void CudaExpansionTuning::Parse(const std::string& overrides) {
       async_relabel = ParseBool(name, text);
     } else if (name == "fused_census") {
       fused_census = ParseBool(name, text);
+    } else if (name == "cooperative_launch") {
+      cooperative_launch = ParseBool(name, text);
     } else if (name == "early_cycles" && text == "auto") {
       early_cycles = -1;
     } else if (name == "resolve_push_rounds" || name == "solve_blocks" || name == "early_cycles") {
@@ -127,7 +130,7 @@ void CudaExpansionTuning::Parse(const std::string& overrides) {
     } catch (const Error& e) {
       throw Error(std::string(e.what()) +
                   "; cuda-expansion's own names: reuse_flow, update_fraction, device_loop, resolve_push_rounds, "
-                  "async_relabel, fused_census, early_cycles, early_fraction, solve_blocks, memory_limit, check_energy, "
+                  "async_relabel, fused_census, cooperative_launch, early_cycles, early_fraction, solve_blocks, memory_limit, check_energy, "
                   "trace_moves");
     }
   }

@@ -52,6 +52,13 @@ struct CudaExpansionTuning {
   /// The census after a global relabel (the cut, the active tiles and nodes) rides on the first
   /// push round's visits instead of taking a grid-wide phase of its own (the same flow either way).
   bool fused_census = true;
+  /// Launch the persistent solve kernel cooperatively: its blocks start only when all can be resident,
+  /// so its grid barrier never waits on a block that another kernel of the process (a run from another
+  /// thread) keeps from starting, and no block spins while it waits. Off by default: it cost 5% of
+  /// Tsukuba's max-flow time on an H200, and with plain launches the GPU starts the waiting kernel's
+  /// blocks first, a barrier that still starves ending after 5 s with a message (docs/benchmarks.md).
+  /// For processes that run several GPU solves at once.
+  bool cooperative_launch = false;
   /// Cycles (from the first) whose max-flows may stop early: once a global relabel leaves at most
   /// early_fraction x nodes active, the move takes the cut of that relabel's exact distances, which
   /// exceeds a minimum cut by at most the excess still on its way, and is scored exactly like any
@@ -97,7 +104,7 @@ struct CudaExpansionTuning {
   /// One line for logs and benchmark tables.
   std::string Describe() const;
   /// Applies overrides "name=value,..." (reuse_flow, update_fraction, device_loop, resolve_push_rounds,
-  /// async_relabel, fused_census, early_cycles, early_fraction, solve_blocks, memory_limit, check_energy, trace_moves, and any PushRelabelTuning name); throws mrf::Error on bad input.
+  /// async_relabel, fused_census, cooperative_launch, early_cycles, early_fraction, solve_blocks, memory_limit, check_energy, trace_moves, and any PushRelabelTuning name); throws mrf::Error on bad input.
   void Parse(const std::string& overrides);
   /// The defaults with MRF_PR_TUNING (push-relabel names only) and then MRF_CUDA_EXPANSION_TUNING
   /// applied, if set.

@@ -228,6 +228,7 @@ class Runner {
     solve_config_.wave_push = pr.wave_push;
     solve_config_.async_relabel = t_.async_relabel;
     solve_config_.fused_census = t_.fused_census;
+    solve_config_.cooperative = t_.cooperative_launch;
     describe_ = topo.Describe() + ", " + std::to_string(labels_) + " labels";
     if (!cuda_pr::HasKernels(L))
       throw Error(name_ + ": no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +

@@ -729,10 +729,21 @@ struct SolveLaunch {
   const SolveConfig& config;
   int blocks;
   cudaStream_t stream;
+  // SolveConfig::cooperative: the kernel's blocks start only when all of them can be resident at once,
+  // so its software grid barrier cannot wait on a block that another kernel (another run's move, from
+  // another thread of the process) keeps from starting.
   template <int K, int X, int Y, int Z, bool W, bool WP>
   cudaError_t operator()() const {
-    SolveKernel<K, X, Y, Z, W, WP><<<blocks, X * Y * Z, 0, stream>>>(e, s, config);
-    return cudaGetLastError();
+    cudaLaunchAttribute cooperative[1];
+    cooperative[0].id = cudaLaunchAttributeCooperative;
+    cooperative[0].val.cooperative = config.cooperative ? 1 : 0;
+    cudaLaunchConfig_t launch = {};
+    launch.gridDim = dim3(static_cast<unsigned>(blocks));
+    launch.blockDim = dim3(X * Y * Z);
+    launch.stream = stream;
+    launch.attrs = cooperative;
+    launch.numAttrs = 1;
+    return cudaLaunchKernelEx(&launch, SolveKernel<K, X, Y, Z, W, WP>, e, s, config);
   }
 };
 

@@ -36,6 +36,7 @@ struct SolveConfig {
   bool wave_push = false;       ///< As PushRelabelTuning::wave_push.
   bool async_relabel = false;   ///< As CudaExpansionTuning::async_relabel.
   bool fused_census = false;    ///< As CudaExpansionTuning::fused_census.
+  bool cooperative = false;     ///< As CudaExpansionTuning::cooperative_launch.
 };
 
 /// Indices into MoveControl::blocks_done (last-block detection of multi-block kernels).

@@ -115,7 +115,7 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   CudaExpansionTuning base = CudaExpansionTuning::FromEnvironment();
   base.early_cycles = 0;  // the twin's max-flows are exact
   CudaExpansionTuning device = base, host = base, fresh = base, always = base, pushing = base, few = base, hops = base,
-                      short_tiles = base, wave_push = base, rounds = base, census = base;
+                      short_tiles = base, wave_push = base, rounds = base, census = base, plain = base;
   host.device_loop = false;
   few.solve_blocks = 3;  // several tiles per block and per round
   fresh.reuse_flow = false;
@@ -128,6 +128,7 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   wave_push.push_relabel.wave_push = true;  // push visits of 4-connected tiles carry rows and columns by waves
   rounds.async_relabel = !base.async_relabel;  // relabels by rounds against asynchronous ones (either default)
   census.fused_census = !base.fused_census;  // the census apart and in the first push round (either default)
+  plain.cooperative_launch = !base.cooperative_launch;  // cooperative and plain solve launches (either default)
   return {{"device loop", device},
           {"host loop", host},
           {"no kept graphs", fresh},
@@ -138,7 +139,8 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
           {"tiles of 32x8", short_tiles},
           {"wave pushes", wave_push},
           {base.async_relabel ? "relabels in rounds" : "asynchronous relabels", rounds},
-          {base.fused_census ? "census apart" : "census in the first push round", census}};
+          {base.fused_census ? "census apart" : "census in the first push round", census},
+          {base.cooperative_launch ? "plain solve launches" : "cooperative solve launches", plain}};
 }
 
 void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,

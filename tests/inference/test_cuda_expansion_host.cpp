@@ -31,8 +31,10 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   EXPECT_NE(t.Describe().find("asynchronous relabels"), std::string::npos) << t.Describe();
   EXPECT_TRUE(t.fused_census);
   EXPECT_NE(t.Describe().find("census in the first push round"), std::string::npos) << t.Describe();
+  EXPECT_FALSE(t.cooperative_launch);
+  EXPECT_NE(t.Describe().find("plain solve launches"), std::string::npos) << t.Describe();
   t.Parse("reuse_flow=0,update_fraction=0.25,device_loop=off,memory_limit=64M,check_energy=1,local_iterations=4,"
-          "wave_relabel=0,async_relabel=0,fused_census=0");
+          "wave_relabel=0,async_relabel=0,fused_census=0,cooperative_launch=1");
   EXPECT_FALSE(t.reuse_flow);
   EXPECT_DOUBLE_EQ(t.update_fraction, 0.25);
   EXPECT_FALSE(t.device_loop);
@@ -43,6 +45,8 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   EXPECT_FALSE(t.async_relabel);
   EXPECT_FALSE(t.fused_census);
   EXPECT_NE(t.Describe().find("census apart"), std::string::npos) << t.Describe();
+  EXPECT_TRUE(t.cooperative_launch);
+  EXPECT_NE(t.Describe().find("cooperative solve launches"), std::string::npos) << t.Describe();
   EXPECT_NE(t.Describe().find("relabels in rounds"), std::string::npos) << t.Describe();
   EXPECT_NE(t.Describe().find("every move solved afresh"), std::string::npos) << t.Describe();
   EXPECT_EQ(t.Describe().find("wave relabels"), std::string::npos) << t.Describe();
