@@ -20,7 +20,7 @@ void SolveBpCpu(const Model& model, const SolveOptions& options, Result* result)
 /// options and, for the same schedule and parameters, the same labelling as SolveBpCpu(). Tuning from
 /// the environment: MRF_BP_CUDA_LAUNCH (auto, diagonal, graph, cooperative, pipeline, pipeline-rows, split),
 /// MRF_BP_CUDA_KERNEL (auto, fast, general), MRF_BP_LABELS_PER_LANE (2, 4, 8 or 16) and MRF_BP_CUDA_MAIL (0 or
-/// 1: CudaTuning::mailbox). Throws
+/// 1: CudaTuning::mailbox) and MRF_BP_CUDA_SETUP (device or host: CudaTuning::host_setup). Throws
 /// mrf::Error on CUDA failures and for problems the GPU cannot take, before allocating when the device
 /// memory cannot hold the problem (the message names both sizes).
 void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result);

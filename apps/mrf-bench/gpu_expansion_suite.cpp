@@ -398,6 +398,9 @@ int RunGpuExpansion(const BenchOptions& options) {
                     static_cast<long long>(r.energy), row.ms, reached.c_str());
       }
       std::printf("# %s\n", r.message.c_str());
+      if (start == StartLabels::kBeliefPropagation && !r.log.empty())
+        std::printf("# the moves' setup %.2f ms, transfers %.2f ms, solve %.2f ms; %s\n", r.timings.setup_ms,
+                    r.timings.transfer_ms, r.timings.solve_ms, r.log.front().note.c_str());
     }
     if (problem.swap_reference > 0) SwapRows(problem, base, repeat, gpu, selected, &rows);
   }

@@ -47,6 +47,11 @@ struct Problem {
 /// 2-D grid, and when Dr + 5 R does not fit 32 bits (see bp_message.h), naming both numbers.
 Problem PrepareProblem(const Model& model);
 
+/// PrepareProblem() without the shifted unary costs (`unary` stays empty; unary_offset, max_unary_spread and
+/// every check are as PrepareProblem() has them), for an engine that shifts the model's costs itself: cuda-bp
+/// uploads them as they are and shifts them on the device, sparing the host a pass that writes every cost.
+Problem PrepareProblemWithoutCosts(const Model& model);
+
 /// Energy of a labelling of the problem (identical to mrf::EvaluateEnergy on the model it came from).
 Energy ProblemEnergy(const Problem& problem, const Labeling& labels);
 
@@ -59,6 +64,12 @@ Problem CoarsenProblem(const Problem& fine);
 /// The coarser levels coarse-to-fine BP runs first: levels[0] is 2x coarser than `fine`, levels[1]
 /// 4x, and so on; a level is added while the current one has both sides >= 16, at most 4 levels.
 std::vector<Problem> CoarseLevels(const Problem& fine);
+
+/// The levels of CoarseLevels() without their unary costs (empty, unary_offset 0), for an engine that sums
+/// them itself (cuda-bp, on the device): sizes, edge scales and max_message as CoarseLevels() has them, and
+/// max_unary_spread an upper bound of the true spread. Empty when that bound cannot rule out the 32-bit
+/// overflow CoarseLevels() checks for: then the host must build the levels (and name the error).
+std::vector<Problem> CoarseShapes(const Problem& fine);
 
 /// The message schedules.
 enum class Schedule {
@@ -227,6 +238,12 @@ struct CudaTuning {
   /// that need no fence (docs/bp.md, "Stepping between tiles"); false: through tile counters (release /
   /// acquire), as the other pipelines do.
   bool mailbox = true;
+  /// The setup before 2026-11-28, for tests and measurements (MRF_BP_CUDA_SETUP=host): the coarse-to-fine
+  /// levels built on the host (CoarseLevels) even where the device could sum them, padded costs uploaded by
+  /// a pitched copy, and a cudaMalloc per buffer instead of one for all.
+  bool host_setup = false;
+  /// Testing: costs per piece of a padded upload through the staging buffer (0: 8 Mi costs, 32 MB).
+  std::size_t upload_piece_costs = 0;
 };
 
 /// Times of a CUDA run in milliseconds (CUDA events).
@@ -246,6 +263,10 @@ class CudaRunner {
  public:
   /// Uploads `problem` and prepares the schedule of `config` (pass an rvalue to spare a copy).
   CudaRunner(Problem problem, const Config& config, const CudaTuning& tuning = {});
+  /// The same runner for PrepareProblem(model), prepared with less host work: the model's unary costs go up
+  /// as they are and are shifted on the device (PrepareProblemWithoutCosts), and the coarse-to-fine levels'
+  /// costs are summed there (CoarseShapes), unless `tuning` asks for the host's levels.
+  CudaRunner(const Model& model, const Config& config, const CudaTuning& tuning = {});
   ~CudaRunner();
   CudaRunner(const CudaRunner&) = delete;
   CudaRunner& operator=(const CudaRunner&) = delete;
@@ -271,8 +292,12 @@ class CudaRunner {
   std::size_t allocated_bytes() const;
   /// True when the tiled schedule runs on the fast kernel.
   bool uses_fast_kernel() const;
+  /// The unary costs of level `level` (0: the fine one, then the coarse-to-fine levels) as the device holds
+  /// them, without padding: for tests.
+  std::vector<Cost> LevelUnary(int level);
 
  private:
+  void ReadUploadTime();
   struct Impl;
   std::unique_ptr<Impl> impl_;
   CudaTimes times_;

@@ -2,6 +2,7 @@
 // TBB and CUDA engines (backends/common/bp_engine.h).
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <limits>
 
 #include <tbb/blocked_range.h>
@@ -30,19 +31,10 @@ std::int64_t TableSpread(const Problem& p) {
   return std::int64_t{*hi} - *lo;
 }
 
-// Fills max_message / max_unary_spread and rejects problems whose messages could overflow.
+// Fills max_message from the edge scales and rejects problems whose messages could overflow, given
+// max_unary_spread (set by ShiftUnary).
 void CheckBound(Problem& p) {
-  const int L = p.num_labels;
-  const std::int64_t dr = tbb::parallel_reduce(
-      tbb::blocked_range<std::size_t>(0, p.unary.size() / L, 4096), std::int64_t{0},
-      [&](const tbb::blocked_range<std::size_t>& nodes, std::int64_t widest) {
-        for (std::size_t node = nodes.begin(); node < nodes.end(); ++node) {
-          const Cost* u = &p.unary[node * L];
-          widest = std::max<std::int64_t>(widest, *std::max_element(u, u + L));  // already shifted: min is 0
-        }
-        return widest;
-      },
-      [](std::int64_t a, std::int64_t b) { return std::max(a, b); });
+  const std::int64_t dr = p.max_unary_spread;
   const std::int64_t table_spread = TableSpread(p);
   std::int64_t r = 0;
   for (Cost s : p.scale_right) r = std::max(r, EdgeSpread(p, s, table_spread));
@@ -50,49 +42,56 @@ void CheckBound(Problem& p) {
   if (dr + 5 * r > kInt32Max)
     throw Error("belief propagation needs unary spread + 5 x pairwise spread <= 2^31 - 1 for its 32-bit "
                 "messages, got " + std::to_string(dr) + " + 5 x " + std::to_string(r));
-  p.max_unary_spread = static_cast<Cost>(dr);
   p.max_message = static_cast<Cost>(r);
 }
 
-// Shifts unary costs so that each node's minimum is 0; throws when a spread leaves 32 bits. `raw` holds
-// the model's 32-bit costs or the coarse levels' 64-bit sums; nodes are shifted in parallel (the model's
-// own array is read in place: a 64-bit copy of it cost more than the shift).
+// Shifts unary costs so that each node's minimum is 0, into p.unary unless `measure_only` (then only
+// p.unary_offset and p.max_unary_spread are set, for an engine that shifts on its device); throws when a
+// spread leaves 32 bits. `raw` holds the model's 32-bit costs or the coarse levels' 64-bit sums; nodes are
+// shifted in parallel (the model's own array is read in place: a 64-bit copy of it cost more than the shift).
 template <typename RawCost>
-void ShiftUnary(const std::vector<RawCost>& raw, int L, Problem& p) {
+void ShiftUnary(const std::vector<RawCost>& raw, int L, Problem& p, bool measure_only = false) {
+  struct Sums {
+    Energy offset = 0;
+    std::int64_t widest = 0;
+  };
   const std::size_t n = raw.size() / L;
-  p.unary.resize(raw.size());
+  if (!measure_only) p.unary.resize(raw.size());
   std::atomic<std::size_t> first_too_wide{n};  // the error names the first such node, whatever the threads
-  p.unary_offset = tbb::parallel_reduce(
-      tbb::blocked_range<std::size_t>(0, n, 4096), Energy{0},
-      [&](const tbb::blocked_range<std::size_t>& nodes, Energy offset) {
+  const Sums sums = tbb::parallel_reduce(
+      tbb::blocked_range<std::size_t>(0, n, 4096), Sums{},
+      [&](const tbb::blocked_range<std::size_t>& nodes, Sums acc) {
         for (std::size_t node = nodes.begin(); node < nodes.end(); ++node) {
           const RawCost* u = &raw[node * L];
-          const std::int64_t lo = *std::min_element(u, u + L);
-          for (int l = 0; l < L; ++l) {
-            const std::int64_t v = std::int64_t{u[l]} - lo;
-            if (v > kInt32Max) {
-              std::size_t seen = first_too_wide.load();
-              while (node < seen && !first_too_wide.compare_exchange_weak(seen, node)) {
-              }
+          const auto [lo_at, hi_at] = std::minmax_element(u, u + L);
+          const std::int64_t lo = *lo_at, spread = std::int64_t{*hi_at} - lo;
+          if (spread > kInt32Max) {
+            std::size_t seen = first_too_wide.load();
+            while (node < seen && !first_too_wide.compare_exchange_weak(seen, node)) {
             }
-            p.unary[node * L + l] = static_cast<Cost>(v);
           }
-          offset = CheckedAdd(offset, lo, "belief propagation unary offset");
+          acc.widest = std::max(acc.widest, spread);
+          if (!measure_only)
+            for (int l = 0; l < L; ++l) p.unary[node * L + l] = static_cast<Cost>(std::int64_t{u[l]} - lo);
+          acc.offset = CheckedAdd(acc.offset, lo, "belief propagation unary offset");
         }
-        return offset;
+        return acc;
       },
-      [](Energy a, Energy b) { return CheckedAdd(a, b, "belief propagation unary offset"); });
+      [](Sums a, Sums b) {
+        return Sums{CheckedAdd(a.offset, b.offset, "belief propagation unary offset"), std::max(a.widest, b.widest)};
+      });
   if (const std::size_t node = first_too_wide.load(); node < n) {
     const RawCost* u = &raw[node * L];
     const std::int64_t spread = std::int64_t{*std::max_element(u, u + L)} - *std::min_element(u, u + L);
     throw Error("belief propagation: unary spread " + std::to_string(spread) + " at node " + std::to_string(node) +
                 " does not fit 32 bits");
   }
+  p.unary_offset = sums.offset;
+  p.max_unary_spread = static_cast<Cost>(sums.widest);
 }
 
-}  // namespace
-
-Problem PrepareProblem(const Model& model) {
+// Everything of PrepareProblem but the unary costs.
+Problem PrepareShape(const Model& model) {
   model.ValidateOrThrow();
   const Topology& t = model.topology;
   if (t.kind() != TopologyKind::kGrid4)
@@ -104,9 +103,7 @@ Problem PrepareProblem(const Model& model) {
   p.kind = static_cast<int>(model.pairwise.kind);
   p.truncation = model.pairwise.truncation;
   if (model.pairwise.kind == PairwiseKind::kTable) p.table = model.pairwise.table;
-  const int L = p.num_labels;
   const std::size_t n = static_cast<std::size_t>(p.num_nodes());
-  ShiftUnary(model.unary, L, p);
   p.scale_right.assign(n, 0);
   p.scale_down.assign(n, 0);
   const std::int64_t lambda = model.pairwise.lambda;
@@ -114,6 +111,21 @@ Problem PrepareProblem(const Model& model) {
     const Cost scale = ClampScale(lambda * model.edge_weight(slot));
     (slot < static_cast<EdgeId>(n) ? p.scale_right : p.scale_down)[static_cast<std::size_t>(from)] = scale;
   });
+  return p;
+}
+
+}  // namespace
+
+Problem PrepareProblem(const Model& model) {
+  Problem p = PrepareShape(model);
+  ShiftUnary(model.unary, p.num_labels, p);
+  CheckBound(p);
+  return p;
+}
+
+Problem PrepareProblemWithoutCosts(const Model& model) {
+  Problem p = PrepareShape(model);
+  ShiftUnary(model.unary, p.num_labels, p, true);
   CheckBound(p);
   return p;
 }
@@ -133,7 +145,11 @@ Energy ProblemEnergy(const Problem& p, const Labeling& labels) {
   return e;
 }
 
-Problem CoarsenProblem(const Problem& f) {
+namespace {
+
+// A coarse level's geometry and edge scales: everything CoarsenProblem builds except the unary costs.
+// A coarse edge's scale sums the fine edges between its two blocks.
+Problem CoarsenShape(const Problem& f) {
   Problem c;
   c.width = (f.width + 1) / 2;
   c.height = (f.height + 1) / 2;
@@ -141,10 +157,34 @@ Problem CoarsenProblem(const Problem& f) {
   c.kind = f.kind;
   c.truncation = f.truncation;
   c.table = f.table;
+  const int W = f.width, H = f.height, CW = c.width;
+  const std::size_t cn = static_cast<std::size_t>(c.num_nodes());
+  c.scale_right.assign(cn, 0);
+  c.scale_down.assign(cn, 0);
+  tbb::parallel_for(tbb::blocked_range<int>(0, c.height), [&](const tbb::blocked_range<int>& coarse_rows) {
+    for (int cy = coarse_rows.begin(); cy < coarse_rows.end(); ++cy)
+      for (int cx = 0; cx < CW; ++cx) {
+        std::int64_t right = 0, down = 0;
+        for (int y = 2 * cy; y < std::min(H, 2 * cy + 2); ++y)  // the block's right column, if it has a neighbour
+          if (2 * cx + 2 < W) right += f.scale_right[static_cast<std::size_t>(y) * W + 2 * cx + 1];
+        for (int x = 2 * cx; x < std::min(W, 2 * cx + 2); ++x)  // its bottom row
+          if (2 * cy + 2 < H) down += f.scale_down[static_cast<std::size_t>(2 * cy + 1) * W + x];
+        if (right > kInt32Max || down > kInt32Max)
+          throw Error("coarse-to-fine: a coarse edge scale does not fit 32 bits");
+        c.scale_right[static_cast<std::size_t>(cy) * CW + cx] = static_cast<Cost>(right);
+        c.scale_down[static_cast<std::size_t>(cy) * CW + cx] = static_cast<Cost>(down);
+      }
+  });
+  return c;
+}
+
+}  // namespace
+
+Problem CoarsenProblem(const Problem& f) {
+  Problem c = CoarsenShape(f);
   const int L = f.num_labels, W = f.width, H = f.height, CW = c.width;
   const std::size_t cn = static_cast<std::size_t>(c.num_nodes());
   std::vector<std::int64_t> raw(cn * L, 0);
-  std::vector<std::int64_t> right(cn, 0), down(cn, 0);
   auto self_cost = [&](std::int64_t scale, int a) {  // V(a, a): 0 except for tables
     return f.kind == kTableMessage ? scale * f.table[static_cast<std::size_t>(a) * L + a] : 0;
   };
@@ -155,32 +195,14 @@ Problem CoarsenProblem(const Problem& f) {
         const int node = y * W + x;
         const std::size_t parent = static_cast<std::size_t>(y / 2) * CW + x / 2;
         for (int l = 0; l < L; ++l) raw[parent * L + l] += f.unary[static_cast<std::size_t>(node) * L + l];
-        if (x + 1 < W) {
-          if (x % 2 == 0) {  // inside the block
-            for (int l = 0; l < L; ++l) raw[parent * L + l] += self_cost(f.scale_right[node], l);
-          } else {
-            right[parent] += f.scale_right[node];
-          }
-        }
-        if (y + 1 < H) {
-          if (y % 2 == 0) {
-            for (int l = 0; l < L; ++l) raw[parent * L + l] += self_cost(f.scale_down[node], l);
-          } else {
-            down[parent] += f.scale_down[node];
-          }
-        }
+        if (x + 1 < W && x % 2 == 0)  // an edge inside the block
+          for (int l = 0; l < L; ++l) raw[parent * L + l] += self_cost(f.scale_right[node], l);
+        if (y + 1 < H && y % 2 == 0)
+          for (int l = 0; l < L; ++l) raw[parent * L + l] += self_cost(f.scale_down[node], l);
       }
   });
   ShiftUnary(raw, L, c);
   c.unary_offset = CheckedAdd(c.unary_offset, f.unary_offset, "coarse unary offset");
-  c.scale_right.resize(cn);
-  c.scale_down.resize(cn);
-  for (std::size_t i = 0; i < cn; ++i) {
-    if (right[i] > kInt32Max || down[i] > kInt32Max)
-      throw Error("coarse-to-fine: a coarse edge scale does not fit 32 bits");
-    c.scale_right[i] = static_cast<Cost>(right[i]);
-    c.scale_down[i] = static_cast<Cost>(down[i]);
-  }
   CheckBound(c);
   return c;
 }
@@ -191,6 +213,37 @@ std::vector<Problem> CoarseLevels(const Problem& fine) {
     const Problem& current = levels.empty() ? fine : levels.back();
     if (current.width < 16 || current.height < 16) break;
     Problem next = CoarsenProblem(current);  // built before push_back can move `current`
+    levels.push_back(std::move(next));
+  }
+  return levels;
+}
+
+std::vector<Problem> CoarseShapes(const Problem& fine) {
+  const std::int64_t table_spread = TableSpread(fine);
+  std::int64_t diagonal = 0;  // the largest |V(a, a)| of a table
+  if (fine.kind == kTableMessage)
+    for (int a = 0; a < fine.num_labels; ++a)
+      diagonal = std::max<std::int64_t>(
+          diagonal, std::abs(std::int64_t{fine.table[static_cast<std::size_t>(a) * fine.num_labels + a]}));
+  std::vector<Problem> levels;
+  std::int64_t spread = fine.max_unary_spread;  // bounds the current level's unary spread
+  while (levels.size() < 4) {
+    const Problem& current = levels.empty() ? fine : levels.back();
+    if (current.width < 16 || current.height < 16) break;
+    Problem next = CoarsenShape(current);
+    // A coarse node's costs sum four children's (each spread at most `spread`) and V(a, a) of the up to four
+    // edges inside its block (each within +-diagonal x the widest scale).
+    std::int64_t widest_scale = 0;
+    for (Cost s : current.scale_right) widest_scale = std::max<std::int64_t>(widest_scale, s);
+    for (Cost s : current.scale_down) widest_scale = std::max<std::int64_t>(widest_scale, s);
+    if (diagonal > 0 && widest_scale > kInt32Max / diagonal) return {};
+    spread = 4 * spread + 8 * diagonal * widest_scale;
+    std::int64_t r = 0;
+    for (Cost s : next.scale_right) r = std::max(r, EdgeSpread(next, s, table_spread));
+    for (Cost s : next.scale_down) r = std::max(r, EdgeSpread(next, s, table_spread));
+    if (spread + 5 * r > kInt32Max) return {};
+    next.max_unary_spread = static_cast<Cost>(spread);
+    next.max_message = static_cast<Cost>(r);
     levels.push_back(std::move(next));
   }
   return levels;

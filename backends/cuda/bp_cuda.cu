@@ -60,26 +60,64 @@ std::string MiB(std::size_t bytes) {
 }
 #define MRF_CHECK_LAUNCH(name, stream, capturing) CheckLaunch(name, stream, capturing, __FILE__, __LINE__)
 
+// One cudaMalloc for all of a runner's buffers, handed out in 256-byte aligned pieces: the 68 separate
+// allocations and frees of a coarse-to-fine run cost about 3 ms on Venus (docs/bp.md). Where the reserve
+// runs out (or could not be made), buffers fall back to their own cudaMalloc.
+class DeviceArena {
+ public:
+  DeviceArena() = default;
+  DeviceArena(const DeviceArena&) = delete;
+  DeviceArena& operator=(const DeviceArena&) = delete;
+  ~DeviceArena() {
+    if (base_) cudaFree(base_);
+  }
+  // Reserves `bytes`; false (and no reserve) when the device has no such block free.
+  bool Reserve(std::size_t bytes) {
+    if (cudaMalloc(&base_, bytes) != cudaSuccess) {
+      cudaGetLastError();
+      base_ = nullptr;
+      return false;
+    }
+    size_ = bytes;
+    return true;
+  }
+  // A piece of `bytes`, or null when the reserve cannot hold it.
+  void* Take(std::size_t bytes) {
+    const std::size_t at = (used_ + 255) / 256 * 256;
+    if (!base_ || at > size_ || bytes > size_ - at) return nullptr;
+    used_ = at + bytes;
+    return static_cast<char*>(base_) + at;
+  }
+
+ private:
+  void* base_ = nullptr;
+  std::size_t size_ = 0, used_ = 0;
+};
+
 template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_) { o.ptr_ = nullptr, o.size_ = 0; }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), size_(o.size_), owned_(o.owned_) {
+    o.ptr_ = nullptr, o.size_ = 0, o.owned_ = false;
+  }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     std::swap(ptr_, o.ptr_);
     std::swap(size_, o.size_);
+    std::swap(owned_, o.owned_);
     return *this;
   }
-  ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);
-  }
-  void Allocate(std::size_t count, const char* what) {
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = nullptr;
-    size_ = 0;
+  ~DeviceBuffer() { Release(); }
+  // `count` elements from `arena` when it has room (the arena must outlive the buffer), else cudaMalloc.
+  void Allocate(std::size_t count, const char* what, DeviceArena* arena = nullptr) {
+    Release();
     if (count == 0) return;
+    if (arena && (ptr_ = static_cast<T*>(arena->Take(count * sizeof(T))))) {
+      size_ = count;
+      return;
+    }
     const cudaError_t status = cudaMalloc(&ptr_, count * sizeof(T));
     if (status != cudaSuccess) {
       cudaGetLastError();
@@ -91,6 +129,7 @@ class DeviceBuffer {
                   MiB(free_bytes) + " of " + MiB(total_bytes) + " free (" + cudaGetErrorString(status) + ")");
     }
     size_ = count;
+    owned_ = true;
   }
   void Upload(const std::vector<T>& host, cudaStream_t s) {
     if (!host.empty())
@@ -108,8 +147,16 @@ class DeviceBuffer {
   std::size_t bytes() const { return size_ * sizeof(T); }
 
  private:
+  void Release() {
+    if (ptr_ && owned_) cudaFree(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+    owned_ = false;
+  }
+
   T* ptr_ = nullptr;
   std::size_t size_ = 0;
+  bool owned_ = false;  // from cudaMalloc, not from an arena
 };
 
 // ---- Vector access of C consecutive labels ---------------------------------------------------------
@@ -1175,6 +1222,66 @@ struct Level {
   }
 };
 
+// The kernels below give each node a warp whose lanes take its labels in turn, so that a warp's loads are
+// consecutive (a thread per node strided Lp costs apart: Aloe's 256 padded labels made that 50x slower).
+__device__ __forceinline__ std::int64_t NodeOfWarp() {
+  return (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
+}
+
+// The fine level's costs as the model has them, shifted in place so that each node's minimum is 0 (the
+// host measured the minima's sum and the spreads: PrepareProblemWithoutCosts).
+__global__ void ShiftUnaryKernel(Cost* unary, std::int64_t nodes, int L, int Lp) {
+  const std::int64_t node = NodeOfWarp();
+  if (node >= nodes) return;  // the whole warp: one node per warp
+  const int lane = threadIdx.x % 32;
+  Cost* u = unary + node * Lp;
+  Cost lo = kMaxCost;
+  for (int l = lane; l < L; l += 32) lo = min(lo, u[l]);
+  for (int offset = 16; offset > 0; offset /= 2) lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, offset));
+  for (int l = lane; l < L; l += 32) u[l] -= lo;
+}
+
+// `slots` padded costs from their unpadded pieces: a node's L costs, then zeros up to Lp. A thread per slot,
+// so that reads and writes are both consecutive.
+__global__ void PadUnaryKernel(const Cost* costs, std::int64_t slots, int L, int Lp, Cost* padded) {
+  const std::int64_t slot = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (slot >= slots) return;
+  const std::int64_t node = slot / Lp;
+  const int l = static_cast<int>(slot % Lp);
+  padded[slot] = l < L ? costs[node * L + l] : 0;
+}
+
+// A coarse level's unary costs from the finer level's, as CoarsenProblem sums them on the host: a coarse
+// node adds its (up to) 2 x 2 children's costs and V(a, a) of the edges inside its block (tables only),
+// then shifts its minimum to 0; padded labels get 0. Summing here spares the host's pass and the upload of
+// every coarser level (docs/bp.md).
+__global__ void CoarsenUnaryKernel(const Cost* fine, const Cost* fine_right, const Cost* fine_down, int W, int H,
+                                   int CW, int CH, int L, int Lp, int kind, const Cost* table, Cost* coarse) {
+  const std::int64_t node = NodeOfWarp();
+  if (node >= static_cast<std::int64_t>(CW) * CH) return;  // the whole warp
+  const int lane = threadIdx.x % 32;
+  const int cx = static_cast<int>(node % CW), cy = static_cast<int>(node / CW);
+  const int x1 = min(2 * cx + 2, W), y1 = min(2 * cy + 2, H);
+  auto raw = [&](int l) {
+    std::int64_t sum = 0;
+    for (int y = 2 * cy; y < y1; ++y)
+      for (int x = 2 * cx; x < x1; ++x) sum += fine[(static_cast<std::int64_t>(y) * W + x) * Lp + l];
+    if (kind == kTableMessage) {
+      const std::int64_t self = table[static_cast<std::int64_t>(l) * L + l];
+      if (2 * cx + 1 < W)  // the block's horizontal edges
+        for (int y = 2 * cy; y < y1; ++y) sum += self * fine_right[static_cast<std::int64_t>(y) * W + 2 * cx];
+      if (2 * cy + 1 < H)  // its vertical edges
+        for (int x = 2 * cx; x < x1; ++x) sum += self * fine_down[static_cast<std::int64_t>(2 * cy) * W + x];
+    }
+    return sum;
+  };
+  std::int64_t lo = INT64_MAX;
+  for (int l = lane; l < L; l += 32) lo = min(lo, raw(l));
+  for (int offset = 16; offset > 0; offset /= 2) lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, offset));
+  Cost* out = coarse + node * Lp;
+  for (int l = lane; l < Lp; l += 32) out[l] = l < L ? static_cast<Cost>(raw(l) - lo) : 0;
+}
+
 // The fast kernel's unary costs, two labels per word, from the level's padded 32-bit ones (Lp = 2 x words);
 // padded labels take `pad_cost`. Packed on the device: on the host it was a pass over every cost and a
 // second upload.
@@ -1193,6 +1300,7 @@ __global__ void PackUnaryKernel(const Cost* unary, int L, int words, int pad_cos
 // ---- The runner -----------------------------------------------------------------------------------
 
 struct CudaRunner::Impl {
+  DeviceArena arena;  // first: it holds the buffers below, so it is released after them
   Problem problem;  // the fine problem (host copy: energies, sizes)
   Config config;
   CudaTuning tuning;
@@ -1205,6 +1313,7 @@ struct CudaRunner::Impl {
   CudaLaunch launch = CudaLaunch::kPerDiagonal;
   PairwiseParams pw{};
   DeviceBuffer<Cost> table;
+  DeviceBuffer<Cost> upload_staging;  // padded uploads go up through it (part of the arena: kept)
   std::vector<Level> levels;  // [0] fine, then coarser
   std::vector<Problem> coarse;  // host copies of the coarser levels (coarse-to-fine)
   TileGrid grid;
@@ -1234,6 +1343,7 @@ struct CudaRunner::Impl {
   int sweep_base = 0;  // pipeline: sweeps run since the tile counters were cleared (they only grow)
   bool fresh_pending = false;  // pipeline: the next launch starts from zero messages without clearing them
   static constexpr int kMaxSweepBase = 1 << 30;  // tile counters are cleared before they pass this
+  static constexpr std::size_t kArenaPieces = 128;  // buffers a runner allocates: at most 5 levels x 13, and 14
   std::size_t estimated = 0;
 
   ~Impl() {
@@ -1310,28 +1420,57 @@ struct CudaRunner::Impl {
     return P;
   }
 
-  void UploadLevel(Level& level, const Problem& p) {
+  // Uploads a level; a coarse level without host costs (CoarseShapes) has them summed from `finer`'s.
+  // Uploads a level. Its unary costs come from p.unary, or (the fine level, `raw`) from the model's own
+  // costs, shifted on the device, or (a coarse level of CoarseShapes, without costs) are summed from
+  // `finer`'s.
+  void UploadLevel(Level& level, const Problem& p, const Level* finer = nullptr, const Cost* raw = nullptr) {
     level.width = p.width;
     level.height = p.height;
     level.unary_offset = p.unary_offset;
     const std::size_t n = level.nodes();
     const int L = p.num_labels;
-    level.unary.Allocate(n * Lp, "the unary costs");
-    if (Lp == L) {  // nothing to pad: upload the costs as they are
-      level.unary.Upload(p.unary, stream);
+    level.unary.Allocate(n * Lp, "the unary costs", &arena);
+    const Cost* host = raw ? raw : p.unary.data();
+    if (p.unary.empty() && !raw) {  // a level of CoarseShapes
+      CoarsenUnaryKernel<<<Blocks(32 * static_cast<std::int64_t>(n), 256), 256, 0, stream>>>(
+          finer->unary.get(), finer->scale_right.get(), finer->scale_down.get(), finer->width, finer->height,
+          p.width, p.height, L, Lp, p.kind, table.get(), level.unary.get());
+      MRF_CHECK_LAUNCH("coarse unary kernel", stream, false);
+    } else if (Lp == L) {  // nothing to pad: upload the costs as they are
+      MRF_CUDA_CHECK(cudaMemcpyAsync(level.unary.get(), host, n * L * sizeof(Cost), cudaMemcpyHostToDevice, stream));
+    } else if (!tuning.host_setup) {
+      // Padded on the device: the costs go up in contiguous pieces through a staging buffer, and a kernel
+      // spreads each node's L costs over its Lp slots. A pitched copy straight from pageable memory (below)
+      // moved Aloe's 1.3 GB at 1.7 GB/s (docs/bp.md).
+      const std::size_t piece = StagingNodes(n, L);
+      DeviceBuffer<Cost>& staging = upload_staging;
+      if (staging.size() < piece * L) staging.Allocate(piece * L, "the upload staging buffer", &arena);
+      for (std::size_t first = 0; first < n; first += piece) {
+        const std::size_t count = std::min(piece, n - first);
+        MRF_CUDA_CHECK(cudaMemcpyAsync(staging.get(), host + first * L, count * L * sizeof(Cost),
+                                       cudaMemcpyHostToDevice, stream));
+        const std::int64_t slots = static_cast<std::int64_t>(count) * Lp;
+        PadUnaryKernel<<<Blocks(slots, 256), 256, 0, stream>>>(staging.get(), slots, L, Lp,
+                                                              level.unary.get() + first * Lp);
+        MRF_CHECK_LAUNCH("unary padding kernel", stream, false);
+      }
     } else {
       // Padded on the way: a pitched copy puts each node's L costs at the start of its Lp slots and a
       // pitched memset zeroes the rest (Venus's 13 MB: 1.6-2.4 ms on an H100 machine, against 4.3-19 ms
       // for padding a fresh host copy first and uploading that).
       const std::size_t row = static_cast<std::size_t>(L) * sizeof(Cost);
       const std::size_t pitch = static_cast<std::size_t>(Lp) * sizeof(Cost);
-      MRF_CUDA_CHECK(cudaMemcpy2DAsync(level.unary.get(), pitch, p.unary.data(), row, row, n, cudaMemcpyHostToDevice,
-                                       stream));
+      MRF_CUDA_CHECK(cudaMemcpy2DAsync(level.unary.get(), pitch, host, row, row, n, cudaMemcpyHostToDevice, stream));
       MRF_CUDA_CHECK(cudaMemset2DAsync(level.unary.get() + L, pitch, 0, pitch - row, n, stream));
     }
-    level.scale_right.Allocate(n, "the edge scales");
+    if (raw) {
+      ShiftUnaryKernel<<<Blocks(32 * static_cast<std::int64_t>(n), 256), 256, 0, stream>>>(level.unary.get(), n, L, Lp);
+      MRF_CHECK_LAUNCH("unary shift kernel", stream, false);
+    }
+    level.scale_right.Allocate(n, "the edge scales", &arena);
     level.scale_right.Upload(p.scale_right, stream);
-    level.scale_down.Allocate(n, "the edge scales");
+    level.scale_down.Allocate(n, "the edge scales", &arena);
     level.scale_down.Upload(p.scale_down, stream);
     MRF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the costs are in place before the first run
   }
@@ -1342,11 +1481,17 @@ struct CudaRunner::Impl {
     const std::size_t n = level.nodes();
     for (auto& generation : level.messages)
       for (auto& m : generation) {
-        m.Allocate(n * Lp, "the BP messages");
+        m.Allocate(n * Lp, "the BP messages", &arena);
         m.Zero(stream);
       }
-    level.hbuf.Allocate(4 * n * Lp, "the BP message sums");
-    if (scratch_stride > 0) level.scratch.Allocate(4 * n * scratch_stride, "the message scratch");
+    level.hbuf.Allocate(4 * n * Lp, "the BP message sums", &arena);
+    if (scratch_stride > 0) level.scratch.Allocate(4 * n * scratch_stride, "the message scratch", &arena);
+  }
+
+  // Nodes per piece of a padded upload: 32 MB of costs (or what the tuning asks), or all of them.
+  std::size_t StagingNodes(std::size_t nodes, int L) const {
+    const std::size_t costs = tuning.upload_piece_costs > 0 ? tuning.upload_piece_costs : std::size_t{8} << 20;
+    return std::min(nodes, std::max<std::size_t>(1, costs / static_cast<std::size_t>(L)));
   }
 
   // Bytes of device memory Setup() allocates (the buffers below, in the same order).
@@ -1358,6 +1503,7 @@ struct CudaRunner::Impl {
     };
     const std::size_t n = static_cast<std::size_t>(problem.num_nodes());
     std::size_t bytes = problem.table.size() * ints + level_bytes(n);
+    if (lp != L && !tuning.host_setup) bytes += StagingNodes(n, problem.num_labels) * L * ints;  // upload_staging
     for (const Problem& c : coarse) {
       const std::size_t cn = static_cast<std::size_t>(c.num_nodes());
       bytes += level_bytes(cn) + sync_bytes(cn);
@@ -1375,7 +1521,6 @@ struct CudaRunner::Impl {
                  static_cast<std::size_t>(g.tiles_x) * g.tiles_y * sizeof(int) + sizeof(int) +
                  MailboxSlots(g) * sizeof(std::uint64_t);
     }
-    (void)L;
     return bytes;
   }
 
@@ -1391,9 +1536,9 @@ struct CudaRunner::Impl {
   }
 
   std::size_t AllocatedBytes() const {
-    std::size_t bytes = table.bytes() + labels.bytes() + best_labels.bytes() + energy_sum.bytes() + changed.bytes() +
-                        coarse_changed.bytes() + fast_unary.bytes() + tile_done.bytes() + fast_error.bytes() +
-                        mailbox.bytes();
+    std::size_t bytes = table.bytes() + upload_staging.bytes() + labels.bytes() + best_labels.bytes() +
+                        energy_sum.bytes() + changed.bytes() + coarse_changed.bytes() + fast_unary.bytes() +
+                        tile_done.bytes() + fast_error.bytes() + mailbox.bytes();
     for (const auto& b : borders) bytes += b.bytes();
     for (const Level& level : levels) {
       bytes += level.unary.bytes() + level.scale_right.bytes() + level.scale_down.bytes() + level.hbuf.bytes() +
@@ -1441,7 +1586,10 @@ struct CudaRunner::Impl {
     if (!use_fast) fast_why = why;
   }
 
-  void Setup(Problem&& given, const Config& c, const CudaTuning& t) {
+  // `raw`: the model's unary costs when `given` has none (PrepareProblemWithoutCosts); `shapes`: the
+  // coarse levels when the caller has them already (CoarseShapes).
+  void Setup(Problem&& given, const Config& c, const CudaTuning& t, const Cost* raw = nullptr,
+             std::vector<Problem> shapes = {}) {
     problem = std::move(given);  // moved, not copied: the unary costs alone are megabytes
     const Problem& p = problem;
     config = c;
@@ -1458,7 +1606,13 @@ struct CudaRunner::Impl {
     if (!why_not.empty()) throw Error("cuda-bp: " + why_not);
     cudaGetLastError();  // an error left by other code must not be reported as ours
     const int L = p.num_labels;
-    if (c.coarse_to_fine) coarse = CoarseLevels(p);
+    if (c.coarse_to_fine) {
+      // The coarser levels' costs are summed on the device when a bound rules out overflow; otherwise (and
+      // when a test asks) the host builds them, checking every sum.
+      coarse = std::move(shapes);
+      if (coarse.empty() && !t.host_setup) coarse = CoarseShapes(p);
+      if (coarse.empty()) coarse = CoarseLevels(p);  // needs the host's costs: the caller gave them
+    }
     ChooseKernel();
     if (use_fast) {
       Lp = 2 * fast_support.words;
@@ -1490,6 +1644,8 @@ struct CudaRunner::Impl {
                   MiB(free_bytes) + " of " + MiB(total_bytes) + " are free (" + std::to_string(p.width) + "x" +
                   std::to_string(p.height) + ", " + std::to_string(L) + " labels); use tbb-bp");
 
+    // One block for the buffers below: EstimateBytes() counts them, and each piece rounds up to 256 bytes.
+    if (!t.host_setup) arena.Reserve(estimated + 256 * kArenaPieces);
     MRF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     MRF_CUDA_CHECK(cudaEventCreate(&start));
     MRF_CUDA_CHECK(cudaEventCreate(&stop));
@@ -1503,35 +1659,35 @@ struct CudaRunner::Impl {
 
     MRF_CUDA_CHECK(cudaEventRecord(start, stream));
     if (!p.table.empty()) {
-      table.Allocate(p.table.size(), "the pairwise table");
+      table.Allocate(p.table.size(), "the pairwise table", &arena);
       table.Upload(p.table, stream);
       pw.table = table.get();
     }
     levels.resize(1);
-    UploadLevel(levels[0], p);
+    UploadLevel(levels[0], p, nullptr, raw);
     if (c.coarse_to_fine) {
       levels.resize(1 + coarse.size());
       for (std::size_t i = 0; i < coarse.size(); ++i) {
-        UploadLevel(levels[i + 1], coarse[i]);
+        UploadLevel(levels[i + 1], coarse[i], &levels[i]);
         AllocateSync(levels[i + 1]);
       }
     }
     if (c.schedule == Schedule::kSync) AllocateSync(levels[0]);
     const std::size_t n = levels[0].nodes();
-    labels.Allocate(n, "the labels");
-    best_labels.Allocate(n, "the labels");
+    labels.Allocate(n, "the labels", &arena);
+    best_labels.Allocate(n, "the labels", &arena);
     labels.Zero(stream);
-    energy_sum.Allocate(1, "the energy");
-    changed.Allocate(1, "the flags");
-    if (!coarse.empty()) coarse_changed.Allocate(coarse.size() * static_cast<std::size_t>(c.iterations), "the flags");
+    energy_sum.Allocate(1, "the energy", &arena);
+    changed.Allocate(1, "the flags", &arena);
+    if (!coarse.empty()) coarse_changed.Allocate(coarse.size() * static_cast<std::size_t>(c.iterations), "the flags", &arena);
     if (c.schedule == Schedule::kTiled) {
       grid = TileGrid::Make(p.width, p.height, tile);
       const std::size_t vertical = static_cast<std::size_t>(grid.tiles_x - 1) * p.height * Lp;
       const std::size_t horizontal = static_cast<std::size_t>(grid.tiles_y - 1) * p.width * Lp;
-      borders[0].Allocate(vertical, "the border messages");
-      borders[1].Allocate(vertical, "the border messages");
-      borders[2].Allocate(horizontal, "the border messages");
-      borders[3].Allocate(horizontal, "the border messages");
+      borders[0].Allocate(vertical, "the border messages", &arena);
+      borders[1].Allocate(vertical, "the border messages", &arena);
+      borders[2].Allocate(horizontal, "the border messages", &arena);
+      borders[3].Allocate(horizontal, "the border messages", &arena);
       for (auto& b : borders) b.Zero(stream);
       if (use_fast) UploadFast();
       ChooseLaunch();
@@ -1544,13 +1700,13 @@ struct CudaRunner::Impl {
   void UploadFast() {
     const int words = fast_support.words;
     const std::int64_t count = static_cast<std::int64_t>(problem.num_nodes()) * words;
-    fast_unary.Allocate(static_cast<std::size_t>(count), "the packed unary costs");
+    fast_unary.Allocate(static_cast<std::size_t>(count), "the packed unary costs", &arena);
     PackUnaryKernel<<<Blocks(count, 256), 256, 0, stream>>>(levels[0].unary.get(), problem.num_labels, words,
                                                             fast_support.pad_cost, count, fast_unary.get());
     MRF_CHECK_LAUNCH("unary packing kernel", stream, false);
-    tile_done.Allocate(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y, "the tile counters");
-    fast_error.Allocate(1, "the flags");
-    mailbox.Allocate(MailboxSlots(grid), "the mailbox");
+    tile_done.Allocate(static_cast<std::size_t>(grid.tiles_x) * grid.tiles_y, "the tile counters", &arena);
+    fast_error.Allocate(1, "the flags", &arena);
+    mailbox.Allocate(MailboxSlots(grid), "the mailbox", &arena);
     tile_done.Zero(stream);
     mailbox.Zero(stream);
     fast_error.Zero(stream);
@@ -1878,9 +2034,35 @@ struct CudaRunner::Impl {
 CudaRunner::CudaRunner(Problem problem, const Config& config, const CudaTuning& tuning)
     : impl_(std::make_unique<Impl>()) {
   impl_->Setup(std::move(problem), config, tuning);
+  ReadUploadTime();
+}
+
+CudaRunner::CudaRunner(const Model& model, const Config& config, const CudaTuning& tuning)
+    : impl_(std::make_unique<Impl>()) {
+  Problem problem = PrepareProblemWithoutCosts(model);
+  const Cost* raw = model.unary.data();
+  std::vector<Problem> shapes;
+  if (config.coarse_to_fine) {
+    if (!tuning.host_setup) shapes = CoarseShapes(problem);
+    if (shapes.empty()) {  // the coarse levels are built on the host, from the host's shifted costs
+      problem = PrepareProblem(model);
+      raw = nullptr;
+    }
+  }
+  impl_->Setup(std::move(problem), config, tuning, raw, std::move(shapes));
+  ReadUploadTime();
+}
+
+void CudaRunner::ReadUploadTime() {
   float ms = 0;
   MRF_CUDA_CHECK(cudaEventElapsedTime(&ms, impl_->start, impl_->stop));
   times_.upload_ms = ms;
+}
+
+std::vector<Cost> CudaRunner::LevelUnary(int level) {
+  if (level < 0 || level >= static_cast<int>(impl_->levels.size()))
+    throw Error("cuda-bp: no level " + std::to_string(level) + " (" + std::to_string(impl_->levels.size()) + " levels)");
+  return impl_->Unpad(impl_->levels[static_cast<std::size_t>(level)].unary);
 }
 
 CudaRunner::~CudaRunner() = default;

@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "backends/common/bp_engine.h"
 #include "energies/stereo.h"
@@ -138,6 +142,82 @@ TEST(BpProblem, CoarseEnergyEqualsTheFineEnergyOfBlockLabellings) {
       for (int x = 0; x < fine.width; ++x) xf[y * fine.width + x] = xc[(y / 2) * coarse.width + x / 2];
     EXPECT_EQ(bp::ProblemEnergy(coarse, xc), bp::ProblemEnergy(fine, xf)) << ToString(pw.kind);
   }
+}
+
+// CoarseShapes: the levels of CoarseLevels without their costs, and a spread bound that holds, so that an
+// engine summing the costs itself (cuda-bp) knows they fit; it gives up where the bound cannot show that.
+TEST(BpProblem, CoarseShapesMatchTheLevelsAndBoundTheirSpreads) {
+  std::mt19937_64 rng(16);
+  for (const auto& [w, h] : std::vector<std::pair<int, int>>{{16, 16}, {37, 53}, {70, 33}, {131, 17}, {15, 90}}) {
+    for (const Pairwise& pw : PairwiseFamilies(rng, 5)) {
+      const Model m = RandomGridModel(rng, w, h, 5, pw, 4);
+      const Problem fine = bp::PrepareProblem(m);
+      const std::vector<Problem> levels = bp::CoarseLevels(fine);
+      const std::vector<Problem> shapes = bp::CoarseShapes(fine);
+      const std::string what = std::to_string(w) + "x" + std::to_string(h) + " " + ToString(pw.kind);
+      ASSERT_EQ(shapes.size(), levels.size()) << what;
+      for (std::size_t i = 0; i < levels.size(); ++i) {
+        EXPECT_TRUE(shapes[i].unary.empty()) << what;
+        EXPECT_EQ(shapes[i].width, levels[i].width) << what;
+        EXPECT_EQ(shapes[i].height, levels[i].height) << what;
+        EXPECT_EQ(shapes[i].scale_right, levels[i].scale_right) << what << ", level " << i;
+        EXPECT_EQ(shapes[i].scale_down, levels[i].scale_down) << what << ", level " << i;
+        EXPECT_EQ(shapes[i].max_message, levels[i].max_message) << what << ", level " << i;
+        EXPECT_GE(shapes[i].max_unary_spread, levels[i].max_unary_spread) << what << ", level " << i;
+      }
+    }
+  }
+  // Costs near the 32-bit bound: the host levels still fit, but four children's spreads may not, so
+  // CoarseShapes leaves them to the host.
+  Model wide = RandomGridModel(rng, 30, 30, 3, {PairwiseKind::kPotts, 1, kMaxCost, {}}, 1);
+  for (int y = 0; y < 30; y += 2)  // one wide node per 2 x 2 block: coarse spreads of about 2^29
+    for (int x = 0; x < 30; x += 2) wide.unary[static_cast<std::size_t>(y * 30 + x) * 3] = 1 << 29;
+  const Problem fine = bp::PrepareProblem(wide);
+  ASSERT_EQ(bp::CoarseLevels(fine).size(), 1u);
+  EXPECT_TRUE(bp::CoarseShapes(fine).empty());
+}
+
+// PrepareProblemWithoutCosts: PrepareProblem's problem without the shifted costs, the same offset and
+// spreads, and the same errors (cuda-bp shifts the model's own costs on the device).
+TEST(BpProblem, WithoutCostsEqualsThePreparedProblemLessItsCosts) {
+  std::mt19937_64 rng(17);
+  std::uniform_int_distribution<Cost> offset(-100000, 100000);
+  for (const Pairwise& pw : PairwiseFamilies(rng, 4)) {
+    Model m = RandomGridModel(rng, 23, 17, 4, pw, 4);
+    for (Cost& c : m.unary) c += offset(rng);  // negative costs too
+    const Problem full = bp::PrepareProblem(m);
+    const Problem bare = bp::PrepareProblemWithoutCosts(m);
+    const std::string what = ToString(pw.kind);
+    EXPECT_TRUE(bare.unary.empty()) << what;
+    EXPECT_EQ(bare.unary_offset, full.unary_offset) << what;
+    EXPECT_EQ(bare.max_unary_spread, full.max_unary_spread) << what;
+    EXPECT_EQ(bare.max_message, full.max_message) << what;
+    EXPECT_EQ(bare.scale_right, full.scale_right) << what;
+    EXPECT_EQ(bare.scale_down, full.scale_down) << what;
+    EXPECT_EQ(bare.table, full.table) << what;
+    EXPECT_EQ(std::tie(bare.width, bare.height, bare.num_labels, bare.kind, bare.truncation),
+              std::tie(full.width, full.height, full.num_labels, full.kind, full.truncation)) << what;
+    // The offset is what the shifted costs left out: the energies agree with the model's.
+    Labeling x(static_cast<std::size_t>(m.num_nodes()));
+    std::uniform_int_distribution<Label> label(0, 3);
+    for (Label& l : x) l = label(rng);
+    EXPECT_EQ(bp::ProblemEnergy(full, x), EvaluateEnergy(m, x).total) << what;
+  }
+  // A spread beyond 32 bits: the same message, naming the same node, both ways.
+  Model wide = RandomGridModel(rng, 5, 4, 2, {PairwiseKind::kPotts, 1, kMaxCost, {}}, 1);
+  wide.unary[14] = -2000000000;
+  wide.unary[15] = 2000000000;
+  std::string messages[2];
+  for (int way = 0; way < 2; ++way) {
+    try {
+      way == 0 ? bp::PrepareProblem(wide) : bp::PrepareProblemWithoutCosts(wide);
+      ADD_FAILURE() << "a spread beyond 32 bits was accepted";
+    } catch (const Error& e) {
+      messages[way] = e.what();
+    }
+  }
+  EXPECT_NE(messages[0].find("at node 7 does not fit 32 bits"), std::string::npos) << messages[0];
+  EXPECT_EQ(messages[0], messages[1]);
 }
 
 TEST(BpProblem, RejectsOtherTopologiesAndOverflowingCosts) {

@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "backends/common/bp_engine.h"
 #include "energies/stereo.h"
@@ -196,6 +198,82 @@ TEST(CudaBp, SyncAndCoarseToFineEqualCpu) {
   }
 }
 
+// The coarse-to-fine levels' costs, summed on the device where CoarseShapes bounds them, equal the host's
+// CoarseLevels cost for cost (padding aside), as do those the host builds where the bound gives up; the
+// host setup (MRF_BP_CUDA_SETUP=host: one allocation per buffer) holds the same.
+TEST(CudaBp, SmallCoarseLevelsSummedOnTheDeviceEqualTheHosts) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(21);
+  auto expect_levels = [](const Problem& p, const std::string& what) {
+    const std::vector<Problem> levels = bp::CoarseLevels(p);
+    for (bool host : {false, true}) {
+      bp::CudaTuning tuning;
+      tuning.host_setup = host;  // MRF_BP_CUDA_SETUP=host or device
+      bp::CudaRunner runner(p, Tiled(2, 0, 2, true), tuning);
+      const std::string how = what + (host ? ", built on the host" : ", summed on the device");
+      EXPECT_EQ(runner.LevelUnary(0), p.unary) << how;
+      for (std::size_t i = 0; i < levels.size(); ++i)
+        EXPECT_EQ(runner.LevelUnary(static_cast<int>(i) + 1), levels[i].unary) << how << ", level " << i + 1;
+    }
+  };
+  for (const auto& [w, h] : std::vector<std::pair<int, int>>{{16, 16}, {37, 53}, {70, 33}, {131, 17}})
+    for (Label L : {3, 6, 20})
+      for (const Family& f : Families(rng, L)) {
+        const Problem p = bp::PrepareProblem(RandomGrid(rng, w, h, L, f.pairwise));
+        const std::string what =
+            std::to_string(w) + "x" + std::to_string(h) + ", " + std::to_string(L) + " labels, " + f.name;
+        ASSERT_EQ(bp::CoarseShapes(p).size(), bp::CoarseLevels(p).size()) << what;
+        ASSERT_FALSE(bp::CoarseShapes(p).empty()) << what;
+        expect_levels(p, what);
+      }
+  // Spreads the bound cannot rule out: the host's levels, and the run still equals the CPU's.
+  Model wide = RandomGrid(rng, 30, 30, 3, {PairwiseKind::kPotts, 1, kMaxCost, {}});
+  for (int y = 0; y < 30; y += 2)
+    for (int x = 0; x < 30; x += 2) wide.unary[static_cast<std::size_t>(y * 30 + x) * 3] = 1 << 29;
+  const Problem p = bp::PrepareProblem(wide);
+  ASSERT_TRUE(bp::CoarseShapes(p).empty());
+  expect_levels(p, "costs near the 32-bit bound");
+  Config sync;
+  sync.schedule = Schedule::kSync;
+  sync.iterations = 3;
+  sync.coarse_to_fine = true;
+  ExpectSameAsCpu(wide, sync, "costs near the 32-bit bound");
+}
+
+// A runner built from the model (its costs shifted on the device) holds the same costs on every level
+// and runs exactly as one built from PrepareProblem (its padded costs uploaded in small pieces), with and
+// without coarse-to-fine, with negative costs.
+TEST(CudaBp, SmallRunnerFromTheModelEqualsTheRunnerFromItsProblem) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(22);
+  std::uniform_int_distribution<Cost> offset(-1000, 1000);
+  for (const auto& [w, h] : std::vector<std::pair<int, int>>{{37, 53}, {70, 33}})
+    for (Label L : {3, 16, 20})
+      for (const Family& f : Families(rng, L)) {
+        Model m = RandomGrid(rng, w, h, L, f.pairwise);
+        for (NodeId node = 0; node < m.num_nodes(); ++node) {  // each node's costs moved by its own offset
+          const Cost o = offset(rng);
+          for (Label l = 0; l < L; ++l) m.unary[static_cast<std::size_t>(node) * L + l] += o;
+        }
+        const Problem p = bp::PrepareProblem(m);
+        for (bool c2f : {false, true}) {
+          const Config config = Tiled(2, 0, 2, c2f);
+          const std::string what = std::to_string(w) + "x" + std::to_string(h) + ", " + std::to_string(L) +
+                                   " labels, " + f.name + (c2f ? ", coarse-to-fine" : "");
+          bp::CudaRunner from_model(m, config);
+          bp::CudaTuning pieces;  // padded uploads in many pieces of about 1000 costs
+          pieces.upload_piece_costs = 1000;
+          bp::CudaRunner from_problem(p, config, pieces);
+          const int levels = c2f ? 1 + static_cast<int>(bp::CoarseLevels(p).size()) : 1;
+          for (int level = 0; level < levels; ++level)
+            EXPECT_EQ(from_model.LevelUnary(level), from_problem.LevelUnary(level)) << what << ", level " << level;
+          const bp::RunOutput cpu = bp::RunCpu(p, config);
+          ExpectEqualRuns(from_model.Run({}, true, true), cpu, config, what + " (from the model)");
+          ExpectEqualRuns(from_problem.Run({}, true, true), cpu, config, what + " (from the problem)");
+        }
+      }
+}
+
 TEST(CudaBp, SolverMatchesTbbBpThroughTheRegistry) {
   MRF_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(6);
@@ -263,6 +341,12 @@ TEST(CudaBp, BadInputsGiveClearErrors) {
     const Result bad = Solve(wide, o);
     EXPECT_FALSE(bad.ok);
     EXPECT_NE(bad.message.find("MRF_BP_CUDA_MAIL must be 0 or 1"), std::string::npos) << bad.message;
+  }
+  {
+    const ScopedEnv setup("MRF_BP_CUDA_SETUP", "gpu");
+    const Result bad = Solve(wide, o);
+    EXPECT_FALSE(bad.ok);
+    EXPECT_NE(bad.message.find("MRF_BP_CUDA_SETUP must be host or device"), std::string::npos) << bad.message;
   }
 }
 
@@ -478,30 +562,37 @@ TEST(CudaBp, SmallEstimatesItsMemoryAndRefusesWhatDoesNotFit) {
   MRF_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(16);
   const Model m = RandomGrid(rng, 60, 45, 16, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
-  const Problem p = bp::PrepareProblem(m);
+  // 16 labels need no padding; 20 are padded, so their costs go up through the staging buffer (or, in the
+  // host setup, by a pitched copy).
+  const Problem padded = bp::PrepareProblem(RandomGrid(rng, 60, 45, 20, {PairwiseKind::kTruncatedLinear, 1, 2, {}}));
   Config sync;
   sync.schedule = Schedule::kSync;
   sync.coarse_to_fine = true;
-  for (const Config& c : {Tiled(1, 0, 1), Tiled(2, 8, 2, true), sync}) {
-    for (bp::CudaKernel kernel : {bp::CudaKernel::kAuto, bp::CudaKernel::kGeneral}) {
-      bp::CudaTuning tuning;
-      tuning.kernel = kernel;
-      bp::CudaRunner runner(p, c, tuning);
-      EXPECT_GT(runner.allocated_bytes(), 0u);
-      EXPECT_EQ(runner.allocated_bytes(), runner.estimated_bytes()) << bp::ToString(c.schedule);
-      // One byte less free than the estimate: refused before allocating, with both numbers.
-      tuning.free_bytes_override = runner.estimated_bytes() - 1;
-      try {
-        bp::CudaRunner refused(p, c, tuning);
-        ADD_FAILURE() << "a problem larger than the free memory was accepted";
-      } catch (const Error& e) {
-        const std::string text = e.what();
-        EXPECT_NE(text.find("out of GPU memory"), std::string::npos) << text;
-        EXPECT_NE(text.find("needs"), std::string::npos) << text;
-        EXPECT_NE(text.find("free"), std::string::npos) << text;
+  for (const Problem& p : {bp::PrepareProblem(m), padded})
+    for (bool host_setup : {false, true})
+      for (const Config& c : {Tiled(1, 0, 1), Tiled(2, 8, 2, true), sync}) {
+        for (bp::CudaKernel kernel : {bp::CudaKernel::kAuto, bp::CudaKernel::kGeneral}) {
+          bp::CudaTuning tuning;
+          tuning.kernel = kernel;
+          tuning.host_setup = host_setup;
+          bp::CudaRunner runner(p, c, tuning);
+          const std::string what = std::string(bp::ToString(c.schedule)) + ", " + std::to_string(p.num_labels) +
+                                   " labels, " + runner.Describe() + (host_setup ? ", host setup" : "");
+          EXPECT_GT(runner.allocated_bytes(), 0u);
+          EXPECT_EQ(runner.allocated_bytes(), runner.estimated_bytes()) << what;
+          // One byte less free than the estimate: refused before allocating, with both numbers.
+          tuning.free_bytes_override = runner.estimated_bytes() - 1;
+          try {
+            bp::CudaRunner refused(p, c, tuning);
+            ADD_FAILURE() << "a problem larger than the free memory was accepted";
+          } catch (const Error& e) {
+            const std::string text = e.what();
+            EXPECT_NE(text.find("out of GPU memory"), std::string::npos) << text;
+            EXPECT_NE(text.find("needs"), std::string::npos) << text;
+            EXPECT_NE(text.find("free"), std::string::npos) << text;
+          }
+        }
       }
-    }
-  }
   // Through Solve: an error that says so (the device was named), nothing allocated.
   SolveOptions o;
   o.solver = "cuda-bp";
