@@ -61,6 +61,9 @@ Energy ProblemEnergy(const Problem& problem, const Labeling& labels);
 /// fine energy of the block-constant labelling. Throws mrf::Error if a sum leaves the 32-bit bound.
 Problem CoarsenProblem(const Problem& fine);
 
+/// Whether coarse-to-fine adds a level above `p`: both its sides are at least 16.
+inline bool CanCoarsen(const Problem& p) { return p.width >= 16 && p.height >= 16; }
+
 /// The coarser levels coarse-to-fine BP runs first: levels[0] is 2x coarser than `fine`, levels[1]
 /// 4x, and so on; a level is added while the current one has both sides >= 16, at most 4 levels.
 std::vector<Problem> CoarseLevels(const Problem& fine);
@@ -238,9 +241,10 @@ struct CudaTuning {
   /// that need no fence (docs/bp.md, "Stepping between tiles"); false: through tile counters (release /
   /// acquire), as the other pipelines do.
   bool mailbox = true;
-  /// The setup before 2026-11-28, for tests and measurements (MRF_BP_CUDA_SETUP=host): the coarse-to-fine
-  /// levels built on the host (CoarseLevels) even where the device could sum them, padded costs uploaded by
-  /// a pitched copy, and a cudaMalloc per buffer instead of one for all.
+  /// The setup before 2026-11-28, for tests and measurements (MRF_BP_CUDA_SETUP=host): the costs shifted
+  /// on the host (also by CudaRunner(const Model&)), the coarse-to-fine levels built there (CoarseLevels)
+  /// even where the device could sum them, padded costs uploaded by a pitched copy, and a cudaMalloc per
+  /// buffer instead of one for all.
   bool host_setup = false;
   /// Testing: costs per piece of a padded upload through the staging buffer (0: 8 Mi costs, 32 MB).
   std::size_t upload_piece_costs = 0;

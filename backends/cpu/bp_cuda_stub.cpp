@@ -14,6 +14,7 @@ namespace {
 struct CudaRunner::Impl {};
 
 CudaRunner::CudaRunner(Problem, const Config&, const CudaTuning&) { NotCompiled(); }
+CudaRunner::CudaRunner(const Model&, const Config&, const CudaTuning&) { NotCompiled(); }
 CudaRunner::~CudaRunner() = default;
 RunOutput CudaRunner::Run(const IterationCallback&, bool, bool) { NotCompiled(); }
 double CudaRunner::TimeIterations(int) { NotCompiled(); }
@@ -23,6 +24,7 @@ std::string CudaRunner::Describe() const { return "no CUDA"; }
 std::size_t CudaRunner::estimated_bytes() const { return 0; }
 std::size_t CudaRunner::allocated_bytes() const { return 0; }
 bool CudaRunner::uses_fast_kernel() const { return false; }
+std::vector<Cost> CudaRunner::LevelUnary(int) { NotCompiled(); }
 std::size_t CudaMaxSharedBytesPerBlock() { return 0; }
 double CudaDeviceCopyGBs(std::size_t, int) { NotCompiled(); }
 double CudaMeasureSmClockMHz() { NotCompiled(); }

@@ -1343,7 +1343,7 @@ struct CudaRunner::Impl {
   int sweep_base = 0;  // pipeline: sweeps run since the tile counters were cleared (they only grow)
   bool fresh_pending = false;  // pipeline: the next launch starts from zero messages without clearing them
   static constexpr int kMaxSweepBase = 1 << 30;  // tile counters are cleared before they pass this
-  static constexpr std::size_t kArenaPieces = 128;  // buffers a runner allocates: at most 5 levels x 13, and 14
+  static constexpr std::size_t kArenaPieces = 128;  // buffers a runner allocates: at most 5 levels x 13, and 15
   std::size_t estimated = 0;
 
   ~Impl() {
@@ -1420,7 +1420,6 @@ struct CudaRunner::Impl {
     return P;
   }
 
-  // Uploads a level; a coarse level without host costs (CoarseShapes) has them summed from `finer`'s.
   // Uploads a level. Its unary costs come from p.unary, or (the fine level, `raw`) from the model's own
   // costs, shifted on the device, or (a coarse level of CoarseShapes, without costs) are summed from
   // `finer`'s.
@@ -1433,6 +1432,8 @@ struct CudaRunner::Impl {
     level.unary.Allocate(n * Lp, "the unary costs", &arena);
     const Cost* host = raw ? raw : p.unary.data();
     if (p.unary.empty() && !raw) {  // a level of CoarseShapes
+      if (!finer)  // a fine level without costs: PrepareProblemWithoutCosts is for CudaRunner(const Model&)
+        throw Error("cuda-bp: the problem has no unary costs (prepare it with PrepareProblem, or pass the model)");
       CoarsenUnaryKernel<<<Blocks(32 * static_cast<std::int64_t>(n), 256), 256, 0, stream>>>(
           finer->unary.get(), finer->scale_right.get(), finer->scale_down.get(), finer->width, finer->height,
           p.width, p.height, L, Lp, p.kind, table.get(), level.unary.get());
@@ -1610,8 +1611,10 @@ struct CudaRunner::Impl {
       // The coarser levels' costs are summed on the device when a bound rules out overflow; otherwise (and
       // when a test asks) the host builds them, checking every sum.
       coarse = std::move(shapes);
-      if (coarse.empty() && !t.host_setup) coarse = CoarseShapes(p);
-      if (coarse.empty()) coarse = CoarseLevels(p);  // needs the host's costs: the caller gave them
+      if (coarse.empty() && CanCoarsen(p)) {
+        if (!t.host_setup) coarse = CoarseShapes(p);
+        if (coarse.empty()) coarse = CoarseLevels(p);  // needs the host's costs: the caller gave them
+      }
     }
     ChooseKernel();
     if (use_fast) {
@@ -2039,12 +2042,17 @@ CudaRunner::CudaRunner(Problem problem, const Config& config, const CudaTuning& 
 
 CudaRunner::CudaRunner(const Model& model, const Config& config, const CudaTuning& tuning)
     : impl_(std::make_unique<Impl>()) {
+  if (tuning.host_setup) {  // the old setup throughout: the costs shifted on the host
+    impl_->Setup(PrepareProblem(model), config, tuning);
+    ReadUploadTime();
+    return;
+  }
   Problem problem = PrepareProblemWithoutCosts(model);
   const Cost* raw = model.unary.data();
   std::vector<Problem> shapes;
-  if (config.coarse_to_fine) {
-    if (!tuning.host_setup) shapes = CoarseShapes(problem);
-    if (shapes.empty()) {  // the coarse levels are built on the host, from the host's shifted costs
+  if (config.coarse_to_fine && CanCoarsen(problem)) {
+    shapes = CoarseShapes(problem);
+    if (shapes.empty()) {  // the bound gave up: the host builds the levels from its shifted costs
       problem = PrepareProblem(model);
       raw = nullptr;
     }

@@ -233,6 +233,11 @@ TEST(CudaBp, SmallCoarseLevelsSummedOnTheDeviceEqualTheHosts) {
   const Problem p = bp::PrepareProblem(wide);
   ASSERT_TRUE(bp::CoarseShapes(p).empty());
   expect_levels(p, "costs near the 32-bit bound");
+  bp::CudaRunner from_model(wide, Tiled(2, 0, 2, true));  // falls back to the host's shifted costs and levels
+  const std::vector<Problem> levels = bp::CoarseLevels(p);
+  EXPECT_EQ(from_model.LevelUnary(0), p.unary);
+  for (std::size_t i = 0; i < levels.size(); ++i)
+    EXPECT_EQ(from_model.LevelUnary(static_cast<int>(i) + 1), levels[i].unary) << "from the model, level " << i + 1;
   Config sync;
   sync.schedule = Schedule::kSync;
   sync.iterations = 3;
@@ -272,6 +277,14 @@ TEST(CudaBp, SmallRunnerFromTheModelEqualsTheRunnerFromItsProblem) {
           ExpectEqualRuns(from_problem.Run({}, true, true), cpu, config, what + " (from the problem)");
         }
       }
+  // A problem without its costs is for the model's constructor: given on its own, an error, not a crash.
+  const Model m = RandomGrid(rng, 20, 20, 4, {PairwiseKind::kPotts, 1, kMaxCost, {}});
+  try {
+    bp::CudaRunner bare(bp::PrepareProblemWithoutCosts(m), Tiled(1, 0, 1));
+    ADD_FAILURE() << "a problem without unary costs was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has no unary costs"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CudaBp, SolverMatchesTbbBpThroughTheRegistry) {
