@@ -2,7 +2,6 @@
 #include "inference/bp_solvers.h"
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -117,13 +116,10 @@ void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result
     if (text != "0" && text != "1") throw Error("MRF_BP_CUDA_MAIL must be 0 or 1 (got '" + text + "')");
     tuning.mailbox = text == "1";
   }
-  // The host's preparation on options.num_threads threads, as the rest of the run. The device setup
-  // shifts the model's costs on the device; the host setup (MRF_BP_CUDA_SETUP=host) prepares them here.
+  // The host's preparation on options.num_threads threads, as the rest of the run.
   tbb::task_arena arena(options.num_threads > 0 ? options.num_threads : tbb::task_arena::automatic);
-  std::unique_ptr<bp::CudaRunner> runner = arena.execute([&] {
-    return tuning.host_setup ? std::make_unique<bp::CudaRunner>(bp::PrepareProblem(model), config, tuning)
-                                     : std::make_unique<bp::CudaRunner>(model, config, tuning);
-  });
+  std::unique_ptr<bp::CudaRunner> runner =
+      arena.execute([&] { return std::make_unique<bp::CudaRunner>(model, config, tuning); });
   result->timings.setup_ms = MsSince(start) - runner->times().upload_ms;
   std::string stop_note;
   bp::RunOutput out = runner->Run(Logger(options, result, start, &stop_note));

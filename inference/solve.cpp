@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <new>
+#include <string>
+#include <utility>
 
 #include "inference/iteration_control.h"
 #include "mrf/registry.h"
@@ -40,6 +42,12 @@ std::string Accepts(const SolverEntry& e, const Model& model) {
 
 double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string MsText(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", ms);
+  return text;
 }
 
 // The labelling --start bp starts from: tiled BP (2 outer x 2 inner iterations, coarse-to-fine) on the
@@ -99,10 +107,13 @@ void RunSolver(const SolverEntry& entry, const Model& model, const SolveOptions&
   Result first = BpStart(entry, model, options, &start_solver, &stopped);
   const double start_ms = MsSince(start);
   const Energy start_energy = EvaluateEnergy(model, first.labels).total;
-  // Where the start's time went, so that its cost can be weighed against the moves it saves.
-  char split[160];
-  std::snprintf(split, sizeof split, " (%.2f ms: setup %.2f, transfers %.2f, solve %.2f)", start_ms,
-                first.timings.setup_ms, first.timings.transfer_ms, first.timings.solve_ms);
+  // Where the start's time went, so that its cost can be weighed against the moves it saves (a phase
+  // that did not run, such as tbb-bp's transfers, is left out).
+  std::string phases;
+  for (const auto& [name, ms] : {std::pair<const char*, double>{"setup", first.timings.setup_ms},
+                                 {"transfers", first.timings.transfer_ms}, {"solve", first.timings.solve_ms}})
+    if (ms >= 0) phases += std::string(phases.empty() ? ": " : ", ") + name + " " + MsText(ms);
+  const std::string split = " (" + MsText(start_ms) + " ms" + phases + ")";
   const IterationRecord start_record{0, start_energy, start_ms, "start: " + start_solver + split + ", " + first.message};
   result->timings.start_ms = start_ms;
   if (stopped) {  // the user's callback said stop: the start is the answer

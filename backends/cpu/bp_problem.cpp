@@ -31,14 +31,20 @@ std::int64_t TableSpread(const Problem& p) {
   return std::int64_t{*hi} - *lo;
 }
 
-// Fills max_message from the edge scales and rejects problems whose messages could overflow, given
-// max_unary_spread (set by ShiftUnary).
-void CheckBound(Problem& p) {
-  const std::int64_t dr = p.max_unary_spread;
+// R: the largest spread of one edge's pairwise costs over the problem's edges.
+std::int64_t LargestEdgeSpread(const Problem& p) {
   const std::int64_t table_spread = TableSpread(p);
   std::int64_t r = 0;
   for (Cost s : p.scale_right) r = std::max(r, EdgeSpread(p, s, table_spread));
   for (Cost s : p.scale_down) r = std::max(r, EdgeSpread(p, s, table_spread));
+  return r;
+}
+
+// Fills max_message from the edge scales and rejects problems whose messages could overflow, given
+// max_unary_spread (set by ShiftUnary).
+void CheckBound(Problem& p) {
+  const std::int64_t dr = p.max_unary_spread;
+  const std::int64_t r = LargestEdgeSpread(p);
   if (dr + 5 * r > kInt32Max)
     throw Error("belief propagation needs unary spread + 5 x pairwise spread <= 2^31 - 1 for its 32-bit "
                 "messages, got " + std::to_string(dr) + " + 5 x " + std::to_string(r));
@@ -223,7 +229,6 @@ std::vector<Problem> CoarseLevels(const Problem& fine) {
 }
 
 std::vector<Problem> CoarseShapes(const Problem& fine) {
-  const std::int64_t table_spread = TableSpread(fine);
   std::int64_t diagonal = 0;  // the largest |V(a, a)| of a table
   if (fine.kind == kTableMessage)
     for (int a = 0; a < fine.num_labels; ++a)
@@ -242,9 +247,7 @@ std::vector<Problem> CoarseShapes(const Problem& fine) {
     for (Cost s : current.scale_down) widest_scale = std::max<std::int64_t>(widest_scale, s);
     if (diagonal > 0 && widest_scale > kInt32Max / diagonal) return {};
     spread = 4 * spread + 8 * diagonal * widest_scale;
-    std::int64_t r = 0;
-    for (Cost s : next.scale_right) r = std::max(r, EdgeSpread(next, s, table_spread));
-    for (Cost s : next.scale_down) r = std::max(r, EdgeSpread(next, s, table_spread));
+    const std::int64_t r = LargestEdgeSpread(next);
     if (spread + 5 * r > kInt32Max) return {};
     next.max_unary_spread = static_cast<Cost>(spread);
     next.max_message = static_cast<Cost>(r);

@@ -1223,7 +1223,7 @@ struct Level {
 };
 
 // The kernels below give each node a warp whose lanes take its labels in turn, so that a warp's loads are
-// consecutive (a thread per node strided Lp costs apart: Aloe's 256 padded labels made that 50x slower).
+// consecutive (a thread per node strided Lp costs apart cost Aloe's start 42 ms more: docs/bp.md).
 __device__ __forceinline__ std::int64_t NodeOfWarp() {
   return (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
 }
@@ -1445,14 +1445,13 @@ struct CudaRunner::Impl {
       // spreads each node's L costs over its Lp slots. A pitched copy straight from pageable memory (below)
       // moved Aloe's 1.3 GB at 1.7 GB/s (docs/bp.md).
       const std::size_t piece = StagingNodes(n, L);
-      DeviceBuffer<Cost>& staging = upload_staging;
-      if (staging.size() < piece * L) staging.Allocate(piece * L, "the upload staging buffer", &arena);
+      if (upload_staging.size() < piece * L) upload_staging.Allocate(piece * L, "the upload staging buffer", &arena);
       for (std::size_t first = 0; first < n; first += piece) {
         const std::size_t count = std::min(piece, n - first);
-        MRF_CUDA_CHECK(cudaMemcpyAsync(staging.get(), host + first * L, count * L * sizeof(Cost),
+        MRF_CUDA_CHECK(cudaMemcpyAsync(upload_staging.get(), host + first * L, count * L * sizeof(Cost),
                                        cudaMemcpyHostToDevice, stream));
         const std::int64_t slots = static_cast<std::int64_t>(count) * Lp;
-        PadUnaryKernel<<<Blocks(slots, 256), 256, 0, stream>>>(staging.get(), slots, L, Lp,
+        PadUnaryKernel<<<Blocks(slots, 256), 256, 0, stream>>>(upload_staging.get(), slots, L, Lp,
                                                               level.unary.get() + first * Lp);
         MRF_CHECK_LAUNCH("unary padding kernel", stream, false);
       }

@@ -59,6 +59,9 @@ TEST(StartLabels, MovesStartFromTheBpLabellingAndNeverRiseAboveIt) {
       EXPECT_EQ(r.log[0].iteration, 0) << name;
       EXPECT_EQ(r.log[0].energy, bp.energy) << name << ": the start is not tbb-bp's labelling";
       EXPECT_NE(r.log[0].note.find("start: tbb-bp"), std::string::npos) << r.log[0].note;
+      // The start's split names the phases that ran: tbb-bp has no transfers.
+      EXPECT_NE(r.log[0].note.find(" ms: setup "), std::string::npos) << r.log[0].note;
+      EXPECT_EQ(r.log[0].note.find("transfers"), std::string::npos) << r.log[0].note;
       EXPECT_NE(r.message.find("started from tbb-bp's labelling (energy " + std::to_string(bp.energy) + ")"),
                 std::string::npos)
           << r.message;
