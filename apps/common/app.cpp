@@ -98,6 +98,7 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
       "  MRF_BP_CUDA_LAUNCH, MRF_BP_CUDA_KERNEL, MRF_BP_LABELS_PER_LANE  cuda-bp's launch mode, kernel, lanes\n"
       "  MRF_BP_CUDA_MAIL=0|1                      cuda-bp's handoff between tile columns (1: mailbox)\n"
       "  MRF_BP_CUDA_SETUP=device|host             cuda-bp's coarse levels and buffers (host: the older setup)\n"
+      "  MRF_CUDA_UPLOAD=staged|pageable           GPU uploads through a pinned buffer, or plain copies\n"
       "  MRF_CUDA_DEBUG_SYNC=1, MRF_INJECT_CUDA_FAULT=oom|launch|nodevice  debugging and fault tests");
   try {
     cli.parse(argc, argv);

@@ -229,6 +229,7 @@ class PushRelabelEngine : public MaxFlowEngine {
  private:
   pr::TileLayout MakeLayout(const Topology& topology) const;
   void PrepareHost(const StGraph& graph);
+  [[noreturn]] void ThrowTooLarge(const StGraph& graph, NodeId v) const;  ///< node v's weight is above 2^62
   /// The push / relabel loop; a re-solve starts with push rounds from the kept heights, and with
   /// `certify_first` ends there when CheckCertificate() holds.
   void RunLoop(Result* out, int max_push_rounds, bool resolve, bool certify_first = false);

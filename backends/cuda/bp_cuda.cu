@@ -14,6 +14,7 @@
 
 #include "backends/common/bp_engine.h"
 #include "backends/common/bp_fast_tile.h"
+#include "backends/cuda/staged_upload.h"
 #include "mrf/device.h"
 
 namespace cg = cooperative_groups;
@@ -133,7 +134,7 @@ class DeviceBuffer {
   }
   void Upload(const std::vector<T>& host, cudaStream_t s) {
     if (!host.empty())
-      MRF_CUDA_CHECK(cudaMemcpyAsync(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, s));
+      MRF_CUDA_CHECK(cuda_upload::UploadFromPageable(ptr_, host.data(), host.size() * sizeof(T), s));
   }
   void Download(std::vector<T>& host, cudaStream_t s) const {
     host.resize(size_);
@@ -1439,7 +1440,7 @@ struct CudaRunner::Impl {
           p.width, p.height, L, Lp, p.kind, table.get(), level.unary.get());
       MRF_CHECK_LAUNCH("coarse unary kernel", stream, false);
     } else if (Lp == L) {  // nothing to pad: upload the costs as they are
-      MRF_CUDA_CHECK(cudaMemcpyAsync(level.unary.get(), host, n * L * sizeof(Cost), cudaMemcpyHostToDevice, stream));
+      MRF_CUDA_CHECK(cuda_upload::UploadFromPageable(level.unary.get(), host, n * L * sizeof(Cost), stream));
     } else if (!tuning.host_setup) {
       // Padded on the device: the costs go up in contiguous pieces through a staging buffer, and a kernel
       // spreads each node's L costs over its Lp slots. A pitched copy straight from pageable memory (below)
@@ -1448,8 +1449,8 @@ struct CudaRunner::Impl {
       if (upload_staging.size() < piece * L) upload_staging.Allocate(piece * L, "the upload staging buffer", &arena);
       for (std::size_t first = 0; first < n; first += piece) {
         const std::size_t count = std::min(piece, n - first);
-        MRF_CUDA_CHECK(cudaMemcpyAsync(upload_staging.get(), host + first * L, count * L * sizeof(Cost),
-                                       cudaMemcpyHostToDevice, stream));
+        MRF_CUDA_CHECK(cuda_upload::UploadFromPageable(upload_staging.get(), host + first * L, count * L * sizeof(Cost),
+                                                      stream, n * L * sizeof(Cost)));
         const std::int64_t slots = static_cast<std::int64_t>(count) * Lp;
         PadUnaryKernel<<<Blocks(slots, 256), 256, 0, stream>>>(upload_staging.get(), slots, L, Lp,
                                                               level.unary.get() + first * Lp);

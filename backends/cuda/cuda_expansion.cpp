@@ -23,6 +23,7 @@
 
 #include "backends/cuda/expansion_kernels.h"
 #include "backends/cuda/push_relabel_kernels.h"
+#include "backends/cuda/staged_upload.h"
 #include "inference/cuda_expansion.h"
 #include "inference/cuda_swap.h"
 #include "inference/iteration_control.h"
@@ -366,15 +367,15 @@ class Runner {
     for (Label a = 0; a < L; ++a)
       for (Label b = 0; b < L; ++b)
         table[static_cast<std::size_t>(a * L + b)] = m_.pairwise.lambda * m_.pairwise.distance(a, b, labels_);
-    Check(cudaMemcpyAsync(staging_, m_.unary.data(), static_cast<std::size_t>(n * L) * 4, cudaMemcpyHostToDevice, st_),
+    Check(cuda_upload::UploadFromPageable(staging_, m_.unary.data(), static_cast<std::size_t>(n * L) * 4, st_),
           "uploading the unary costs");
     Launched(cuda_xp::LaunchTransposeUnary(staging_, const_cast<std::int32_t*>(e_.unary_t), n, labels_, st_),
              "TransposeUnary");
     Check(cudaMemcpyAsync(const_cast<std::int32_t*>(e_.table), table.data(), table.size() * 4, cudaMemcpyHostToDevice, st_),
           "uploading the smoothness table");
     if (e_.weights)
-      Check(cudaMemcpyAsync(const_cast<std::int32_t*>(e_.weights), m_.edge_weights.data(), m_.edge_weights.size() * 4,
-                            cudaMemcpyHostToDevice, st_),
+      Check(cuda_upload::UploadFromPageable(const_cast<std::int32_t*>(e_.weights), m_.edge_weights.data(),
+                                            m_.edge_weights.size() * 4, st_),
             "uploading the edge weights");
     Check(cudaMemcpyAsync(e_.labels, initial.data(), static_cast<std::size_t>(n) * 4, cudaMemcpyHostToDevice, st_),
           "uploading the initial labels");

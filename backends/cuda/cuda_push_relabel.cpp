@@ -15,6 +15,7 @@
 
 #include "backends/common/push_relabel_local.h"
 #include "backends/cuda/push_relabel_kernels.h"
+#include "backends/cuda/staged_upload.h"
 #include "mrf/device.h"
 
 namespace mrf {
@@ -126,9 +127,10 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     const std::size_t n = static_cast<std::size_t>(layout_.num_nodes), slots = graph.edge_caps().size();
     Record(kUploadStart);
     Check(cudaMemcpyAsync(dev_.x, host_x0_, n * 8, cudaMemcpyHostToDevice, stream_), "uploading the excess");
-    Check(cudaMemcpyAsync(dev_.cap, graph.edge_caps().data(), slots * 4, cudaMemcpyHostToDevice, stream_),
+    // The two arrays decide the pinned buffer's allocation together (staged_upload.h).
+    Check(cuda_upload::UploadFromPageable(dev_.cap, graph.edge_caps().data(), slots * 4, stream_, slots * 8),
           "uploading the edge capacities");
-    Check(cudaMemcpyAsync(dev_.rev, graph.edge_rev_caps().data(), slots * 4, cudaMemcpyHostToDevice, stream_),
+    Check(cuda_upload::UploadFromPageable(dev_.rev, graph.edge_rev_caps().data(), slots * 4, stream_, slots * 8),
           "uploading the edge capacities");
     Record(kUploadEnd);
     Check(cudaMemsetAsync(dev_.totals, 0, cuda_pr::kNumTotals * sizeof(unsigned long long), stream_), "clearing totals");

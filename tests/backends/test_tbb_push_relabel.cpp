@@ -275,6 +275,34 @@ TEST(TbbPushRelabel, ResolveAfterAddTweightsWithNegativeWeights) {
   EXPECT_EQ(again.flow, ReferenceFlow(g) + g.constant()) << "flows include the graph's constant";
 }
 
+// A fresh solve reads the terminal weights in chunks of 65536 nodes on all cores: a graph of several
+// chunks must give Boost's flow, a weight above 2^62 names the lowest such node whatever chunk finds
+// it first, and sink weights whose sum overflows only across chunks are still refused.
+TEST(TbbPushRelabel, FreshSolvesReadTheWeightsInChunks) {
+  std::mt19937_64 rng(31);
+  const Topology shape = Topology::Grid2D(400, 330, 4);  // 132,000 nodes: three chunks
+  StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
+  const Result r = g.maxflow("tbb-pr", /*reuse=*/false);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.flow, ReferenceFlow(g));
+
+  const Energy too_large = (Energy{1} << 62) + 1;
+  g.set_tweights(131000, 0, too_large);
+  g.set_tweights(70000, too_large, 0);
+  const Result refused = g.maxflow("tbb-pr", false);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_NE(refused.message.find("terminal capacity of node 70000 (" + std::to_string(too_large) + ") is above the 2^62"),
+            std::string::npos) << refused.message;
+
+  g.set_tweights(131000, 0, 0);
+  g.set_tweights(70000, 0, 0);
+  g.set_tweights(10, 0, Energy{1} << 62);      // chunk 0
+  g.set_tweights(100000, 0, Energy{1} << 62);  // chunk 1: only the sum of the two overflows
+  const Result overflow = g.maxflow("tbb-pr", false);
+  EXPECT_FALSE(overflow.ok);
+  EXPECT_NE(overflow.message.find("sum of sink capacities overflows"), std::string::npos) << overflow.message;
+}
+
 TEST(TbbPushRelabel, BinaryModelsThroughSolve) {
   std::mt19937_64 rng(2);
   const Model m = test::RandomModel(rng, Topology::Grid2D(5, 3, 8), 2, 20, Pairwise{}, 9);
