@@ -162,6 +162,31 @@ void ForEachChunk(std::size_t count, const F& f) {
   else if (count > 1) tbb::parallel_for(std::size_t{0}, count, f);
 }
 
+// One core's share of reading terminal weights: the sum of its sink weights (a fresh solve) or of their
+// changes (a re-solve), whether that sum overflowed, the first node whose weight is above kMaxTerminal
+// (the chunk stops there, so its sum covers the nodes before it), and a re-solve's changes.
+template <class Change>
+struct WeightChunk {
+  std::vector<Change> changes;
+  std::int64_t sink_sum = 0;
+  bool overflow = false;
+  NodeId too_large = -1;
+};
+
+// Adds the chunks' sums to `sum` in node order and appends their changes, throwing the error a serial
+// pass over the nodes would meet first; too_large(v) throws for node v.
+template <class Change, class TooLarge>
+std::int64_t JoinChunks(const std::vector<WeightChunk<Change>>& chunks, std::int64_t sum, std::vector<Change>* changes,
+                        const TooLarge& too_large) {
+  for (const WeightChunk<Change>& chunk : chunks) {
+    if (chunk.overflow) throw Error("sum of sink capacities overflows a 64-bit sum");
+    sum = CheckedAdd(sum, chunk.sink_sum, "sum of sink capacities");
+    if (chunk.too_large >= 0) too_large(chunk.too_large);
+    if (changes) changes->insert(changes->end(), chunk.changes.begin(), chunk.changes.end());
+  }
+  return sum;
+}
+
 double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -175,15 +200,10 @@ void PushRelabelEngine::PrepareHost(const StGraph& graph) {
   const NodeId n = graph.num_nodes();
   std::int64_t* x0 = HostExcessBuffer();
   sink_caps_.resize(n);
-  struct Chunk {
-    std::int64_t sum = 0;
-    bool overflow = false;
-    NodeId too_large = -1;  // the chunk's first node whose weight is above kMaxTerminal
-  };
   constexpr NodeId kChunk = NodeId{1} << 16;
-  std::vector<Chunk> chunks(static_cast<std::size_t>((n + kChunk - 1) / kChunk));
+  std::vector<WeightChunk<NodeChange>> chunks(static_cast<std::size_t>((n + kChunk - 1) / kChunk));
   auto read_chunk = [&](std::size_t c) {
-    Chunk& chunk = chunks[c];
+    WeightChunk<NodeChange>& chunk = chunks[c];
     const NodeId end = std::min(n, static_cast<NodeId>(c + 1) * kChunk);
     for (NodeId v = static_cast<NodeId>(c) * kChunk; v < end; ++v) {
       const std::int64_t s = graph.source_cap(v), t = graph.sink_cap(v);
@@ -193,17 +213,12 @@ void PushRelabelEngine::PrepareHost(const StGraph& graph) {
       }
       x0[v] = s - t;
       sink_caps_[v] = t;
-      chunk.overflow |= __builtin_add_overflow(chunk.sum, t, &chunk.sum);
+      chunk.overflow |= __builtin_add_overflow(chunk.sink_sum, t, &chunk.sink_sum);
     }
   };
   ForEachChunk(chunks.size(), read_chunk);
-  std::int64_t sum = 0;
-  for (const Chunk& chunk : chunks) {
-    if (chunk.too_large >= 0) ThrowTooLarge(graph, chunk.too_large);
-    if (chunk.overflow) throw Error("sum of sink capacities overflows a 64-bit sum");
-    sum = CheckedAdd(sum, chunk.sum, "sum of sink capacities");
-  }
-  sum_sink_caps_ = sum;
+  std::vector<NodeChange>* no_changes = nullptr;  // a fresh solve has none
+  sum_sink_caps_ = JoinChunks(chunks, 0, no_changes, [&](NodeId v) { ThrowTooLarge(graph, v); });
 }
 
 void PushRelabelEngine::ThrowTooLarge(const StGraph& graph, NodeId v) const {
@@ -237,21 +252,15 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   }
   const auto start = std::chrono::steady_clock::now();
   solved_ = false;
-  const std::vector<NodeId> nodes = SortedUnique(graph.changes().nodes, layout.num_nodes);
+  const std::vector<NodeId> nodes = SortedUnique(graph.changes().nodes, layout.num_nodes, &changed_bits_);
   std::int64_t* x0 = HostExcessBuffer();
   // Each changed node costs a cache miss per array (scattered nodes): chunks of them on all cores,
   // joined in node order. The state is invalid from here (solved_ is false) until the re-solve
   // ends, so a bad weight found part way leaves nothing behind that a later solve would trust.
-  struct Chunk {
-    std::vector<NodeChange> changes;
-    std::int64_t sink_delta = 0;
-    bool overflow = false;
-    NodeId too_large = -1;  // the first node whose weight is above kMaxTerminal
-  };
   constexpr std::size_t kChunk = 16384;
-  std::vector<Chunk> chunks((nodes.size() + kChunk - 1) / kChunk);
+  std::vector<WeightChunk<NodeChange>> chunks((nodes.size() + kChunk - 1) / kChunk);
   auto read_chunk = [&](std::size_t c) {
-    Chunk& chunk = chunks[c];
+    WeightChunk<NodeChange>& chunk = chunks[c];
     const std::size_t end = std::min(nodes.size(), (c + 1) * kChunk);
     chunk.changes.reserve(end - c * kChunk);
     const Energy* source = graph.source_caps().data();
@@ -274,7 +283,7 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
       }
       const std::int64_t delta = (s - t) - x0[v];
       x0[v] = s - t;
-      chunk.overflow |= __builtin_add_overflow(chunk.sink_delta, t - sink_caps_[v], &chunk.sink_delta);
+      chunk.overflow |= __builtin_add_overflow(chunk.sink_sum, t - sink_caps_[v], &chunk.sink_sum);
       sink_caps_[v] = t;
       if (delta != 0) chunk.changes.push_back({v, delta});
     }
@@ -282,12 +291,7 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   ForEachChunk(chunks.size(), read_chunk);
   std::vector<NodeChange> node_changes;
   node_changes.reserve(nodes.size());
-  for (const Chunk& chunk : chunks) {
-    if (chunk.too_large >= 0) ThrowTooLarge(graph, chunk.too_large);
-    if (chunk.overflow) throw Error("sum of sink capacities overflows a 64-bit sum");
-    sum_sink_caps_ = CheckedAdd(sum_sink_caps_, chunk.sink_delta, "sum of sink capacities");
-    node_changes.insert(node_changes.end(), chunk.changes.begin(), chunk.changes.end());
-  }
+  sum_sink_caps_ = JoinChunks(chunks, sum_sink_caps_, &node_changes, [&](NodeId v) { ThrowTooLarge(graph, v); });
   std::vector<EdgeId> slots = graph.changes().edges;
   std::sort(slots.begin(), slots.end());
   slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
@@ -349,7 +353,8 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   solved_ = stop_reason().empty();
 }
 
-std::vector<NodeId> PushRelabelEngine::SortedUnique(const std::vector<NodeId>& nodes, std::int64_t num_nodes) {
+std::vector<NodeId> PushRelabelEngine::SortedUnique(const std::vector<NodeId>& nodes, std::int64_t num_nodes,
+                                                     std::vector<std::uint64_t>* bitmap) {
   std::vector<NodeId> out;
   // Few changes on a large grid: sort them. Many: mark them in a bitmap and read it in order (a
   // word per 64 nodes), cheaper than a comparison sort from about one change per 1000 nodes on
@@ -364,8 +369,8 @@ std::vector<NodeId> PushRelabelEngine::SortedUnique(const std::vector<NodeId>& n
   // on all cores: one core took about 2 ms to mark the 168k changes of a 1% edit at 4096 (2-core
   // machine), each mark a cache miss.
   const auto words = static_cast<std::size_t>((num_nodes + 63) / 64);
-  if (changed_bits_.size() != words) changed_bits_.assign(words, 0);
-  std::uint64_t* bits = changed_bits_.data();
+  if (bitmap->size() != words) bitmap->assign(words, 0);
+  std::uint64_t* bits = bitmap->data();
   constexpr std::size_t kMarks = 16384;
   ForEachChunk((nodes.size() + kMarks - 1) / kMarks, [&](std::size_t c) {
     const std::size_t end = std::min(nodes.size(), (c + 1) * kMarks);

@@ -118,6 +118,10 @@ struct PushRelabelState {
 /// The device-independent part of the grid push-relabel engines.
 class PushRelabelEngine : public MaxFlowEngine {
  public:
+  /// The changed nodes of an edit (`nodes`, which may repeat) in increasing order, each once.
+  /// `bitmap`: scratch space for large edits, all zero between calls (it is left so). Public for tests.
+  static std::vector<NodeId> SortedUnique(const std::vector<NodeId>& nodes, std::int64_t num_nodes,
+                                          std::vector<std::uint64_t>* bitmap);
   explicit PushRelabelEngine(const PushRelabelTuning& tuning);
   ~PushRelabelEngine() override;
 
@@ -235,11 +239,9 @@ class PushRelabelEngine : public MaxFlowEngine {
   void RunLoop(Result* out, int max_push_rounds, bool resolve, bool certify_first = false);
   void FinishResult(Result* out, const std::string& message);
   RepairSchedule ScheduleRepairs(std::vector<NodeChange>* nodes) const;
-  /// The changed nodes of an edit in increasing order, each once.
-  std::vector<NodeId> SortedUnique(const std::vector<NodeId>& nodes, std::int64_t num_nodes);
 
   std::vector<std::int64_t> sink_caps_;  // t per node at the last solve (flow = sum t - residual)
-  std::vector<std::uint64_t> changed_bits_;  // SortedUnique's bitmap, all zero between calls
+  std::vector<std::uint64_t> changed_bits_;  // SortedUnique's bitmap
   std::int64_t sum_sink_caps_ = 0;
   bool solved_ = false;
 };

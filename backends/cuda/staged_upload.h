@@ -4,7 +4,8 @@
 // cudaMemcpyAsync from pageable memory copies through the driver's pinned buffers on one core: 5-8 GB/s
 // on the GPU machine (H200), where a copy from pinned memory moves about 50 GB/s. UploadFromPageable
 // copies through a pinned buffer of its own instead, in pieces that all cores fill while the previous
-// piece travels: 50 GB/s for 128 MB and more (docs/benchmarks.md, "Uploads through a pinned buffer").
+// piece travels: 35-40 GB/s for cuda-pr's 256 MB and Aloe's 1.3 GB (docs/benchmarks.md, "Uploads
+// through a pinned buffer").
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -12,7 +13,8 @@
 namespace mrf::cuda_upload {
 
 /// Copies `bytes` from host memory at `src` (pageable or not) to device memory at `dst`, in order
-/// on `stream`; returns once `src` may change or go, as cudaMemcpyAsync from pageable memory does.
+/// on `stream` (a stream of the current device); returns once `src` may change or go, as
+/// cudaMemcpyAsync from pageable memory does. Safe to call from several threads (they take turns).
 ///
 /// The pinned buffer is the process's, taken under a lock: two pieces of kPieceBytes, allocated by
 /// the first copy of kAllocateFromBytes or more (pinning costs about 0.4 ms per MB, so a smaller

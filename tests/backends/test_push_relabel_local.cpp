@@ -284,9 +284,33 @@ TEST(PushRelabelLocal, LargeEditsAndTooLargeWeightsInResolves) {
   EXPECT_EQ(fixed.flow, ReferenceFlow(g));
 }
 
-// Over 262,144 nodes the bitmap of changed nodes is read in several blocks on all cores, each writing
-// its nodes at its own offset: a node lost or doubled there would change the flow. Without edges the
-// maximum flow is the sum over the nodes of min(source, sink), whatever the engine does.
+// SortedUnique reads large edits through a bitmap, marked on all cores and read back in blocks of
+// 262,144 nodes, each block writing at its own offset: the result must equal sort + unique (no node
+// lost, doubled or out of order, words and blocks at their edges included), and the bitmap must be
+// left all zero for the next edit. Small edits take the sort.
+TEST(PushRelabelLocal, SortedUniqueEqualsSortAndUnique) {
+  std::mt19937_64 rng(34);
+  std::vector<std::uint64_t> bitmap;
+  for (const std::int64_t n : {std::int64_t{1000}, std::int64_t{600000}, std::int64_t{262144}, std::int64_t{262145}}) {
+    for (const std::size_t count : {std::size_t{5}, static_cast<std::size_t>(n / 2), static_cast<std::size_t>(3 * n)}) {
+      std::vector<NodeId> nodes;
+      for (std::size_t i = 0; i < count; ++i) nodes.push_back(static_cast<NodeId>(rng() % n));
+      for (const std::int64_t edge : {std::int64_t{0}, std::int64_t{63}, std::int64_t{64}, std::int64_t{262143},
+                                      std::int64_t{262144}, n - 1})
+        if (edge < n && count > 5) nodes.insert(nodes.end(), 2, static_cast<NodeId>(edge));
+      std::vector<NodeId> expected = nodes;
+      std::sort(expected.begin(), expected.end());
+      expected.erase(std::unique(expected.begin(), expected.end()), expected.end());
+      EXPECT_EQ(PushRelabelEngine::SortedUnique(nodes, n, &bitmap), expected) << n << " nodes, " << count << " changes";
+      EXPECT_TRUE(std::all_of(bitmap.begin(), bitmap.end(), [](std::uint64_t w) { return w == 0; }))
+          << n << " nodes, " << count << " changes: the bitmap was not cleared";
+    }
+  }
+}
+
+// The same read inside re-solves of a graph of over 262,144 nodes: a node lost there would change the
+// flow. Without edges the maximum flow is the sum over the nodes of min(source, sink), whatever the
+// engine does.
 TEST(PushRelabelLocal, EditsReadFromTheBitmapInBlocksKeepEveryNode) {
   const Topology grid = Topology::Grid2D(720, 400, 4);  // 288,000 nodes: two blocks of 4096 words
   StGraph g(grid);

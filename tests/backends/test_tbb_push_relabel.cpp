@@ -277,7 +277,8 @@ TEST(TbbPushRelabel, ResolveAfterAddTweightsWithNegativeWeights) {
 
 // A fresh solve reads the terminal weights in chunks of 65536 nodes on all cores: a graph of several
 // chunks must give Boost's flow, a weight above 2^62 names the lowest such node whatever chunk finds
-// it first, and sink weights whose sum overflows only across chunks are still refused.
+// it first, and sink weights whose sum overflows only across chunks are still refused (before a
+// later node's too-large weight, as a serial pass would).
 TEST(TbbPushRelabel, FreshSolvesReadTheWeightsInChunks) {
   std::mt19937_64 rng(31);
   const Topology shape = Topology::Grid2D(400, 330, 4);  // 132,000 nodes: three chunks
@@ -301,6 +302,11 @@ TEST(TbbPushRelabel, FreshSolvesReadTheWeightsInChunks) {
   const Result overflow = g.maxflow("tbb-pr", false);
   EXPECT_FALSE(overflow.ok);
   EXPECT_NE(overflow.message.find("sum of sink capacities overflows"), std::string::npos) << overflow.message;
+  // A too-large weight after the node where the sum overflows: a serial pass meets the overflow first.
+  g.set_tweights(120000, 0, too_large);
+  const Result first = g.maxflow("tbb-pr", false);
+  EXPECT_FALSE(first.ok);
+  EXPECT_NE(first.message.find("sum of sink capacities overflows"), std::string::npos) << first.message;
 }
 
 TEST(TbbPushRelabel, BinaryModelsThroughSolve) {

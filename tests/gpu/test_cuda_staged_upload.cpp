@@ -1,15 +1,18 @@
 // UploadFromPageable (backends/cuda/staged_upload.h), the host-to-device copy that cuda-pr,
 // cuda-expansion, cuda-swap and cuda-bp upload their inputs with: every byte arrives, whatever the
 // size (below the staging threshold, whole pieces, pieces and a remainder) and alignment, through the
-// pinned buffer and without it; the buffer is allocated only by a large enough transfer; a bad
-// MRF_CUDA_UPLOAD value is an error. This program links the CUDA backend's static library directly.
-// Tests named *Small* are the ones compute-sanitizer runs.
+// pinned buffer and without it, behind work that holds the stream up and from two threads at once;
+// the buffer is allocated only by a large enough transfer; a bad MRF_CUDA_UPLOAD value is an error.
+// This program links the CUDA backend's static library directly. Tests named *Small* are the ones
+// compute-sanitizer runs.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <random>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mrf/config.h"
@@ -35,17 +38,22 @@ std::string NoDeviceReason() {
   return count > 0 ? "" : "no CUDA device";
 }
 
+// Holds a stream up for 30 ms: copies queued behind it start late, so a piece refilled before its
+// last copy left would be caught.
+void CUDART_CB Sleep(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }
+
 // Uploads `bytes` bytes of `source` from offset `src_offset` to offset `dst_offset` of a fresh device
-// buffer, reads the device buffer back and compares every byte (and that the bytes before dst_offset
-// were left alone).
+// buffer (behind a 30 ms host function on the stream when `held`), reads the device buffer back and
+// compares every byte (and that the bytes around the copy were left alone).
 void CheckUpload(const std::vector<unsigned char>& source, std::size_t bytes, std::size_t src_offset,
-                 std::size_t dst_offset, std::size_t transfer_bytes, const std::string& what) {
+                 std::size_t dst_offset, std::size_t transfer_bytes, const std::string& what, bool held = false) {
   ASSERT_LE(src_offset + bytes, source.size()) << what;
   unsigned char* device = nullptr;
   ASSERT_EQ(cudaMalloc(&device, dst_offset + bytes + 1), cudaSuccess) << what;
   ASSERT_EQ(cudaMemset(device, 0xA5, dst_offset + bytes + 1), cudaSuccess) << what;
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  if (held) ASSERT_EQ(cudaLaunchHostFunc(stream, Sleep, nullptr), cudaSuccess);
   EXPECT_EQ(cuda_upload::UploadFromPageable(device + dst_offset, source.data() + src_offset, bytes, stream,
                                             transfer_bytes),
             cudaSuccess)
@@ -64,7 +72,7 @@ void CheckUpload(const std::vector<unsigned char>& source, std::size_t bytes, st
 }
 
 // One test, in order: the buffer's allocation depends on what the process copied before.
-TEST(CudaStagedUpload, EveryByteArrivesWithAndWithoutThePinnedBuffer) {
+TEST(CudaStagedUpload, SmallEveryByteArrivesWithAndWithoutThePinnedBuffer) {
   const std::string why = NoDeviceReason();
   if (!why.empty()) GTEST_SKIP() << why;
   constexpr std::size_t MiB = std::size_t{1} << 20;
@@ -94,6 +102,15 @@ TEST(CudaStagedUpload, EveryByteArrivesWithAndWithoutThePinnedBuffer) {
       CheckUpload(source, bytes, offset, offset * 5, 0,
                   std::to_string(bytes) + " bytes, offsets " + std::to_string(offset) + " and " + std::to_string(offset * 5));
 
+  // Behind a stream held up by the host: the third piece must wait for the first's copy to leave.
+  CheckUpload(source, 3 * kPieceBytes + 17, 1, 2, 0, "3 pieces + 17 behind a held stream", /*held=*/true);
+  // Two threads at once, different bytes, one of them held up: they take turns with the pieces.
+  std::vector<unsigned char> other(source.rbegin(), source.rend());
+  std::thread first([&] { CheckUpload(source, 4 * kPieceBytes + 3, 0, 0, 0, "thread 1", /*held=*/true); });
+  std::thread second([&] { CheckUpload(other, 5 * kPieceBytes + 9, 5, 0, 0, "thread 2"); });
+  first.join();
+  second.join();
+
   // MRF_CUDA_UPLOAD=pageable: plain copies, the same bytes; a bad value is a one-line error.
   setenv("MRF_CUDA_UPLOAD", "pageable", 1);
   CheckUpload(source, 3 * kPieceBytes + 11, 2, 1, 0, "MRF_CUDA_UPLOAD=pageable");
@@ -104,12 +121,14 @@ TEST(CudaStagedUpload, EveryByteArrivesWithAndWithoutThePinnedBuffer) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "MRF_CUDA_UPLOAD must be staged or pageable (got 'pinned')");
   }
+  setenv("MRF_CUDA_UPLOAD", "", 1);  // empty: the default
+  CheckUpload(source, 2 * kPieceBytes, 0, 0, 0, "MRF_CUDA_UPLOAD empty");
   unsetenv("MRF_CUDA_UPLOAD");
 }
 
 #else
 
-TEST(CudaStagedUpload, EveryByteArrivesWithAndWithoutThePinnedBuffer) { GTEST_SKIP() << "built without CUDA"; }
+TEST(CudaStagedUpload, SmallEveryByteArrivesWithAndWithoutThePinnedBuffer) { GTEST_SKIP() << "built without CUDA"; }
 
 #endif
 
