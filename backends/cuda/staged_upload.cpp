@@ -19,6 +19,7 @@ struct Staging {
   std::mutex mutex;
   char* piece[2] = {nullptr, nullptr};
   bool failed = false;  // pinned memory could not be had: plain copies from then on
+  bool fail_for_tests = false;
 };
 
 Staging& TheStaging() {
@@ -95,6 +96,17 @@ bool StagingAllocated() {
   return s.piece[0] != nullptr;
 }
 
+void ResetStagingForTests(bool fail_allocation) {
+  Staging& s = TheStaging();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (char*& p : s.piece) {
+    if (p) cudaFreeHost(p);
+    p = nullptr;
+  }
+  s.failed = false;
+  s.fail_for_tests = fail_allocation;
+}
+
 cudaError_t UploadFromPageable(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
                                std::size_t transfer_bytes) {
   auto plain = [&] { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream); };
@@ -104,7 +116,9 @@ cudaError_t UploadFromPageable(void* dst, const void* src, std::size_t bytes, cu
   if (!s.piece[0]) {
     if (s.failed || std::max(bytes, transfer_bytes) < kAllocateFromBytes) return plain();
     for (char*& p : s.piece)
-      if (cudaHostAlloc(reinterpret_cast<void**>(&p), kPieceBytes, cudaHostAllocPortable) != cudaSuccess) p = nullptr;
+      if (s.fail_for_tests ||
+          cudaHostAlloc(reinterpret_cast<void**>(&p), kPieceBytes, cudaHostAllocPortable) != cudaSuccess)
+        p = nullptr;
     if (!s.piece[0] || !s.piece[1]) {
       for (char*& p : s.piece) {
         if (p) cudaFreeHost(p);

@@ -34,4 +34,8 @@ constexpr std::size_t kStageFromBytes = std::size_t{1} << 20;
 /// Whether the process's pinned buffer exists (for tests and reports).
 bool StagingAllocated();
 
+/// For tests: frees the pinned buffer and forgets a failed allocation; with `fail_allocation`, the
+/// next allocations fail as if no pinned memory could be had.
+void ResetStagingForTests(bool fail_allocation);
+
 }  // namespace mrf::cuda_upload

@@ -124,6 +124,15 @@ TEST(CudaStagedUpload, SmallEveryByteArrivesWithAndWithoutThePinnedBuffer) {
   setenv("MRF_CUDA_UPLOAD", "", 1);  // empty: the default
   CheckUpload(source, 2 * kPieceBytes, 0, 0, 0, "MRF_CUDA_UPLOAD empty");
   unsetenv("MRF_CUDA_UPLOAD");
+
+  // No pinned memory to be had: plain copies, the same bytes.
+  cuda_upload::ResetStagingForTests(/*fail_allocation=*/true);
+  CheckUpload(source, cuda_upload::kAllocateFromBytes + 7, 1, 3, 0, "a large copy when pinning fails");
+  EXPECT_FALSE(cuda_upload::StagingAllocated());
+  cuda_upload::ResetStagingForTests(false);
+  EXPECT_FALSE(cuda_upload::StagingAllocated());
+  CheckUpload(source, cuda_upload::kAllocateFromBytes, 0, 0, 0, "a large copy after the reset");
+  EXPECT_TRUE(cuda_upload::StagingAllocated());
 }
 
 #else
