@@ -1,22 +1,31 @@
 #include "mrf/binary_graph.h"
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <limits>
+#include <mutex>
+
 namespace mrf {
+namespace {
 
-StGraph BuildBinaryGraph(const Model& model, Energy* energy_offset) {
-  model.ValidateOrThrow();
-  if (model.num_labels != 2)
-    throw Error("a single graph cut needs a two-label model (this one has " + std::to_string(model.num_labels) +
-                " labels)");
-  std::string why;
-  if (!IsSubmodularBinary(model, &why)) throw Error(why);
+// E(x) = offset + sum_p slope[p] * x_p + sum_pq cap_pq * [x_p = 0, x_q = 1]  (Kolmogorov-Zabih), with
+// slope[p] = U_p(1) - U_p(0) plus, for each edge pq, V(1,0) - V(0,0) at p and V(1,1) - V(1,0) at q, and
+// cap_pq = V(0,1) + V(1,0) - V(0,0) - V(1,1) >= 0 by submodularity. A positive slope is paid on the
+// sink side (x_p = 1): capacity source->p.
 
+[[noreturn]] void ThrowEdgeTooLarge(NodeId p, NodeId q, Energy cap) {
+  throw Error("edge " + std::to_string(p) + "-" + std::to_string(q) + " needs capacity " + std::to_string(cap) +
+              ", more than 32 bits");
+}
+
+// Edge lists: one pass over the edges, then the terminal capacities.
+StGraph BuildFromEdgeList(const Model& model, Energy* energy_offset) {
   const NodeId n = model.num_nodes();
-  StGraph graph = model.topology.is_grid() ? StGraph(model.topology) : StGraph();
-  if (!model.topology.is_grid()) {
-    graph.reserve(n, model.topology.num_edges());
-    graph.add_node(n);
-  }
-  // E(x) = offset + sum_p slope[p] * x_p + sum_pq cap_pq * [x_p = 0, x_q = 1]  (Kolmogorov-Zabih).
+  StGraph graph;
+  graph.reserve(n, model.topology.num_edges());
+  graph.add_node(n);
   Energy offset = 0;
   std::vector<Energy> slope(n);
   for (NodeId p = 0; p < n; ++p) {
@@ -29,15 +38,10 @@ StGraph BuildBinaryGraph(const Model& model, Energy* energy_offset) {
     offset += a;
     slope[p] += c - a;
     slope[q] += d - c;
-    const Energy cap = b + c - a - d;  // >= 0 by submodularity
-    if (cap > kMaxCost)
-      throw Error("edge " + std::to_string(p) + "-" + std::to_string(q) + " needs capacity " + std::to_string(cap) +
-                  ", more than 32 bits");
-    if (cap == 0) return;
-    if (model.topology.is_grid()) graph.add_to_edge_slot(slot, static_cast<Cost>(cap), 0);
-    else graph.add_edge(p, q, static_cast<Cost>(cap), 0);
+    const Energy cap = b + c - a - d;
+    if (cap > kMaxCost) ThrowEdgeTooLarge(p, q, cap);
+    if (cap != 0) graph.add_edge(p, q, static_cast<Cost>(cap), 0);
   });
-  // A positive slope is paid on the sink side (x_p = 1): capacity source->p.
   for (NodeId p = 0; p < n; ++p) {
     if (slope[p] >= 0) {
       graph.add_tweights(p, slope[p], 0);
@@ -48,6 +52,94 @@ StGraph BuildBinaryGraph(const Model& model, Energy* energy_offset) {
   }
   *energy_offset = offset;
   return graph;
+}
+
+// Grids: rows of nodes on all cores (one core took about 0.65 s for the 16.8M nodes of a 4096 x 4096
+// segmentation on the GPU machine, 60 times cuda-pr's cut). Each node gathers its slope from all its
+// edges, so every edge's costs are read by both endpoints; each node writes only its own terminal
+// capacities and its own forward slots, which a graph not yet solved allows from several threads.
+StGraph BuildFromGrid(const Model& model, Energy* energy_offset) {
+  const Topology& t = model.topology;
+  const NodeId n = t.num_nodes();
+  const int width = t.width(), height = t.height(), directions = t.num_directions();
+  StGraph graph(t);
+  std::mutex mutex;
+  Energy offset = 0;
+  EdgeId bad_slot = std::numeric_limits<EdgeId>::max();  // the first slot whose capacity is too large
+  NodeId bad_p = -1, bad_q = -1;
+  Energy bad_cap = 0;
+  const std::int64_t rows = std::int64_t{height} * t.depth();
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows, 16), [&](const tbb::blocked_range<std::int64_t>& range) {
+    Energy local_offset = 0;
+    EdgeId local_bad = std::numeric_limits<EdgeId>::max();
+    NodeId local_p = -1, local_q = -1;
+    Energy local_cap = 0;
+    for (std::int64_t row = range.begin(); row < range.end(); ++row) {
+      const int y = static_cast<int>(row % height), z = static_cast<int>(row / height);
+      for (int x = 0; x < width; ++x) {
+        const NodeId p = static_cast<NodeId>(row * width + x);
+        local_offset += model.unary_cost(p, 0);
+        Energy slope = Energy{model.unary_cost(p, 1)} - model.unary_cost(p, 0);
+        for (int d = 0; d < directions; ++d) {
+          const auto off = Topology::GridOffset(t.kind(), d);
+          const NodeId step = static_cast<NodeId>(off[0] + std::int64_t{width} * (off[1] + std::int64_t{height} * off[2]));
+          // The forward edge p -> p + off: its capacity, and p's share of its slope.
+          const int fx = x + off[0], fy = y + off[1], fz = z + off[2];
+          if (fx >= 0 && fx < width && fy < height && fz < t.depth()) {
+            const EdgeId slot = EdgeId{d} * n + p;
+            const Energy a = model.pairwise_cost(slot, 0, 0), b = model.pairwise_cost(slot, 0, 1);
+            const Energy c = model.pairwise_cost(slot, 1, 0), dd = model.pairwise_cost(slot, 1, 1);
+            local_offset += a;
+            slope += c - a;
+            const Energy cap = b + c - a - dd;
+            if (cap > kMaxCost && slot < local_bad) {
+              local_bad = slot;
+              local_p = p;
+              local_q = p + step;
+              local_cap = cap;
+            } else if (cap != 0 && cap <= kMaxCost) {
+              graph.set_edge_slot(slot, static_cast<Cost>(cap), 0);
+            }
+          }
+          // The backward edge p - off -> p: p's share of its slope.
+          const int bx = x - off[0], by = y - off[1], bz = z - off[2];
+          if (bx >= 0 && bx < width && by >= 0 && bz >= 0) {
+            const EdgeId slot = EdgeId{d} * n + (p - step);
+            slope += Energy{model.pairwise_cost(slot, 1, 1)} - model.pairwise_cost(slot, 1, 0);
+          }
+        }
+        if (slope >= 0) {
+          graph.set_tweights(p, slope, 0);
+        } else {
+          graph.set_tweights(p, 0, -slope);
+          local_offset += slope;
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    offset += local_offset;
+    if (local_bad < bad_slot) {
+      bad_slot = local_bad;
+      bad_p = local_p;
+      bad_q = local_q;
+      bad_cap = local_cap;
+    }
+  });
+  if (bad_p >= 0) ThrowEdgeTooLarge(bad_p, bad_q, bad_cap);  // the edge a pass in slot order meets first
+  *energy_offset = offset;
+  return graph;
+}
+
+}  // namespace
+
+StGraph BuildBinaryGraph(const Model& model, Energy* energy_offset) {
+  model.ValidateOrThrow();
+  if (model.num_labels != 2)
+    throw Error("a single graph cut needs a two-label model (this one has " + std::to_string(model.num_labels) +
+                " labels)");
+  std::string why;
+  if (!IsSubmodularBinary(model, &why)) throw Error(why);
+  return model.topology.is_grid() ? BuildFromGrid(model, energy_offset) : BuildFromEdgeList(model, energy_offset);
 }
 
 }  // namespace mrf

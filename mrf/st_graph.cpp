@@ -62,6 +62,8 @@ void StGraph::CheckNode(NodeId node, const char* call) const {
                 std::to_string(num_nodes()) + " nodes)");
 }
 
+// Until the first maxflow() the whole graph counts as changed (structure_changed) and nothing is
+// recorded here, which is what lets builders set different nodes and slots from several threads.
 void StGraph::MarkNode(NodeId node) {
   if (!changes_.structure_changed) changes_.nodes.push_back(node);
 }

@@ -89,13 +89,15 @@ class StGraph {
   EdgeId add_edge(NodeId from, NodeId to, Cost cap, Cost rev_cap);
   /// Adds capacity to a known edge slot, in the slot's own direction (fast path for builders).
   void add_to_edge_slot(EdgeId edge, Cost cap, Cost rev_cap);
-  /// Replaces the terminal capacities of a node (for re-solving).
+  /// Replaces the terminal capacities of a node (for re-solving). Until the graph's first maxflow(),
+  /// calls for different nodes may run at once (builders fill large grids on all cores).
   void set_tweights(NodeId node, Energy cap_source, Energy cap_sink);
   /// Replaces the capacities of an edge slot, given in the slot's own direction (for re-solving).
   void set_edge(EdgeId edge, Cost cap, Cost rev_cap);
   /// Replaces the capacities of an edge slot in the slot's own direction: the fast path of
   /// set_edge() for builders that walk the topology's edges (like add_to_edge_slot(), the slot is
-  /// only range-checked, not looked up).
+  /// only range-checked, not looked up). Until the graph's first maxflow(), calls for different
+  /// slots may run at once.
   void set_edge_slot(EdgeId edge, Cost cap, Cost rev_cap);
   /// Sets every terminal and edge capacity and constant() to zero, keeping the nodes and edges: a
   /// graph of the same shape can then be filled again (move-making algorithms build one per move).

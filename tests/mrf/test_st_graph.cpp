@@ -133,6 +133,65 @@ TEST(BinaryGraph, CutEnergyEqualsModelEnergyForEveryLabelling) {
   }
 }
 
+// Grids of many rows are built on all cores, each node gathering its slope from its edges both
+// ways: on 4-, 8- and 6-connected grids of odd sizes the cut of any labelling must still cost the
+// model's energy, and the graph must equal the one an edge list of the same edges gives (built by
+// one serial pass). A capacity above 32 bits names the edge a pass in slot order meets first.
+TEST(BinaryGraph, GridsBuiltOnAllCoresEqualTheSerialEdgeListBuild) {
+  std::mt19937_64 rng(12);
+  for (const Topology& t : {Topology::Grid2D(67, 53, 4), Topology::Grid2D(41, 70, 8), Topology::Grid3D(13, 11, 9),
+                            Topology::Grid2D(1, 300, 4), Topology::Grid2D(300, 1, 8)}) {
+    Pairwise table{PairwiseKind::kTable, 3, 0, {1, 7, 4, 2}};
+    const Model m = test::RandomModel(rng, t, 2, 50, table, 5);
+    Model list = m;
+    std::vector<NodeId> from, to;
+    std::vector<Cost> weights;
+    t.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
+      from.push_back(p);
+      to.push_back(q);
+      weights.push_back(m.edge_weight(slot));
+    });
+    list.topology = Topology::EdgeList(m.num_nodes(), from, to);
+    list.edge_weights = weights;
+    Energy grid_offset = 0, list_offset = 0;
+    const StGraph grid = BuildBinaryGraph(m, &grid_offset);
+    const StGraph serial = BuildBinaryGraph(list, &list_offset);
+    EXPECT_EQ(grid_offset, list_offset) << t.Describe();
+    EXPECT_EQ(grid.source_caps(), serial.source_caps()) << t.Describe();
+    EXPECT_EQ(grid.sink_caps(), serial.sink_caps()) << t.Describe();
+    // The edge list holds the nonzero capacities, in the grid's slot order.
+    std::size_t k = 0;
+    t.ForEachEdge([&](EdgeId slot, NodeId, NodeId) {
+      if (grid.edge_cap(slot) == 0) return;
+      ASSERT_LT(k, serial.edge_caps().size()) << t.Describe();
+      EXPECT_EQ(grid.edge_cap(slot), serial.edge_caps()[k++]) << t.Describe() << ", slot " << slot;
+    });
+    EXPECT_EQ(k, serial.edge_caps().size()) << t.Describe();
+    for (int trial = 0; trial < 20; ++trial) {
+      Labeling x(m.num_nodes());
+      for (Label& l : x) l = static_cast<Label>(rng() % 2);
+      ASSERT_EQ(grid.CutCapacity(x) + grid_offset, EvaluateEnergy(m, x).total) << t.Describe();
+    }
+  }
+  // Two edges above 32 bits: slot (direction 1, node 0) and slot (direction 0, node 70); the second
+  // comes first in slot order.
+  Model big;
+  big.topology = Topology::Grid2D(40, 30, 4);
+  big.num_labels = 2;
+  big.unary.assign(2 * 1200, 1);
+  big.pairwise = {PairwiseKind::kPotts, 1, 0, {}};
+  big.edge_weights.assign(static_cast<std::size_t>(big.topology.num_edge_slots()), 1);
+  big.edge_weights[1 * 1200 + 0] = (Cost{1} << 30) + 1;
+  big.edge_weights[0 * 1200 + 70] = (Cost{1} << 30) + 1;
+  Energy offset = 0;
+  try {
+    BuildBinaryGraph(big, &offset);
+    ADD_FAILURE() << "a capacity above 32 bits was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "edge 70-71 needs capacity 2147483650, more than 32 bits");
+  }
+}
+
 TEST(Solve, TwoLabelModelsReachTheBruteForceOptimum) {
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 50; ++trial) {
