@@ -281,8 +281,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     Check(cudaMemcpyAsync(host_labels_, dev_.labels, n, cudaMemcpyDeviceToHost, stream_), "downloading the cut");
     Record(kDownloadEnd);
     Sync("downloading the cut");
-    sink_side->resize(n);
-    for (std::int64_t v = 0; v < n; ++v) (*sink_side)[v] = host_labels_[v];
+    sink_side->assign(host_labels_, host_labels_ + n);  // one pass: no zero fill before it
     return sink_residual_;
   }
 
