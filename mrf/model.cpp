@@ -1,7 +1,12 @@
 #include "mrf/model.h"
 
-#include <cstdio>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_reduce.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <sstream>
 
 namespace mrf {
@@ -137,17 +142,64 @@ EnergyBreakdown EvaluateEnergy(const Model& model, const Labeling& labels) {
   if (static_cast<std::int64_t>(labels.size()) != n)
     throw Error("labelling has " + std::to_string(labels.size()) + " labels for a model of " + std::to_string(n) +
                 " nodes");
+  auto bad_label = [&](NodeId p) {
+    return Error("label " + std::to_string(labels[p]) + " at node " + std::to_string(p) + " is outside 0.." +
+                 std::to_string(model.num_labels - 1));
+  };
   EnergyBreakdown e;
-  for (NodeId p = 0; p < n; ++p) {
-    const Label l = labels[p];
-    if (l < 0 || l >= model.num_labels)
-      throw Error("label " + std::to_string(l) + " at node " + std::to_string(p) + " is outside 0.." +
-                  std::to_string(model.num_labels - 1));
-    e.data += model.unary_cost(p, l);
+  const Topology& t = model.topology;
+  if (!t.is_grid() || n < (NodeId{1} << 16)) {
+    for (NodeId p = 0; p < n; ++p) {
+      const Label l = labels[p];
+      if (l < 0 || l >= model.num_labels) throw bad_label(p);
+      e.data += model.unary_cost(p, l);
+    }
+    t.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) { e.smoothness += model.pairwise_cost(slot, labels[p], labels[q]); });
+    e.total = e.data + e.smoothness;
+    return e;
   }
-  model.topology.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
-    e.smoothness += model.pairwise_cost(slot, labels[p], labels[q]);
-  });
+  // Large grids: rows of nodes on all cores, each node adding its own cost and those of its forward
+  // edges (one core took 62-65 ms for a 4096 x 4096 segmentation's cut on the GPU machine, six times
+  // the cut). Integer sums: the order does not change them. A bad label names the first such node.
+  struct Sums {
+    Energy data = 0, smoothness = 0;
+    NodeId first_bad = std::numeric_limits<NodeId>::max();
+  };
+  const int width = t.width(), height = t.height(), depth = t.depth(), directions = t.num_directions();
+  const Sums sums = tbb::parallel_reduce(
+      tbb::blocked_range<std::int64_t>(0, std::int64_t{height} * depth, 16), Sums{},
+      [&](const tbb::blocked_range<std::int64_t>& range, Sums acc) {
+        auto valid = [&](Label l) { return l >= 0 && l < model.num_labels; };
+        for (std::int64_t row = range.begin(); row < range.end(); ++row) {
+          const int y = static_cast<int>(row % height), z = static_cast<int>(row / height);
+          for (int x = 0; x < width; ++x) {
+            const NodeId p = static_cast<NodeId>(row * width + x);
+            const Label l = labels[p];
+            if (!valid(l)) {
+              acc.first_bad = std::min(acc.first_bad, p);
+              continue;
+            }
+            acc.data += model.unary_cost(p, l);
+            for (int d = 0; d < directions; ++d) {
+              const auto off = Topology::GridOffset(t.kind(), d);
+              const int qx = x + off[0], qy = y + off[1], qz = z + off[2];
+              if (qx < 0 || qx >= width || qy >= height || qz >= depth) continue;
+              const Label lq = labels[qx + std::int64_t{width} * (qy + std::int64_t{height} * qz)];
+              if (valid(lq)) acc.smoothness += model.pairwise_cost(EdgeId{d} * n + p, l, lq);  // else q is named
+            }
+          }
+        }
+        return acc;
+      },
+      [](Sums a, const Sums& b) {
+        a.data += b.data;
+        a.smoothness += b.smoothness;
+        a.first_bad = std::min(a.first_bad, b.first_bad);
+        return a;
+      });
+  if (sums.first_bad != std::numeric_limits<NodeId>::max()) throw bad_label(sums.first_bad);
+  e.data = sums.data;
+  e.smoothness = sums.smoothness;
   e.total = e.data + e.smoothness;
   return e;
 }

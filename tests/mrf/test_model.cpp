@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "mrf/model.h"
 #include "support/test_support.h"
@@ -131,6 +132,40 @@ TEST(Model, EvaluatorRejectsBadLabellings) {
   EXPECT_THROW(EvaluateEnergy(m, {0}), Error);
   EXPECT_THROW(EvaluateEnergy(m, {0, 2}), Error);
   EXPECT_THROW(EvaluateEnergy(m, {-1, 0}), Error);
+}
+
+// Grids of 65,536 nodes and more are scored by rows on all cores: every kind, each pairwise family and
+// per-edge weights must give the sums of a plain serial pass, and a labelling with two bad labels must
+// name the first of them, whatever row of the grid holds the other.
+TEST(Model, LargeGridEnergiesEqualASerialSum) {
+  std::mt19937_64 rng(14);
+  const Pairwise kinds[] = {{PairwiseKind::kPotts, 3, 0, {}},
+                            {PairwiseKind::kTruncatedLinear, 2, 3, {}},
+                            {PairwiseKind::kTruncatedQuadratic, 1, 9, {}},
+                            {PairwiseKind::kTable, 1, 0, {0, 4, 5, 9, 6, 0, 2, 8, 3, 7, 0, 1, 5, 5, 5, 0}}};
+  const Topology shapes[] = {Topology::Grid2D(301, 250, 4), Topology::Grid2D(199, 401, 8), Topology::Grid3D(50, 41, 37)};
+  for (int k = 0; k < 4; ++k) {
+    const Topology& t = shapes[k % 3];
+    const Label labels = 4;
+    const Model m = test::RandomModel(rng, t, labels, 100, kinds[k], 6);
+    Labeling x(m.num_nodes());
+    for (Label& l : x) l = static_cast<Label>(rng() % labels);
+    Energy data = 0, smoothness = 0;
+    for (NodeId p = 0; p < m.num_nodes(); ++p) data += m.unary_cost(p, x[p]);
+    t.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) { smoothness += m.pairwise_cost(slot, x[p], x[q]); });
+    const EnergyBreakdown e = EvaluateEnergy(m, x);
+    EXPECT_EQ(e.data, data) << t.Describe();
+    EXPECT_EQ(e.smoothness, smoothness) << t.Describe();
+    EXPECT_EQ(e.total, data + smoothness) << t.Describe();
+    x[m.num_nodes() - 5] = labels;  // in the last rows
+    x[70000] = -1;                  // the first bad one
+    try {
+      EvaluateEnergy(m, x);
+      ADD_FAILURE() << "bad labels were accepted on the " << t.Describe();
+    } catch (const Error& error) {
+      EXPECT_EQ(std::string(error.what()), "label -1 at node 70000 is outside 0..3") << t.Describe();
+    }
+  }
 }
 
 TEST(Model, QuantizeRejectsNaNNegativeAndOverflow) {
