@@ -81,11 +81,9 @@ StGraph BuildFromGrid(const Model& model, Energy* energy_offset) {
         local_offset += model.unary_cost(p, 0);
         Energy slope = Energy{model.unary_cost(p, 1)} - model.unary_cost(p, 0);
         for (int d = 0; d < directions; ++d) {
-          const auto off = Topology::GridOffset(t.kind(), d);
-          const NodeId step = static_cast<NodeId>(off[0] + std::int64_t{width} * (off[1] + std::int64_t{height} * off[2]));
-          // The forward edge p -> p + off: its capacity, and p's share of its slope.
-          const int fx = x + off[0], fy = y + off[1], fz = z + off[2];
-          if (fx >= 0 && fx < width && fy < height && fz < t.depth()) {
+          // The forward edge p -> q: its capacity, and p's share of its slope.
+          const NodeId q = t.ForwardNeighbor(x, y, z, d);
+          if (q >= 0) {
             const EdgeId slot = EdgeId{d} * n + p;
             const Energy a = model.pairwise_cost(slot, 0, 0), b = model.pairwise_cost(slot, 0, 1);
             const Energy c = model.pairwise_cost(slot, 1, 0), dd = model.pairwise_cost(slot, 1, 1);
@@ -95,16 +93,16 @@ StGraph BuildFromGrid(const Model& model, Energy* energy_offset) {
             if (cap > kMaxCost && slot < local_bad) {
               local_bad = slot;
               local_p = p;
-              local_q = p + step;
+              local_q = q;
               local_cap = cap;
             } else if (cap != 0 && cap <= kMaxCost) {
               graph.set_edge_slot(slot, static_cast<Cost>(cap), 0);
             }
           }
-          // The backward edge p - off -> p: p's share of its slope.
-          const int bx = x - off[0], by = y - off[1], bz = z - off[2];
-          if (bx >= 0 && bx < width && by >= 0 && bz >= 0) {
-            const EdgeId slot = EdgeId{d} * n + (p - step);
+          // The backward edge r -> p: p's share of its slope.
+          const NodeId r = t.BackwardNeighbor(x, y, z, d);
+          if (r >= 0) {
+            const EdgeId slot = EdgeId{d} * n + r;
             slope += Energy{model.pairwise_cost(slot, 1, 1)} - model.pairwise_cost(slot, 1, 0);
           }
         }

@@ -181,10 +181,9 @@ EnergyBreakdown EvaluateEnergy(const Model& model, const Labeling& labels) {
             }
             acc.data += model.unary_cost(p, l);
             for (int d = 0; d < directions; ++d) {
-              const auto off = Topology::GridOffset(t.kind(), d);
-              const int qx = x + off[0], qy = y + off[1], qz = z + off[2];
-              if (qx < 0 || qx >= width || qy >= height || qz >= depth) continue;
-              const Label lq = labels[qx + std::int64_t{width} * (qy + std::int64_t{height} * qz)];
+              const NodeId q = t.ForwardNeighbor(x, y, z, d);
+              if (q < 0) continue;
+              const Label lq = labels[q];
               if (valid(lq)) acc.smoothness += model.pairwise_cost(EdgeId{d} * n + p, l, lq);  // else q is named
             }
           }

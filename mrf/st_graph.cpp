@@ -222,10 +222,8 @@ Energy StGraph::CutCapacity(const Labeling& sink_side) const {
             const bool p_sink = sink_side[p] != 0;
             total += p_sink ? source_cap_[p] : sink_cap_[p];
             for (int d = 0; d < directions; ++d) {
-              const auto off = Topology::GridOffset(t.kind(), d);
-              const int qx = x + off[0], qy = y + off[1], qz = z + off[2];
-              if (qx < 0 || qx >= width || qy >= height || qz >= depth) continue;
-              const NodeId q = static_cast<NodeId>(qx + std::int64_t{width} * (qy + std::int64_t{height} * qz));
+              const NodeId q = t.ForwardNeighbor(x, y, z, d);
+              if (q < 0) continue;
               const bool q_sink = sink_side[q] != 0;
               if (p_sink != q_sink) total += p_sink ? rev_cap_[EdgeId{d} * n + p] : cap_[EdgeId{d} * n + p];
             }

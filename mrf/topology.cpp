@@ -104,14 +104,10 @@ std::array<int, 3> Topology::GridOffset(TopologyKind kind, int direction) {
 }
 
 NodeId Topology::neighbor(NodeId node, int direction) const {
-  const auto off = GridOffset(kind_, direction);
   const std::int64_t plane = std::int64_t{width_} * height_;
   const int z = static_cast<int>(node / plane);
   const int rest = static_cast<int>(node - z * plane);
-  const int y = rest / width_, x = rest % width_;
-  const int nx = x + off[0], ny = y + off[1], nz = z + off[2];
-  if (nx < 0 || nx >= width_ || ny >= height_ || nz >= depth_) return -1;
-  return static_cast<NodeId>(nx + std::int64_t{width_} * (ny + std::int64_t{height_} * nz));
+  return ForwardNeighbor(rest % width_, rest / width_, z, direction);
 }
 
 bool Topology::edge_endpoints(EdgeId slot, NodeId* from, NodeId* to) const {

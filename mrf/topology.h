@@ -52,6 +52,10 @@ class Topology {
   bool edge_endpoints(EdgeId slot, NodeId* from, NodeId* to) const;
   /// The neighbour of `node` in forward direction `direction`, or -1 outside the grid.
   NodeId neighbor(NodeId node, int direction) const;
+  /// The same for the grid node at (x, y, z), for loops that walk coordinates (no division).
+  NodeId ForwardNeighbor(int x, int y, int z, int direction) const { return Shifted(x, y, z, direction, 1); }
+  /// The grid node whose forward neighbour in `direction` is (x, y, z), or -1 outside the grid.
+  NodeId BackwardNeighbor(int x, int y, int z, int direction) const { return Shifted(x, y, z, direction, -1); }
   /// The grid slot joining a and b (in either order), or -1 if they are not grid neighbours.
   EdgeId grid_slot(NodeId a, NodeId b) const;
   /// Offset (dx, dy, dz) of forward direction `direction` for a grid kind.
@@ -96,6 +100,13 @@ class Topology {
   bool operator!=(const Topology& other) const { return !(*this == other); }
 
  private:
+  NodeId Shifted(int x, int y, int z, int direction, int sign) const {
+    const auto off = GridOffset(kind_, direction);
+    const int nx = x + sign * off[0], ny = y + sign * off[1], nz = z + sign * off[2];
+    if (nx < 0 || nx >= width_ || ny < 0 || ny >= height_ || nz < 0 || nz >= depth_) return -1;
+    return static_cast<NodeId>(nx + std::int64_t{width_} * (ny + std::int64_t{height_} * nz));
+  }
+
   TopologyKind kind_ = TopologyKind::kEdgeList;
   int width_ = 0, height_ = 0, depth_ = 0;
   NodeId num_nodes_ = 0;
