@@ -387,8 +387,8 @@ void BinaryMoveGraph::WriteAll(KeyGraph& g, bool fresh, std::vector<EdgeId>* pla
     if (write_all ? s != 0 : graph.source_cap(p) != source_cap || graph.sink_cap(p) != sink_cap)
       graph.set_tweights(p, source_cap, sink_cap);
   }
-  const std::vector<Cost>& caps = graph.edge_caps();
-  const std::vector<Cost>& rev_caps = graph.edge_rev_caps();
+  const auto& caps = graph.edge_caps();
+  const auto& rev_caps = graph.edge_rev_caps();
   topology_->ForEachEdge([&](EdgeId e, NodeId, NodeId) {
     const std::size_t s = static_cast<std::size_t>(e);
     const Cost cap = edge_cap_[s], rev_cap = edge_rev_cap_[s];

@@ -99,19 +99,38 @@ bool Model::Validate(std::string* error) const {
     if (static_cast<EdgeId>(edge_weights.size()) != slots)
       return fail("edge weights: expected one per edge slot (" + std::to_string(slots) + "), got " +
                   std::to_string(edge_weights.size()));
-    max_weight = 0;
-    for (EdgeId s = 0; s < slots; ++s) {
-      const Cost w = edge_weights[static_cast<std::size_t>(s)];
-      if (w < 0) {
-        NodeId p = -1, q = -1;
-        if (!topology.edge_endpoints(s, &p, &q))  // a grid slot past the border: no edge, still no negative weight
-          return fail("edge weight " + std::to_string(w) + " in slot " + std::to_string(s) +
-                      " (a slot past the grid's border, which holds no edge) is negative");
-        return fail("edge weight " + std::to_string(w) + " of edge " + std::to_string(p) + "-" + std::to_string(q) +
-                    " (slot " + std::to_string(s) + ") is negative");
+    // The smallest and largest weight by plain min/max loops (they vectorise), on all cores for large
+    // models (one core took 24 ms for a 4096 x 4096 grid's 33.5M slots, and mrf::Solve validates
+    // twice); the first negative weight is looked for only when there is one.
+    struct Range {
+      Cost lo = std::numeric_limits<Cost>::max(), hi = 0;
+    };
+    const Cost* weights = edge_weights.data();
+    auto scan = [weights](std::int64_t begin, std::int64_t end, Range r) {
+      for (std::int64_t s = begin; s < end; ++s) {
+        r.lo = std::min(r.lo, weights[s]);
+        r.hi = std::max(r.hi, weights[s]);
       }
-      max_weight = std::max(max_weight, w);
+      return r;
+    };
+    const Range range =
+        slots < (std::int64_t{1} << 20)
+            ? scan(0, slots, Range{})
+            : tbb::parallel_reduce(
+                  tbb::blocked_range<std::int64_t>(0, slots, std::int64_t{1} << 16), Range{},
+                  [&](const tbb::blocked_range<std::int64_t>& b, Range r) { return scan(b.begin(), b.end(), r); },
+                  [](Range a, Range b) { return Range{std::min(a.lo, b.lo), std::max(a.hi, b.hi)}; });
+    if (range.lo < 0) {
+      const EdgeId s = std::find_if(weights, weights + slots, [](Cost w) { return w < 0; }) - weights;
+      const Cost w = weights[s];
+      NodeId p = -1, q = -1;
+      if (!topology.edge_endpoints(s, &p, &q))  // a grid slot past the border: no edge, still no negative weight
+        return fail("edge weight " + std::to_string(w) + " in slot " + std::to_string(s) +
+                    " (a slot past the grid's border, which holds no edge) is negative");
+      return fail("edge weight " + std::to_string(w) + " of edge " + std::to_string(p) + "-" + std::to_string(q) +
+                  " (slot " + std::to_string(s) + ") is negative");
     }
+    max_weight = range.hi;
   }
   // Every pairwise term must fit a 32-bit Cost: weight * lambda * distance.
   const __int128 max_term = static_cast<__int128>(max_weight) * pairwise.lambda * pairwise.MaxDistance(num_labels);

@@ -1,6 +1,7 @@
 #include "mrf/st_graph.h"
 
 #include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
 
 #include <algorithm>
@@ -38,10 +39,18 @@ StGraph& StGraph::operator=(StGraph&&) noexcept = default;
 
 StGraph::StGraph(const Topology& grid) : topology_(grid) {
   if (!grid.is_grid()) throw Error("StGraph(Topology) needs a grid topology; use the default constructor for general graphs");
-  source_cap_.assign(grid.num_nodes(), 0);
-  sink_cap_.assign(grid.num_nodes(), 0);
-  cap_.assign(static_cast<std::size_t>(grid.num_edge_slots()), 0);
-  rev_cap_.assign(static_cast<std::size_t>(grid.num_edge_slots()), 0);
+  const std::size_t nodes = static_cast<std::size_t>(grid.num_nodes());
+  const std::size_t slots = static_cast<std::size_t>(grid.num_edge_slots());
+  source_cap_.resize(nodes);  // uninitialised: zeroed below in blocks on all cores
+  sink_cap_.resize(nodes);
+  cap_.resize(slots);
+  rev_cap_.resize(slots);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, std::max(nodes, slots), std::size_t{1} << 16),
+                    [&](const tbb::blocked_range<std::size_t>& range) {
+                      const std::size_t node_end = std::min(range.end(), nodes), slot_end = std::min(range.end(), slots);
+                      for (std::size_t i = range.begin(); i < node_end; ++i) source_cap_[i] = sink_cap_[i] = 0;
+                      for (std::size_t i = range.begin(); i < slot_end; ++i) cap_[i] = rev_cap_[i] = 0;
+                    });
 }
 
 void StGraph::reserve(NodeId nodes, EdgeId edges) {

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mrf/result.h"
@@ -32,6 +33,32 @@
 namespace mrf {
 
 class MaxFlowEngine;
+
+/// std::allocator, except that growing a vector without a value leaves the new elements
+/// uninitialised: a grid graph's 0.5 GB of capacities (4096 x 4096) can then be zeroed on all cores
+/// rather than by one (about 180 ms on one core), and pages land where they are first touched.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+/// The arrays StGraph keeps its capacities in (a std::vector with the allocator above).
+template <class T>
+using CapacityArray = std::vector<T, UninitializedAllocator<T>>;
 
 /// What a max-flow engine asks now and then while it works (see MaxFlowEngine::set_stop_check). It
 /// gets a progress record (iteration: the poll, counted from 0 per solve; energy -1; note: the work
@@ -134,10 +161,10 @@ class StGraph {
   Energy sink_cap(NodeId node) const { return sink_cap_[node]; }      ///< Capacity node->sink.
   Cost edge_cap(EdgeId e) const { return cap_[e]; }          ///< Capacity in the slot's direction.
   Cost edge_rev_cap(EdgeId e) const { return rev_cap_[e]; }  ///< Capacity against it.
-  const std::vector<Energy>& source_caps() const { return source_cap_; }  ///< All source capacities.
-  const std::vector<Energy>& sink_caps() const { return sink_cap_; }      ///< All sink capacities.
-  const std::vector<Cost>& edge_caps() const { return cap_; }             ///< All forward capacities.
-  const std::vector<Cost>& edge_rev_caps() const { return rev_cap_; }     ///< All reverse capacities.
+  const CapacityArray<Energy>& source_caps() const { return source_cap_; }  ///< All source capacities.
+  const CapacityArray<Energy>& sink_caps() const { return sink_cap_; }      ///< All sink capacities.
+  const CapacityArray<Cost>& edge_caps() const { return cap_; }             ///< All forward capacities.
+  const CapacityArray<Cost>& edge_rev_caps() const { return rev_cap_; }     ///< All reverse capacities.
   /// Amount added to every flow because of negative terminal capacities (<= 0).
   Energy constant() const { return constant_; }
   /// Changes since the last solve.
@@ -155,8 +182,8 @@ class StGraph {
   void CheckNode(NodeId node, const char* call) const;
 
   Topology topology_;
-  std::vector<Energy> source_cap_, sink_cap_;
-  std::vector<Cost> cap_, rev_cap_;
+  CapacityArray<Energy> source_cap_, sink_cap_;
+  CapacityArray<Cost> cap_, rev_cap_;
   Energy constant_ = 0;
   GraphChanges changes_;
   std::unique_ptr<MaxFlowEngine> engine_;  // kept for re-solves

@@ -96,13 +96,6 @@ EdgeId Topology::num_edges() const {
   return 0;
 }
 
-std::array<int, 3> Topology::GridOffset(TopologyKind kind, int direction) {
-  // Forward directions only: each undirected edge is stored once, at its first endpoint.
-  static constexpr std::array<int, 3> k2D[4] = {{1, 0, 0}, {0, 1, 0}, {1, 1, 0}, {-1, 1, 0}};
-  static constexpr std::array<int, 3> k3D[3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
-  return kind == TopologyKind::kGrid3D6 ? k3D[direction] : k2D[direction];
-}
-
 NodeId Topology::neighbor(NodeId node, int direction) const {
   const std::int64_t plane = std::int64_t{width_} * height_;
   const int z = static_cast<int>(node / plane);

@@ -59,7 +59,13 @@ class Topology {
   /// The grid slot joining a and b (in either order), or -1 if they are not grid neighbours.
   EdgeId grid_slot(NodeId a, NodeId b) const;
   /// Offset (dx, dy, dz) of forward direction `direction` for a grid kind.
-  static std::array<int, 3> GridOffset(TopologyKind kind, int direction);
+  /// Forward directions only: each undirected edge is stored once, at its first endpoint. Inline,
+  /// since the grid loops (graph building, energies, cut checks) ask for it per node and direction.
+  static std::array<int, 3> GridOffset(TopologyKind kind, int direction) {
+    constexpr std::array<int, 3> k2D[4] = {{{1, 0, 0}}, {{0, 1, 0}}, {{1, 1, 0}}, {{-1, 1, 0}}};
+    constexpr std::array<int, 3> k3D[3] = {{{1, 0, 0}}, {{0, 1, 0}}, {{0, 0, 1}}};
+    return kind == TopologyKind::kGrid3D6 ? k3D[direction] : k2D[direction];
+  }
 
   /// Edge-list only: appends `count` nodes and returns the first new id.
   NodeId AddNodes(NodeId count);

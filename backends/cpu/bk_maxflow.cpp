@@ -136,8 +136,8 @@ class BkEngine final : public MaxFlowEngine {
 
   void Build(const StGraph& graph) {
     const NodeId n = graph.num_nodes();
-    const std::vector<Cost>& cap = graph.edge_caps();
-    const std::vector<Cost>& rev_cap = graph.edge_rev_caps();
+    const auto& cap = graph.edge_caps();
+    const auto& rev_cap = graph.edge_rev_caps();
     std::uint64_t arc_count = 0;
     graph.topology().ForEachEdge([&](EdgeId e, NodeId, NodeId) { arc_count += (cap[e] | rev_cap[e]) ? 2 : 0; });
     if (arc_count > kMaxArcs)
@@ -169,8 +169,8 @@ class BkEngine final : public MaxFlowEngine {
   // General graphs: count the arcs of every node, then place them (compressed rows).
   void BuildListArcs(const StGraph& graph) {
     const NodeId n = graph.num_nodes();
-    const std::vector<Cost>& cap = graph.edge_caps();
-    const std::vector<Cost>& rev_cap = graph.edge_rev_caps();
+    const auto& cap = graph.edge_caps();
+    const auto& rev_cap = graph.edge_rev_caps();
     for (NodeId v = 0; v <= n; ++v) nodes_[v].first = 0;
     graph.topology().ForEachEdge([&](EdgeId e, NodeId p, NodeId q) {
       if ((cap[e] | rev_cap[e]) == 0) return;
@@ -193,8 +193,8 @@ class BkEngine final : public MaxFlowEngine {
   // were placed when those neighbours were visited (forward neighbours always have larger ids).
   void BuildGridArcs(const StGraph& graph) {
     const Topology& grid = graph.topology();
-    const std::vector<Cost>& cap = graph.edge_caps();
-    const std::vector<Cost>& rev_cap = graph.edge_rev_caps();
+    const auto& cap = graph.edge_caps();
+    const auto& rev_cap = graph.edge_rev_caps();
     const NodeId n = grid.num_nodes();
     const int width = grid.width(), height = grid.height(), depth = grid.depth();
     const int directions = grid.num_directions();

@@ -124,6 +124,42 @@ TEST(Model, ValidationNamesTheProblem) {
   EXPECT_NE(error.find("pairwise table"), std::string::npos) << error;
 }
 
+// Models with 2^20 edge slots and more scan their weights in blocks on all cores: the message must
+// still name the first negative weight (whichever block holds a later one), the largest weight must
+// still be the one checked for overflow, and a slot past the border is named as such.
+TEST(Model, LargeModelsValidateTheirWeightsLikeSmallOnes) {
+  Model m;
+  m.topology = Topology::Grid2D(1030, 1020, 4);  // 2,101,200 slots
+  m.num_labels = 2;
+  m.unary.assign(static_cast<std::size_t>(m.num_nodes()) * 2, 0);
+  m.edge_weights.assign(static_cast<std::size_t>(m.topology.num_edge_slots()), 7);
+  std::string error;
+  EXPECT_TRUE(m.Validate(&error)) << error;
+
+  const EdgeId first = 1500000, later = 2000000;  // in different blocks, the later one more negative
+  m.edge_weights[static_cast<std::size_t>(later)] = -9;
+  m.edge_weights[static_cast<std::size_t>(first)] = -1;
+  NodeId p = -1, q = -1;
+  ASSERT_TRUE(m.topology.edge_endpoints(first, &p, &q));
+  EXPECT_FALSE(m.Validate(&error));
+  EXPECT_EQ(error, "edge weight -1 of edge " + std::to_string(p) + "-" + std::to_string(q) + " (slot 1500000) is negative");
+  m.edge_weights[static_cast<std::size_t>(first)] = 7;
+  m.edge_weights[static_cast<std::size_t>(later)] = 7;
+  const EdgeId past_border = 1029;  // direction 0 (right) of the first row's last node
+  ASSERT_FALSE(m.topology.edge_endpoints(past_border, &p, &q));
+  m.edge_weights[static_cast<std::size_t>(past_border)] = -3;
+  EXPECT_FALSE(m.Validate(&error));
+  EXPECT_EQ(error, "edge weight -3 in slot 1029 (a slot past the grid's border, which holds no edge) is negative");
+  m.edge_weights[static_cast<std::size_t>(past_border)] = 7;
+
+  // One large weight in the last block: weight x lambda overflows 32 bits only through it.
+  m.pairwise.lambda = 1 << 10;
+  EXPECT_TRUE(m.Validate(&error)) << error;
+  m.edge_weights.back() = 1 << 22;
+  EXPECT_FALSE(m.Validate(&error));
+  EXPECT_NE(error.find("edge weight 4194304 x lambda 1024"), std::string::npos) << error;
+}
+
 TEST(Model, EvaluatorRejectsBadLabellings) {
   Model m;
   m.topology = Topology::Grid2D(2, 1, 4);
