@@ -11,6 +11,7 @@ namespace mrf::cuda {
 int DeviceCount();
 std::string UnavailableReason();
 std::string DeviceDescription();
+void StartContext();
 }  // namespace mrf::cuda
 #endif
 
@@ -30,10 +31,16 @@ bool CudaDebugSyncRequested(const std::string& engine) {
 int CudaDeviceCount() { return cuda::DeviceCount(); }
 std::string CudaUnavailableReason() { return cuda::UnavailableReason(); }
 std::string CudaDeviceDescription() { return cuda::DeviceDescription(); }
+CudaStartInBackground::CudaStartInBackground() : started_(std::async(std::launch::async, cuda::StartContext)) {}
 #else
+CudaStartInBackground::CudaStartInBackground() = default;
 int CudaDeviceCount() { return 0; }
 std::string CudaUnavailableReason() { return "not compiled in (this build has no CUDA)"; }
 std::string CudaDeviceDescription() { return ""; }
 #endif
+
+CudaStartInBackground::~CudaStartInBackground() {
+  if (started_.valid()) started_.wait();
+}
 
 }  // namespace mrf

@@ -23,11 +23,12 @@ namespace {
 // the time limit or the callback of `options` stops the engine, the cut it holds at that point.
 void SolveWithOneCut(const SolverEntry& entry, const Model& model, const SolveOptions& options, Result* out) {
   const StopCheck stop_check = MakeStopCheck(options.time_limit_s, options.callback);
-  Energy offset = 0;
-  StGraph graph = BuildBinaryGraph(model, &offset);
   std::unique_ptr<MaxFlowEngine> engine = entry.make_engine();
   const std::string cannot = engine->CannotSolve(model.topology);
   if (!cannot.empty()) throw Error(entry.name + " cannot solve this model: " + cannot);
+  engine->PrepareAhead(model.topology);  // a GPU engine's context and workspace while the graph is built
+  Energy offset = 0;
+  StGraph graph = BuildBinaryGraph(model, &offset);
   engine->set_stop_check(stop_check);
   engine->Solve(graph, out);
   out->flow += graph.constant() + offset;

@@ -210,6 +210,11 @@ class MaxFlowEngine {
   /// out->labels (the cut: 0 = source side, 1 = sink side, one per node) and out->timings; may add
   /// out->iterations and out->log.
   virtual void Solve(const StGraph& graph, Result* out) = 0;
+  /// Optional: begins, in the background, what a solve of a graph of this shape needs before its
+  /// capacities are known (cuda-pr: the GPU's context and the workspace), so that it overlaps with
+  /// building the graph. The next Solve() waits for it and reports a failure of it as its own. The
+  /// default does nothing.
+  virtual void PrepareAhead(const Topology& topology) { (void)topology; }
   /// Bytes of memory the engine holds for the last graph solved (for benchmarks; 0 if unknown).
   virtual std::size_t MemoryBytes() const { return 0; }
   /// True when Resolve() reuses the previous residual graph.

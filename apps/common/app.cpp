@@ -38,6 +38,13 @@ std::string RegistryJson(std::optional<Algorithm> only) {
   return list.dump();
 }
 
+std::unique_ptr<CudaStartInBackground> StartGpuIfUsed(const std::string& solver, const std::string& device) {
+  if (!CudaCompiledIn()) return nullptr;
+  const SolverEntry* entry = Registry::Global().Find(solver);
+  const bool may_use_gpu = solver == "auto" ? device != "cpu" : entry && entry->device == Device::kCuda;
+  return may_use_gpu ? std::make_unique<CudaStartInBackground>() : nullptr;
+}
+
 void Progress(const std::string& program, const std::string& message) {
   if (!g_quiet) std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
 }

@@ -3,9 +3,11 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "mrf/device.h"
 #include "mrf/options.h"
 
 namespace mrf::app {
@@ -33,5 +35,10 @@ CLI::Validator FinitePositive();
 /// algorithm, device, priority, compiled_in, available, unavailable_reason (null when available) and
 /// summary. What --list-solvers and --list-backends print with --json.
 std::string RegistryJson(std::optional<Algorithm> only);
+
+/// Starts the GPU's context in the background (CudaStartInBackground) when the solve may run there:
+/// `solver` is "auto" and `device` is not "cpu", or `solver` names a CUDA solver. Null otherwise. A
+/// program holds it while it reads its input.
+std::unique_ptr<CudaStartInBackground> StartGpuIfUsed(const std::string& solver, const std::string& device = "auto");
 
 }  // namespace mrf::app

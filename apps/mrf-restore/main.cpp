@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
     mrf::app::LoadSmoothnessTable(table_path, params.num_labels, &params.smoothness);
     params.Validate();
     const mrf::SolveOptions options = mrf::app::MakeSolveOptions(solve, kProgram);
+    const auto gpu_start = mrf::app::StartGpuIfUsed(solve.solver, solve.device);  // while the input loads
 
     mrf::Image observed, mask, clean;
     std::string problem;

@@ -193,7 +193,8 @@ int main(int argc, char** argv) {
     std::string error;
     if (!options.IsValid(&error)) throw mrf::Error(error);
 
-    // ---- The input: the synthetic scene, or an image and its seeds ----
+    // ---- The input: the synthetic scene, or an image and its seeds (the GPU starts meanwhile) ----
+    const auto gpu_start = mrf::app::StartGpuIfUsed(backend);
     mrf::Image image;
     mrf::Seeds seeds;
     mrf::Labeling truth;

@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
     if (!preset.empty() && !overridden.empty()) params.preset = preset + " modified by " + overridden;
     params.Validate();
     mrf::SolveOptions options = mrf::app::MakeSolveOptions(solve, kProgram);
+    const auto gpu_start = mrf::app::StartGpuIfUsed(solve.solver, solve.device);  // while the input loads
 
     mrf::Image left, right, gt;
     mrf::Labeling true_disparity;

@@ -227,10 +227,24 @@ void PushRelabelEngine::ThrowTooLarge(const StGraph& graph, NodeId v) const {
               ") is above the 2^62 this engine accepts");
 }
 
+void PushRelabelEngine::PrepareAhead(const Topology& topology) {
+  if (!PreparingAheadPays() || prepare_ahead_.valid() || !CannotSolve(topology).empty()) return;
+  prepare_ahead_ = std::async(std::launch::async, [this, layout = MakeLayout(topology)] { Prepare(layout); });
+}
+
+void PushRelabelEngine::WaitForPrepareAhead() {
+  if (!prepare_ahead_.valid()) return;
+  try {
+    prepare_ahead_.get();
+  } catch (...) {
+  }
+}
+
 void PushRelabelEngine::Solve(const StGraph& graph, Result* out) {
   const std::string cannot = CannotSolve(graph.topology());
   if (!cannot.empty()) throw Error(name() + " cannot solve this graph: " + cannot);
   const auto start = std::chrono::steady_clock::now();
+  WaitForPrepareAhead();  // then Prepare() below finds the workspace made, or fails as the ahead one did
   ClearStop();
   solved_ = false;
   layout_ = MakeLayout(graph.topology());

@@ -23,6 +23,7 @@
 /// absorbs without changing any cut).
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -126,6 +127,8 @@ class PushRelabelEngine : public MaxFlowEngine {
   ~PushRelabelEngine() override;
 
   std::string CannotSolve(const Topology& topology) const override;
+  /// Runs Prepare() for this shape on a thread of its own when PreparingAheadPays().
+  void PrepareAhead(const Topology& topology) override;
   void Solve(const StGraph& graph, Result* out) override;
   bool SupportsResolve() const override { return true; }
   void Resolve(const StGraph& graph, Result* out) override;
@@ -165,6 +168,12 @@ class PushRelabelEngine : public MaxFlowEngine {
   // ---- The device-specific part ----
   /// Makes the workspace for this layout (or keeps the one there when it fits).
   virtual void Prepare(const pr::TileLayout& layout) = 0;
+  /// Whether PrepareAhead() should run Prepare() in the background (cuda-pr: its first use of the
+  /// GPU and its allocations took 218-238 ms of a 4096 x 4096 segmentation on the GPU machine).
+  virtual bool PreparingAheadPays() const { return false; }
+  /// Waits for PrepareAhead()'s Prepare(), dropping its failure (the Prepare() of the solve repeats
+  /// it with its message). Engines that prepare ahead call it first in their destructors.
+  void WaitForPrepareAhead();
   /// Where the host writes the initial netted excess (N values) before Upload().
   virtual std::int64_t* HostExcessBuffer() = 0;
   /// Uploads the excess from HostExcessBuffer() and the graph's edge capacities; builds residuals.
@@ -231,6 +240,7 @@ class PushRelabelEngine : public MaxFlowEngine {
   pr::TileLayout layout_;
 
  private:
+  std::future<void> prepare_ahead_;
   pr::TileLayout MakeLayout(const Topology& topology) const;
   void PrepareHost(const StGraph& graph);
   [[noreturn]] void ThrowTooLarge(const StGraph& graph, NodeId v) const;  ///< node v's weight is above 2^62

@@ -38,6 +38,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
  public:
   explicit CudaPushRelabelEngine(const PushRelabelTuning& tuning) : PushRelabelEngine(tuning) {}
   ~CudaPushRelabelEngine() override {
+    WaitForPrepareAhead();  // its Prepare() may still be allocating
     Release();
     for (cudaEvent_t& e : events_)
       if (e) cudaEventDestroy(e);
@@ -61,6 +62,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   }
 
  protected:
+  bool PreparingAheadPays() const override { return true; }
+
   void Prepare(const pr::TileLayout& layout) override {
     debug_sync_ = CudaDebugSyncRequested("cuda-pr");
     inject_ = GetEnv("MRF_INJECT_CUDA_FAULT");

@@ -38,4 +38,10 @@ std::string DeviceDescription() {
   return text;
 }
 
+void StartContext() {
+  if (DeviceCount() == 0) return;
+  cudaFree(nullptr);  // the customary way to create the primary context
+  cudaGetLastError();  // a failure here is met again, with its message, by the first real call
+}
+
 }  // namespace mrf::cuda

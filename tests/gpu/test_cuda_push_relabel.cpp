@@ -343,6 +343,51 @@ TEST(CudaPushRelabel, SmallWorkspaceIsReused) {
   EXPECT_FALSE(rb.log.empty());
 }
 
+// mrf::Solve asks cuda-pr to prepare (context, workspace) on a thread of its own while it builds the
+// graph. A solve after it must equal a plain one; preparing for another shape than the one solved, or
+// destroying the engine before any solve, must be harmless; a failure while preparing ahead must
+// come out of Solve() with the message a plain solve gives.
+TEST(CudaPushRelabel, SmallSolvesPreparedAheadEqualPlainOnes) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(17);
+  const Topology shapes[] = {Topology::Grid2D(70, 45, 4), Topology::Grid2D(33, 31, 8), Topology::Grid3D(12, 9, 7)};
+  for (int k = 0; k < 3; ++k) {
+    const StGraph g = test::GridFlowCase(rng, shapes[k], CapacityProfile::kSegmentation);
+    Result plain, ahead, other;
+    MakeCuda()->Solve(g, &plain);
+    auto engine = MakeCuda();
+    engine->PrepareAhead(shapes[k]);
+    engine->Solve(g, &ahead);
+    EXPECT_EQ(ahead.flow, plain.flow) << shapes[k].Describe();
+    EXPECT_EQ(ahead.labels, plain.labels) << shapes[k].Describe();
+    EXPECT_EQ(ahead.flow, Copy(g).maxflow("boost-bk").flow - g.constant()) << shapes[k].Describe();
+    auto elsewhere = MakeCuda();
+    elsewhere->PrepareAhead(shapes[(k + 1) % 3]);  // a workspace of another shape: remade by the solve
+    elsewhere->Solve(g, &other);
+    EXPECT_EQ(other.flow, plain.flow) << shapes[k].Describe();
+    EXPECT_EQ(other.labels, plain.labels) << shapes[k].Describe();
+    for (int i = 0; i < 4; ++i) MakeCuda()->PrepareAhead(shapes[(k + i) % 3]);  // destroyed while preparing
+  }
+  MakeCuda()->PrepareAhead(Topology::EdgeList(3, {0, 1}, {1, 2}));  // not a shape cuda-pr takes: nothing
+  const StGraph g = test::GridFlowCase(rng, shapes[0], CapacityProfile::kUniform);
+  std::string plain_message;
+  for (bool prepare_ahead : {false, true}) {
+    ScopedEnv inject("MRF_INJECT_CUDA_FAULT", "oom");
+    auto engine = MakeCuda();
+    if (prepare_ahead) engine->PrepareAhead(shapes[0]);
+    Result r;
+    try {
+      engine->Solve(g, &r);
+      ADD_FAILURE() << "the injected fault was not reported, prepare_ahead " << prepare_ahead;
+    } catch (const Error& e) {
+      if (!prepare_ahead) plain_message = e.what();
+      EXPECT_NE(std::string(e.what()).find("out of GPU memory"), std::string::npos) << e.what();
+      EXPECT_EQ(e.what(), plain_message);
+    }
+  }
+  CheckAgainstCpu(g, "after preparing ahead");
+}
+
 TEST(CudaPushRelabel, SmallDebugSyncGivesTheSameFlow) {
   MRF_SKIP_WITHOUT_CUDA();
   ScopedEnv sync("MRF_CUDA_DEBUG_SYNC", "1");
