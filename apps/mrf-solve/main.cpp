@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
     if (model_path.empty()) throw mrf::Error("no MODEL file given (see --help)");
     mrf::app::SetQuiet(quiet || json);
     mrf::app::Progress("mrf-solve", "reading " + model_path);
+    const auto gpu_start = mrf::app::StartGpuIfUsed(solver, device);  // while the model loads
     const mrf::Model model = mrf::LoadModel(model_path);
     mrf::app::Progress("mrf-solve", model.topology.Describe() + ", " + std::to_string(model.num_labels) + " labels");
     options.solver = solver;
