@@ -130,13 +130,17 @@ StGraph BuildFromGrid(const Model& model, Energy* energy_offset) {
 
 }  // namespace
 
-StGraph BuildBinaryGraph(const Model& model, Energy* energy_offset) {
+void CheckBinaryModel(const Model& model) {
   model.ValidateOrThrow();
   if (model.num_labels != 2)
     throw Error("a single graph cut needs a two-label model (this one has " + std::to_string(model.num_labels) +
                 " labels)");
   std::string why;
   if (!IsSubmodularBinary(model, &why)) throw Error(why);
+}
+
+StGraph BuildBinaryGraph(const Model& model, Energy* energy_offset) {
+  CheckBinaryModel(model);
   return model.topology.is_grid() ? BuildFromGrid(model, energy_offset) : BuildFromEdgeList(model, energy_offset);
 }
 

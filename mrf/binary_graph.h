@@ -12,5 +12,8 @@ namespace mrf {
 /// E(x) = cut capacity(x) + `*energy_offset`, so the minimum cut gives the minimum energy.
 /// Throws mrf::Error if the model is invalid, has other than 2 labels or is not submodular.
 StGraph BuildBinaryGraph(const Model& model, Energy* energy_offset);
+/// The checks BuildBinaryGraph() starts with: throws mrf::Error if the model is invalid, has other
+/// than 2 labels or is not submodular.
+void CheckBinaryModel(const Model& model);
 
 }  // namespace mrf

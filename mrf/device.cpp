@@ -1,6 +1,7 @@
 #include "mrf/device.h"
 
 #include <cstdlib>
+#include <system_error>
 
 #include "mrf/config.h"
 #include "mrf/types.h"
@@ -31,7 +32,13 @@ bool CudaDebugSyncRequested(const std::string& engine) {
 int CudaDeviceCount() { return cuda::DeviceCount(); }
 std::string CudaUnavailableReason() { return cuda::UnavailableReason(); }
 std::string CudaDeviceDescription() { return cuda::DeviceDescription(); }
-CudaStartInBackground::CudaStartInBackground() : started_(std::async(std::launch::async, cuda::StartContext)) {}
+CudaStartInBackground::CudaStartInBackground() {
+  try {
+    started_ = std::async(std::launch::async, cuda::StartContext);
+  } catch (const std::system_error&) {
+    // No thread to be had: the first GPU call starts the context, as without this object.
+  }
+}
 #else
 CudaStartInBackground::CudaStartInBackground() = default;
 int CudaDeviceCount() { return 0; }

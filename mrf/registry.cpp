@@ -23,6 +23,7 @@ namespace {
 // the time limit or the callback of `options` stops the engine, the cut it holds at that point.
 void SolveWithOneCut(const SolverEntry& entry, const Model& model, const SolveOptions& options, Result* out) {
   const StopCheck stop_check = MakeStopCheck(options.time_limit_s, options.callback);
+  CheckBinaryModel(model);  // the model's errors first, as when the graph was built before the engine was made
   std::unique_ptr<MaxFlowEngine> engine = entry.make_engine();
   const std::string cannot = engine->CannotSolve(model.topology);
   if (!cannot.empty()) throw Error(entry.name + " cannot solve this model: " + cannot);

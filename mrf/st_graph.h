@@ -212,8 +212,9 @@ class MaxFlowEngine {
   virtual void Solve(const StGraph& graph, Result* out) = 0;
   /// Optional: begins, in the background, what a solve of a graph of this shape needs before its
   /// capacities are known (cuda-pr: the GPU's context and the workspace), so that it overlaps with
-  /// building the graph. The next Solve() waits for it and reports a failure of it as its own. The
-  /// default does nothing.
+  /// building the graph. Every later call waits for it; when it failed, the solve's own preparation
+  /// fails again and reports that. The default does nothing; cuda-pr does nothing either once it
+  /// holds a solved graph (re-solves need its workspace as it is).
   virtual void PrepareAhead(const Topology& topology) { (void)topology; }
   /// Bytes of memory the engine holds for the last graph solved (for benchmarks; 0 if unknown).
   virtual std::size_t MemoryBytes() const { return 0; }

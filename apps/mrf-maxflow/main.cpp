@@ -195,7 +195,8 @@ int main(int argc, char** argv) {
     }
 
     const auto start = Clock::now();
-    const auto gpu_start = mrf::app::StartGpuIfUsed(backend);  // while the file is read
+    // While the file is read; not for auto, which takes the CPU for graphs that are not grids.
+    const auto gpu_start = backend == "auto" ? nullptr : mrf::app::StartGpuIfUsed(backend);
     struct stat file_status {};
     const bool big = ::stat(file.c_str(), &file_status) == 0 && file_status.st_size >= kProgressBytes;
     if (big) mrf::app::Progress(kProgram, "reading " + file + " (" + std::to_string(file_status.st_size >> 20) + " MiB)");

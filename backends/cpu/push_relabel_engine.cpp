@@ -1,10 +1,12 @@
 #include "backends/cpu/push_relabel_engine.h"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cstdlib>
 #include <numeric>
 #include <sstream>
+#include <system_error>
 
 #include <tbb/parallel_for.h>
 
@@ -105,7 +107,9 @@ PushRelabelTuning PushRelabelTuning::FromEnvironment() {
 // ---- Engine --------------------------------------------------------------------------------------
 
 PushRelabelEngine::PushRelabelEngine(const PushRelabelTuning& tuning) { set_tuning(tuning); }
-PushRelabelEngine::~PushRelabelEngine() = default;
+PushRelabelEngine::~PushRelabelEngine() {
+  assert(!prepare_ahead_.valid() && "an engine that prepares ahead must wait for it in its own destructor");
+}
 
 void PushRelabelEngine::set_tuning(const PushRelabelTuning& tuning) {
   std::string error;
@@ -121,7 +125,10 @@ std::string PushRelabelEngine::CannotSolve(const Topology& topology) const {
   return {};
 }
 
-std::size_t PushRelabelEngine::MemoryBytes() const { return WorkspaceBytes() + sink_caps_.capacity() * 8; }
+std::size_t PushRelabelEngine::MemoryBytes() const {
+  WaitForPrepareAhead();  // the workspace's sizes are written by it
+  return WorkspaceBytes() + sink_caps_.capacity() * 8;
+}
 
 pr::TileLayout PushRelabelEngine::MakeLayout(const Topology& topology) const {
   pr::TileLayout layout;
@@ -228,11 +235,16 @@ void PushRelabelEngine::ThrowTooLarge(const StGraph& graph, NodeId v) const {
 }
 
 void PushRelabelEngine::PrepareAhead(const Topology& topology) {
-  if (!PreparingAheadPays() || prepare_ahead_.valid() || !CannotSolve(topology).empty()) return;
-  prepare_ahead_ = std::async(std::launch::async, [this, layout = MakeLayout(topology)] { Prepare(layout); });
+  // Not after a solve: a workspace for another shape would replace the state a Resolve() builds on.
+  if (solved_ || !PreparingAheadPays() || prepare_ahead_.valid() || !CannotSolve(topology).empty()) return;
+  try {
+    prepare_ahead_ = std::async(std::launch::async, [this, layout = MakeLayout(topology)] { Prepare(layout); });
+  } catch (const std::system_error&) {
+    // No thread to be had: the solve prepares as it always did.
+  }
 }
 
-void PushRelabelEngine::WaitForPrepareAhead() {
+void PushRelabelEngine::WaitForPrepareAhead() const {
   if (!prepare_ahead_.valid()) return;
   try {
     prepare_ahead_.get();
@@ -257,6 +269,7 @@ void PushRelabelEngine::Solve(const StGraph& graph, Result* out) {
 }
 
 void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
+  WaitForPrepareAhead();  // a Prepare() for another shape may be running: it must end before the state is read
   ClearStop();
   const pr::TileLayout layout = MakeLayout(graph.topology());
   if (!solved_ || graph.changes().structure_changed || layout.kind != layout_.kind || layout.width != layout_.width ||
@@ -465,6 +478,7 @@ void PushRelabelEngine::RunForTest(const StGraph& graph, int push_rounds) {
   if (!cannot.empty()) throw Error(name() + " cannot solve this graph: " + cannot);
   solved_ = false;
   layout_ = MakeLayout(graph.topology());
+  WaitForPrepareAhead();
   Prepare(layout_);
   PrepareHost(graph);
   Upload(graph);

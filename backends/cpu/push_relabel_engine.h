@@ -127,7 +127,8 @@ class PushRelabelEngine : public MaxFlowEngine {
   ~PushRelabelEngine() override;
 
   std::string CannotSolve(const Topology& topology) const override;
-  /// Runs Prepare() for this shape on a thread of its own when PreparingAheadPays().
+  /// Runs Prepare() for this shape on a thread of its own when PreparingAheadPays() and the engine
+  /// holds no solved state (whose workspace a re-solve needs).
   void PrepareAhead(const Topology& topology) override;
   void Solve(const StGraph& graph, Result* out) override;
   bool SupportsResolve() const override { return true; }
@@ -172,8 +173,9 @@ class PushRelabelEngine : public MaxFlowEngine {
   /// GPU and its allocations took 218-238 ms of a 4096 x 4096 segmentation on the GPU machine).
   virtual bool PreparingAheadPays() const { return false; }
   /// Waits for PrepareAhead()'s Prepare(), dropping its failure (the Prepare() of the solve repeats
-  /// it with its message). Engines that prepare ahead call it first in their destructors.
-  void WaitForPrepareAhead();
+  /// it with its message). Engines whose PreparingAheadPays() must call it first in their destructors:
+  /// the base's destructor runs after their members are gone.
+  void WaitForPrepareAhead() const;
   /// Where the host writes the initial netted excess (N values) before Upload().
   virtual std::int64_t* HostExcessBuffer() = 0;
   /// Uploads the excess from HostExcessBuffer() and the graph's edge capacities; builds residuals.
@@ -240,7 +242,7 @@ class PushRelabelEngine : public MaxFlowEngine {
   pr::TileLayout layout_;
 
  private:
-  std::future<void> prepare_ahead_;
+  mutable std::future<void> prepare_ahead_;  // PrepareAhead()'s Prepare(); waited for by const readers too
   pr::TileLayout MakeLayout(const Topology& topology) const;
   void PrepareHost(const StGraph& graph);
   [[noreturn]] void ThrowTooLarge(const StGraph& graph, NodeId v) const;  ///< node v's weight is above 2^62

@@ -194,12 +194,10 @@ TEST(BinaryGraph, GridsBuiltOnAllCoresEqualTheSerialEdgeListBuild) {
   }
 }
 
-// Grid cuts are summed by rows on all cores: on grids of many rows (every kind, strips) with random
-// terminal, forward and reverse capacities and a constant, any labelling's capacity must equal a plain
-// serial sum over the nodes and the edges.
 // A grid graph's capacities are allocated uninitialised and zeroed in blocks on all cores. Memory
 // just freed after holding other values is what the allocator hands out next, so each graph here
-// follows arrays of the same sizes filled with -1: every capacity must still read 0.
+// follows arrays of the same sizes filled with -1: every capacity must still read 0. (Large arrays may
+// come fresh from the system, already zero, in the first round; glibc reuses them in later rounds.)
 TEST(StGraph, NewGridsHoldOnlyZeroCapacitiesInReusedMemory) {
   for (const Topology& t : {Topology::Grid2D(300, 301, 4), Topology::Grid2D(70, 50, 8), Topology::Grid3D(40, 40, 41),
                             Topology::Grid2D(1, 3, 4)}) {
@@ -221,6 +219,9 @@ TEST(StGraph, NewGridsHoldOnlyZeroCapacitiesInReusedMemory) {
   }
 }
 
+// Grid cuts are summed by rows on all cores: on grids of many rows (every kind, strips) with random
+// terminal, forward and reverse capacities and a constant, any labelling's capacity must equal a plain
+// serial sum over the nodes and the edges.
 TEST(StGraph, GridCutCapacityEqualsASerialSum) {
   std::mt19937_64 rng(13);
   for (const Topology& t : {Topology::Grid2D(57, 61, 4), Topology::Grid2D(33, 40, 8), Topology::Grid3D(9, 14, 11),
