@@ -1,9 +1,15 @@
 #include "energies/segmentation.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <sstream>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
 
 #include "mrf/solve.h"
 
@@ -54,18 +60,37 @@ std::int64_t SquaredDifference(const Image& image, NodeId p, NodeId q) {
   return d2;
 }
 
+// Calls fn(slot, p, q) for the forward edges of the nodes in rows [begin, end) of a 2-D grid: what
+// ForEachEdge does for the whole grid, for loops that split it by rows over the cores.
+template <class Fn>
+void ForEachForwardEdgeInRows(const Topology& grid, int begin, int end, Fn&& fn) {
+  const NodeId n = grid.num_nodes();
+  for (int y = begin; y < end; ++y)
+    for (int x = 0; x < grid.width(); ++x) {
+      const NodeId p = static_cast<NodeId>(std::int64_t{y} * grid.width() + x);
+      for (int d = 0; d < grid.num_directions(); ++d) {
+        const NodeId q = grid.ForwardNeighbor(x, y, 0, d);
+        if (q >= 0) fn(EdgeId{d} * n + p, p, q);
+      }
+    }
+}
+
 }  // namespace
 
 double EstimateContrastSigma(const Image& image, int connectivity) {
   CheckImage(image);
   const Topology grid = Topology::Grid2D(image.width, image.height, connectivity);
-  double sum = 0;
-  std::int64_t edges = 0;
-  grid.ForEachEdge([&](EdgeId, NodeId p, NodeId q) {
-    sum += static_cast<double>(SquaredDifference(image, p, q));
-    ++edges;
-  });
-  const double mean = edges ? sum / static_cast<double>(edges) : 0.0;
+  // An integer sum by rows on all cores: exact, so the same sigma as a serial pass.
+  const std::int64_t sum = tbb::parallel_reduce(
+      tbb::blocked_range<int>(0, image.height), std::int64_t{0},
+      [&](const tbb::blocked_range<int>& rows, std::int64_t total) {
+        ForEachForwardEdgeInRows(grid, rows.begin(), rows.end(),
+                                 [&](EdgeId, NodeId p, NodeId q) { total += SquaredDifference(image, p, q); });
+        return total;
+      },
+      std::plus<std::int64_t>());
+  const EdgeId edges = grid.num_edges();
+  const double mean = edges ? static_cast<double>(sum) / static_cast<double>(edges) : 0.0;
   return mean > 0 ? std::sqrt(mean) : 1.0;
 }
 
@@ -88,9 +113,11 @@ std::vector<Cost> ContrastWeights(const Image& image, const Topology& grid, cons
   }
   std::vector<Cost> weights(static_cast<std::size_t>(grid.num_edge_slots()), 0);
   const NodeId n = grid.num_nodes();
-  grid.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
-    const bool is_diagonal = slot >= EdgeId{2} * n;  // directions 2 and 3 are the diagonals
-    weights[static_cast<std::size_t>(slot)] = (is_diagonal ? diagonal : straight)[SquaredDifference(image, p, q)];
+  tbb::parallel_for(tbb::blocked_range<int>(0, image.height), [&](const tbb::blocked_range<int>& rows) {
+    ForEachForwardEdgeInRows(grid, rows.begin(), rows.end(), [&](EdgeId slot, NodeId p, NodeId q) {
+      const bool is_diagonal = slot >= EdgeId{2} * n;  // directions 2 and 3 are the diagonals
+      weights[static_cast<std::size_t>(slot)] = (is_diagonal ? diagonal : straight)[SquaredDifference(image, p, q)];
+    });
   });
   return weights;
 }
@@ -217,7 +244,7 @@ void SetSegmentationUnaries(Model* model, const Image& image, const ColourModel&
       table[0][v] = cost_of(background, &value, "background");
       table[1][v] = cost_of(foreground, &value, "foreground");
     }
-  for (std::size_t p = 0; p < image.size(); ++p) {
+  auto set_pixel = [&](std::size_t p) {
     const SeedLabel seed = seeds ? static_cast<SeedLabel>(seeds->labels[p]) : SeedLabel::kUnknown;
     Cost bg = 0, fg = 0;
     if (seed == SeedLabel::kForeground) {
@@ -233,7 +260,23 @@ void SetSegmentationUnaries(Model* model, const Image& image, const ColourModel&
     }
     model->unary[2 * p] = bg;
     model->unary[2 * p + 1] = fg;
-  }
+  };
+  // Blocks of pixels on all cores. A cost that cannot be quantised stops its block; the first such
+  // pixel is then set again on this thread, which throws the message a serial pass would have.
+  std::atomic<std::size_t> first_bad{image.size()};
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, image.size(), 1 << 14), [&](const tbb::blocked_range<std::size_t>& r) {
+    for (std::size_t p = r.begin(); p < r.end(); ++p) {
+      try {
+        set_pixel(p);
+      } catch (const Error&) {
+        std::size_t seen = first_bad.load();
+        while (p < seen && !first_bad.compare_exchange_weak(seen, p)) {
+        }
+        return;
+      }
+    }
+  });
+  if (first_bad.load() < image.size()) set_pixel(first_bad.load());
 }
 
 Model BuildSegmentationModel(const Image& image, const ColourModel& foreground, const ColourModel& background,

@@ -66,13 +66,16 @@ struct SyntheticSceneOptions {
   int patch_size = 32;           ///< Side of the two patches (shrunk for small images, see above).
   IntensityMixture foreground = kForegroundMixture;  ///< Foreground intensity distribution.
   IntensityMixture background = kBackgroundMixture;  ///< Background intensity distribution.
+  /// Also build scene.model (contrast weights and data costs). Programs that segment the image with
+  /// SegmentImage(), which builds the same model, can leave it out.
+  bool with_model = true;
 };
 
 /// A generated scene.
 struct SyntheticScene {
   Image image;      ///< Grey image, width x height.
   Labeling truth;   ///< Ground truth, one label per pixel, 1 = foreground.
-  Model model;      ///< The two-label model (label 1 = foreground); model.cost_scale = cost_scale.
+  Model model;      ///< The two-label model (label 1 = foreground); model.cost_scale = cost_scale. Empty without with_model.
   int patch_size = 0;  ///< Side of the two patches actually used.
   int num_ellipses = 0;  ///< How many ellipses make the foreground.
 };

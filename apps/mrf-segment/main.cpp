@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
       scene_options.histogram_bins = options.histogram_bins;
       scene_options.pairwise_weight = lambda;
       scene_options.sigma = sigma > 0 ? sigma : 50.0;
+      scene_options.with_model = false;  // SegmentImage() builds it
       mrf::app::Progress(kProgram, "generating the synthetic scene " + size_text + ", seed " + std::to_string(seed));
       mrf::SyntheticScene scene = mrf::MakeSyntheticScene(scene_options);
       seeds = mrf::SyntheticSceneSeeds(scene);

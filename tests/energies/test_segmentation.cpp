@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "energies/colour_model.h"
 #include "energies/segmentation.h"
@@ -134,6 +136,65 @@ TEST(SyntheticScene, SegmentImageRebuildsTheSameModel) {
   EXPECT_EQ(seg.model.unary, scene.model.unary);
   EXPECT_EQ(seg.model.edge_weights, scene.model.edge_weights);
   EXPECT_EQ(seg.result.energy, Solve(scene.model, Reference()).energy);
+}
+
+// The scene is drawn on all cores: the stream's numbers in order on one core, chunk by chunk, the
+// intensities from them in parallel. It must equal a plain pass that draws the scene as documented,
+// pixel by pixel in raster order (three numbers each), on scenes of several chunks; without the model
+// the image and truth are the same.
+TEST(SyntheticScene, LargeScenesEqualAPixelByPixelDraw) {
+  constexpr double kPi = 3.14159265358979323846;
+  auto uniform = [](std::uint64_t number) { return static_cast<double>(number >> 11) * 0x1.0p-53; };
+  for (const auto& [w, h, seed] : {std::tuple{700, 400, 5}, std::tuple{33, 29, 6}, std::tuple{1024, 700, 7}}) {
+    SyntheticSceneOptions o;
+    o.width = w;
+    o.height = h;
+    o.seed = static_cast<std::uint64_t>(seed);
+    const SyntheticScene scene = MakeSyntheticScene(o);
+    std::mt19937_64 rng(o.seed);
+    const double side = std::min(w, h);
+    const int count = 3 + static_cast<int>(rng() % 6);
+    std::vector<std::array<double, 6>> ellipses;  // cx, cy, a, b, cos, sin
+    for (int i = 0; i < count; ++i) {
+      std::array<double, 6> e{};
+      e[0] = w * uniform(rng());
+      e[1] = h * uniform(rng());
+      e[2] = std::max(1.0, (0.05 + (0.20 - 0.05) * uniform(rng())) * side);
+      e[3] = std::max(1.0, (0.05 + (0.20 - 0.05) * uniform(rng())) * side);
+      const double angle = kPi * uniform(rng());
+      e[4] = std::cos(angle);
+      e[5] = std::sin(angle);
+      ellipses.push_back(e);
+    }
+    const int s = scene.patch_size, cx0 = (w - s) / 2, cy0 = (h - s) / 2;
+    std::int64_t truth_differs = 0, image_differs = 0;
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        Label fg = 0;
+        for (const auto& e : ellipses) {
+          const double dx = x + 0.5 - e[0], dy = y + 0.5 - e[1];
+          const double u = (dx * e[4] + dy * e[5]) / e[2], v = (-dx * e[5] + dy * e[4]) / e[3];
+          if (u * u + v * v <= 1.0) fg = 1;
+        }
+        if (x >= cx0 && x < cx0 + s && y >= cy0 && y < cy0 + s) fg = 1;
+        if (x < s && y < s) fg = 0;
+        const std::size_t p = static_cast<std::size_t>(y) * w + x;
+        truth_differs += scene.truth[p] != fg;
+        const IntensityMixture& m = fg ? o.foreground : o.background;
+        const double pick = uniform(rng());
+        const int k = pick < m.weight[0] ? 0 : pick < m.weight[0] + m.weight[1] ? 1 : 2;
+        const double u1 = 1.0 - uniform(rng()), u2 = uniform(rng());
+        const double value = std::round(m.mean[k] + m.stddev[k] * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * kPi * u2));
+        image_differs += scene.image.pixels[p] != static_cast<std::uint8_t>(std::clamp(value, 0.0, 255.0));
+      }
+    EXPECT_EQ(truth_differs, 0) << w << "x" << h;
+    EXPECT_EQ(image_differs, 0) << w << "x" << h;
+    o.with_model = false;
+    const SyntheticScene bare = MakeSyntheticScene(o);
+    EXPECT_EQ(bare.image.pixels, scene.image.pixels);
+    EXPECT_EQ(bare.truth, scene.truth);
+    EXPECT_TRUE(bare.model.unary.empty());
+  }
 }
 
 TEST(SyntheticScene, RejectsBadOptions) {
@@ -270,6 +331,42 @@ Image RandomImage(int w, int h, int channels, std::uint64_t seed) {
   Image img = Image::Filled(w, h, channels);
   for (auto& v : img.pixels) v = static_cast<std::uint8_t>(rng() % 256);
   return img;
+}
+
+// Weights and the estimated sigma are computed by rows on all cores: on images of many rows, grey and
+// colour, 4- and 8-connected, they must equal an edge-by-edge pass with the documented formula and a
+// sigma estimated serially.
+TEST(ContrastWeights, LargeImagesEqualAnEdgeByEdgePass) {
+  for (const auto& [w, h, channels, connectivity] : {std::tuple{640, 300, 1, 4}, std::tuple{301, 257, 3, 8}}) {
+    Image img = RandomImage(w, h, channels, 12);
+    for (std::size_t i = 0; i < img.pixels.size(); ++i)  // smooth areas too, so that weights vary
+      if ((i / 97) % 3 == 0) img.pixels[i] = static_cast<std::uint8_t>(100 + i % 7);
+    const Topology grid = Topology::Grid2D(w, h, connectivity);
+    auto d2_of = [&](NodeId p, NodeId q) {
+      std::int64_t d2 = 0;
+      for (int c = 0; c < channels; ++c) {
+        const int d = int{img.pixels[static_cast<std::size_t>(p) * channels + c]} - img.pixels[static_cast<std::size_t>(q) * channels + c];
+        d2 += d * d;
+      }
+      return d2;
+    };
+    double sum = 0;
+    grid.ForEachEdge([&](EdgeId, NodeId p, NodeId q) { sum += static_cast<double>(d2_of(p, q)); });
+    const double sigma = std::sqrt(sum / static_cast<double>(grid.num_edges()));
+    EXPECT_EQ(EstimateContrastSigma(img, connectivity), sigma);
+    ContrastOptions o;
+    o.lambda = 2.5;
+    o.sigma = 0;  // estimated
+    o.connectivity = connectivity;
+    const std::vector<Cost> weights = ContrastWeights(img, grid, o);
+    std::int64_t differs = 0;
+    grid.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
+      double value = o.lambda * std::exp(-static_cast<double>(d2_of(p, q)) / (2.0 * sigma * sigma));
+      if (slot >= EdgeId{2} * grid.num_nodes()) value /= std::sqrt(2.0);
+      differs += weights[static_cast<std::size_t>(slot)] != static_cast<Cost>(std::round(value * o.cost_scale));
+    });
+    EXPECT_EQ(differs, 0) << grid.Describe();
+  }
 }
 
 TEST(ContrastWeights, EightConnectedDiagonalsAreDividedBySqrt2) {
