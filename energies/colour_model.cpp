@@ -7,6 +7,9 @@
 #include <random>
 #include <sstream>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_reduce.h>
+
 #include "mrf/types.h"
 
 namespace mrf {
@@ -59,8 +62,32 @@ void ColourHistogram::Add(const std::uint8_t* pixel) {
 
 void ColourHistogram::AddPixels(const Image& image, const std::vector<std::uint8_t>& mask, std::uint8_t value) {
   CheckMask(image, mask, channels_, "histogram");
-  for (std::size_t p = 0; p < image.size(); ++p)
-    if (mask.empty() || mask[p] == value) Add(&image.pixels[p * channels_]);
+  auto count = [&](std::size_t begin, std::size_t end, std::vector<std::int64_t>* counts) {
+    for (std::size_t p = begin; p < end; ++p)
+      if (mask.empty() || mask[p] == value) ++(*counts)[Cell(&image.pixels[p * channels_])];
+  };
+  // Large images with histograms of few cells: blocks of pixels on all cores, their integer counts
+  // added up (the same histogram; one core took about 80 ms a pass over a 4096 x 4096 image).
+  constexpr std::size_t kBlock = std::size_t{1} << 18;
+  std::vector<std::int64_t> added(counts_.size(), 0);
+  if (image.size() < 2 * kBlock || counts_.size() > (std::size_t{1} << 16)) {
+    count(0, image.size(), &added);
+  } else {
+    added = tbb::parallel_reduce(
+        tbb::blocked_range<std::size_t>(0, image.size(), kBlock), added,
+        [&](const tbb::blocked_range<std::size_t>& r, std::vector<std::int64_t> counts) {
+          count(r.begin(), r.end(), &counts);
+          return counts;
+        },
+        [](std::vector<std::int64_t> a, const std::vector<std::int64_t>& b) {
+          for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+          return a;
+        });
+  }
+  for (std::size_t i = 0; i < counts_.size(); ++i) {
+    counts_[i] += added[i];
+    samples_ += added[i];
+  }
 }
 
 void ColourHistogram::AddRectangle(const Image& image, int x0, int y0, int w, int h) {

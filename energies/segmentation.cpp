@@ -201,13 +201,40 @@ Seeds SeedsFromRectangle(int width, int height, const Rect& r) {
 // ---- The model -----------------------------------------------------------------------------------
 
 Cost HardConstraintCost(const Model& model) {
-  std::vector<Energy> incident(static_cast<std::size_t>(model.num_nodes()), 0);
-  model.topology.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
-    const Energy w = Energy{model.edge_weight(slot)} * model.pairwise.lambda;
-    incident[p] += w;
-    incident[q] += w;
-  });
-  const Energy k = 1 + (incident.empty() ? 0 : *std::max_element(incident.begin(), incident.end()));
+  const Topology& t = model.topology;
+  Energy most = 0;  // the largest sum of weights around one node
+  if (t.is_grid()) {
+    // Rows of nodes on all cores, each summing its edges both ways: no per-node array to fill.
+    const NodeId n = t.num_nodes();
+    most = tbb::parallel_reduce(
+        tbb::blocked_range<std::int64_t>(0, std::int64_t{t.height()} * t.depth()), Energy{0},
+        [&](const tbb::blocked_range<std::int64_t>& rows, Energy best) {
+          for (std::int64_t row = rows.begin(); row < rows.end(); ++row) {
+            const int y = static_cast<int>(row % t.height()), z = static_cast<int>(row / t.height());
+            for (int x = 0; x < t.width(); ++x) {
+              const NodeId p = static_cast<NodeId>(row * t.width() + x);
+              Energy sum = 0;
+              for (int d = 0; d < t.num_directions(); ++d) {
+                if (t.ForwardNeighbor(x, y, z, d) >= 0) sum += model.edge_weight(EdgeId{d} * n + p);
+                const NodeId r = t.BackwardNeighbor(x, y, z, d);
+                if (r >= 0) sum += model.edge_weight(EdgeId{d} * n + r);
+              }
+              best = std::max(best, sum * model.pairwise.lambda);
+            }
+          }
+          return best;
+        },
+        [](Energy a, Energy b) { return std::max(a, b); });
+  } else {
+    std::vector<Energy> incident(static_cast<std::size_t>(model.num_nodes()), 0);
+    t.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
+      const Energy w = Energy{model.edge_weight(slot)} * model.pairwise.lambda;
+      incident[p] += w;
+      incident[q] += w;
+    });
+    most = incident.empty() ? 0 : *std::max_element(incident.begin(), incident.end());
+  }
+  const Energy k = 1 + most;
   if (k > kMaxCost)
     throw Error("hard-constraint cost " + std::to_string(k) + " does not fit a 32-bit cost (lower --lambda)");
   return static_cast<Cost>(k);

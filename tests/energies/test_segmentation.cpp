@@ -206,6 +206,32 @@ TEST(SyntheticScene, RejectsBadOptions) {
 
 // ---- Colour models --------------------------------------------------------------------------------
 
+// Large images are counted in blocks on all cores: with and without a mask, grey and colour, the
+// counts must equal those of adding the pixels one by one, on top of what the histogram held.
+TEST(ColourHistogram, LargeImagesCountLikePixelByPixel) {
+  std::mt19937_64 rng(31);
+  for (const auto& [w, h, channels, bins] : {std::tuple{1000, 700, 1, 32}, std::tuple{900, 800, 3, 16}}) {
+    Image img = Image::Filled(w, h, channels);
+    for (auto& v : img.pixels) v = static_cast<std::uint8_t>(rng() % 256);
+    std::vector<std::uint8_t> mask(img.size());
+    for (auto& m : mask) m = static_cast<std::uint8_t>(rng() % 3);
+    for (const bool masked : {false, true}) {
+      ColourHistogram blocks(channels, bins), one_by_one(channels, bins);
+      const std::uint8_t first[3] = {1, 2, 3};
+      blocks.Add(first);  // something held before
+      one_by_one.Add(first);
+      blocks.AddPixels(img, masked ? mask : std::vector<std::uint8_t>{}, 2);
+      for (std::size_t p = 0; p < img.size(); ++p)
+        if (!masked || mask[p] == 2) one_by_one.Add(&img.pixels[p * channels]);
+      ASSERT_EQ(blocks.num_cells(), one_by_one.num_cells());
+      EXPECT_EQ(blocks.samples(), one_by_one.samples());
+      std::int64_t differs = 0;
+      for (std::size_t c = 0; c < blocks.num_cells(); ++c) differs += blocks.count(c) != one_by_one.count(c);
+      EXPECT_EQ(differs, 0) << channels << " channels, masked " << masked;
+    }
+  }
+}
+
 TEST(ColourHistogram, CostsAreNegLogProbabilities) {
   ColourHistogram h(3, 4, 0.5);
   std::mt19937_64 rng(1);
@@ -534,6 +560,35 @@ TEST(Segmentation, HardConstraintsCheckOverflow) {
   EXPECT_EQ(HardConstraintCost(m), 4 * 400000000 + 1);
   o.lambda = 3e7;  // one weight no longer fits
   EXPECT_THROW(BuildSegmentationModel(img, fg, bg, nullptr, o), Error);
+}
+
+// On grids the hard-constraint cost is found by rows on all cores, each node summing its edges both
+// ways: it must equal 1 + the largest sum of lambda x weight around a node, counted edge by edge,
+// for every grid kind (the largest sum may sit anywhere, borders included).
+TEST(Segmentation, HardConstraintCostOfGridsEqualsAnEdgeByEdgeCount) {
+  std::mt19937_64 rng(41);
+  for (const Topology& t : {Topology::Grid2D(301, 250, 4), Topology::Grid2D(120, 99, 8), Topology::Grid3D(40, 31, 17),
+                            Topology::Grid2D(1, 200, 4)}) {
+    for (int trial = 0; trial < 3; ++trial) {
+      Model m;
+      m.topology = t;
+      m.num_labels = 2;
+      m.pairwise.lambda = 3;
+      m.unary.assign(static_cast<std::size_t>(t.num_nodes()) * 2, 0);
+      m.edge_weights.resize(static_cast<std::size_t>(t.num_edge_slots()));
+      for (Cost& w : m.edge_weights) w = static_cast<Cost>(rng() % 1000);
+      const NodeId heavy = static_cast<NodeId>(rng() % t.num_nodes());  // one node with a heavy edge
+      t.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
+        if (p == heavy || q == heavy) m.edge_weights[static_cast<std::size_t>(slot)] = 100000;
+      });
+      std::vector<Energy> incident(static_cast<std::size_t>(t.num_nodes()), 0);
+      t.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) {
+        incident[p] += Energy{m.edge_weights[static_cast<std::size_t>(slot)]} * 3;
+        incident[q] += Energy{m.edge_weights[static_cast<std::size_t>(slot)]} * 3;
+      });
+      EXPECT_EQ(HardConstraintCost(m), 1 + *std::max_element(incident.begin(), incident.end())) << t.Describe();
+    }
+  }
 }
 
 TEST(Segmentation, GrabCutRoundsReportHonestEnergies) {
