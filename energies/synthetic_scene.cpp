@@ -6,6 +6,7 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_group.h>
 
 #include "energies/colour_model.h"
 #include "energies/segmentation.h"
@@ -113,22 +114,29 @@ SyntheticScene MakeSyntheticScene(const SyntheticSceneOptions& o) {
   });
 
   // Intensities, in raster order: pixel p takes numbers 3p, 3p + 1 and 3p + 2 of the stream after the
-  // ellipses. The numbers are drawn in order on one core, a chunk at a time, and turned into intensities
-  // on all cores (the logarithm and cosine were most of a 4096 x 4096 scene's 1.5-2.3 s on the GPU
-  // machine): the same image as drawing pixel by pixel.
+  // ellipses. The numbers are drawn in order on this thread, a chunk at a time, while the other cores
+  // turn the previous chunk's numbers into intensities (the logarithm and cosine were most of a 4096 x
+  // 4096 scene's 1.5-2.3 s on the GPU machine): the same image as drawing pixel by pixel.
   scene.image = Image::Filled(w, h, 1);
   const std::size_t n = scene.image.size();
   constexpr std::size_t kChunkPixels = std::size_t{1} << 18;
-  std::vector<std::uint64_t> numbers(kNumbersPerPixel * std::min(n, kChunkPixels));
-  for (std::size_t begin = 0; begin < n; begin += kChunkPixels) {
+  std::vector<std::uint64_t> numbers[2];  // one chunk drawn while the other is turned into intensities
+  tbb::task_group intensities;
+  for (std::size_t begin = 0, chunk = 0; begin < n; begin += kChunkPixels, ++chunk) {
     const std::size_t end = std::min(n, begin + kChunkPixels);
-    for (std::size_t i = 0; i < kNumbersPerPixel * (end - begin); ++i) numbers[i] = rng();
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(begin, end, 4096), [&](const tbb::blocked_range<std::size_t>& r) {
-      for (std::size_t p = r.begin(); p < r.end(); ++p)
-        scene.image.pixels[p] = IntensityFromNumbers(&numbers[kNumbersPerPixel * (p - begin)],
-                                                     scene.truth[p] ? o.foreground : o.background);
+    std::vector<std::uint64_t>& drawn = numbers[chunk % 2];
+    drawn.resize(kNumbersPerPixel * (end - begin));
+    for (std::uint64_t& number : drawn) number = rng();
+    intensities.wait();  // the previous chunk, whose buffer the next one reuses
+    intensities.run([&scene, &o, begin, end, first = drawn.data()] {
+      tbb::parallel_for(tbb::blocked_range<std::size_t>(begin, end, 4096), [&](const tbb::blocked_range<std::size_t>& r) {
+        for (std::size_t p = r.begin(); p < r.end(); ++p)
+          scene.image.pixels[p] = IntensityFromNumbers(first + kNumbersPerPixel * (p - begin),
+                                                       scene.truth[p] ? o.foreground : o.background);
+      });
     });
   }
+  intensities.wait();
   if (!o.with_model) return scene;
 
   // Data costs from the patch histograms, pairwise from the contrast.
