@@ -60,21 +60,6 @@ std::int64_t SquaredDifference(const Image& image, NodeId p, NodeId q) {
   return d2;
 }
 
-// Calls fn(slot, p, q) for the forward edges of the nodes in rows [begin, end) of a 2-D grid: what
-// ForEachEdge does for the whole grid, for loops that split it by rows over the cores.
-template <class Fn>
-void ForEachForwardEdgeInRows(const Topology& grid, int begin, int end, Fn&& fn) {
-  const NodeId n = grid.num_nodes();
-  for (int y = begin; y < end; ++y)
-    for (int x = 0; x < grid.width(); ++x) {
-      const NodeId p = static_cast<NodeId>(std::int64_t{y} * grid.width() + x);
-      for (int d = 0; d < grid.num_directions(); ++d) {
-        const NodeId q = grid.ForwardNeighbor(x, y, 0, d);
-        if (q >= 0) fn(EdgeId{d} * n + p, p, q);
-      }
-    }
-}
-
 }  // namespace
 
 double EstimateContrastSigma(const Image& image, int connectivity) {
@@ -84,8 +69,8 @@ double EstimateContrastSigma(const Image& image, int connectivity) {
   const std::int64_t sum = tbb::parallel_reduce(
       tbb::blocked_range<int>(0, image.height), std::int64_t{0},
       [&](const tbb::blocked_range<int>& rows, std::int64_t total) {
-        ForEachForwardEdgeInRows(grid, rows.begin(), rows.end(),
-                                 [&](EdgeId, NodeId p, NodeId q) { total += SquaredDifference(image, p, q); });
+        grid.ForEachEdgeInRows(rows.begin(), rows.end(),
+                               [&](EdgeId, NodeId p, NodeId q) { total += SquaredDifference(image, p, q); });
         return total;
       },
       std::plus<std::int64_t>());
@@ -114,7 +99,7 @@ std::vector<Cost> ContrastWeights(const Image& image, const Topology& grid, cons
   std::vector<Cost> weights(static_cast<std::size_t>(grid.num_edge_slots()), 0);
   const NodeId n = grid.num_nodes();
   tbb::parallel_for(tbb::blocked_range<int>(0, image.height), [&](const tbb::blocked_range<int>& rows) {
-    ForEachForwardEdgeInRows(grid, rows.begin(), rows.end(), [&](EdgeId slot, NodeId p, NodeId q) {
+    grid.ForEachEdgeInRows(rows.begin(), rows.end(), [&](EdgeId slot, NodeId p, NodeId q) {
       const bool is_diagonal = slot >= EdgeId{2} * n;  // directions 2 and 3 are the diagonals
       weights[static_cast<std::size_t>(slot)] = (is_diagonal ? diagonal : straight)[SquaredDifference(image, p, q)];
     });

@@ -139,9 +139,13 @@ void CheckBinaryModel(const Model& model) {
   if (!IsSubmodularBinary(model, &why)) throw Error(why);
 }
 
+StGraph BuildCheckedBinaryGraph(const Model& model, Energy* energy_offset) {
+  return model.topology.is_grid() ? BuildFromGrid(model, energy_offset) : BuildFromEdgeList(model, energy_offset);
+}
+
 StGraph BuildBinaryGraph(const Model& model, Energy* energy_offset) {
   CheckBinaryModel(model);
-  return model.topology.is_grid() ? BuildFromGrid(model, energy_offset) : BuildFromEdgeList(model, energy_offset);
+  return BuildCheckedBinaryGraph(model, energy_offset);
 }
 
 }  // namespace mrf

@@ -15,5 +15,7 @@ StGraph BuildBinaryGraph(const Model& model, Energy* energy_offset);
 /// The checks BuildBinaryGraph() starts with: throws mrf::Error if the model is invalid, has other
 /// than 2 labels or is not submodular.
 void CheckBinaryModel(const Model& model);
+/// BuildBinaryGraph() for a model that has passed CheckBinaryModel(), without repeating the checks.
+StGraph BuildCheckedBinaryGraph(const Model& model, Energy* energy_offset);
 
 }  // namespace mrf

@@ -29,7 +29,7 @@ void SolveWithOneCut(const SolverEntry& entry, const Model& model, const SolveOp
   if (!cannot.empty()) throw Error(entry.name + " cannot solve this model: " + cannot);
   engine->PrepareAhead(model.topology);  // a GPU engine's context and workspace while the graph is built
   Energy offset = 0;
-  StGraph graph = BuildBinaryGraph(model, &offset);
+  StGraph graph = BuildCheckedBinaryGraph(model, &offset);
   engine->set_stop_check(stop_check);
   engine->Solve(graph, out);
   out->flow += graph.constant() + offset;

@@ -98,6 +98,23 @@ class Topology {
     }
   }
 
+  /// Grids: the edges of ForEachEdge whose first endpoint lies in rows [row_begin, row_end) (row =
+  /// y + height * z), node by node: for loops that split a grid by rows over the cores.
+  template <class F>
+  void ForEachEdgeInRows(std::int64_t row_begin, std::int64_t row_end, F&& f) const {
+    const int directions = num_directions();
+    for (std::int64_t row = row_begin; row < row_end; ++row) {
+      const int y = static_cast<int>(row % height_), z = static_cast<int>(row / height_);
+      for (int x = 0; x < width_; ++x) {
+        const NodeId p = static_cast<NodeId>(row * width_ + x);
+        for (int d = 0; d < directions; ++d) {
+          const NodeId q = ForwardNeighbor(x, y, z, d);
+          if (q >= 0) f(EdgeId{d} * num_nodes_ + p, p, q);
+        }
+      }
+    }
+  }
+
   /// Human-readable shape, e.g. "grid 384x288, 4-connected".
   std::string Describe() const;
   /// True when both have the same kind, size and (for edge lists) the same edges.

@@ -1,6 +1,8 @@
 // The model, its one energy evaluator, validation messages and quantisation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 
@@ -28,6 +30,23 @@ TEST(Topology, GridEdgeCountsMatchSlotsThatHoldEdges) {
     NodeId a, b;
     for (EdgeId s = 0; s < t.num_edge_slots(); ++s) existing += t.edge_endpoints(s, &a, &b);
     EXPECT_EQ(existing, counted) << t.Describe();
+  }
+}
+
+// Loops that split a grid by rows visit, over all their row ranges, exactly ForEachEdge's edges
+// (same slots and endpoints), each once, whatever the split.
+TEST(Topology, EdgesByRowsAreTheEdgesOfTheWholeGrid) {
+  for (const Topology& t : {Topology::Grid2D(7, 5, 4), Topology::Grid2D(6, 5, 8), Topology::Grid3D(4, 3, 5),
+                            Topology::Grid2D(1, 7, 4), Topology::Grid2D(7, 1, 8)}) {
+    std::vector<std::array<std::int64_t, 3>> whole, by_rows;
+    t.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) { whole.push_back({slot, p, q}); });
+    const std::int64_t rows = std::int64_t{t.height()} * t.depth();
+    for (std::int64_t begin = 0; begin < rows; begin += 2)
+      t.ForEachEdgeInRows(begin, std::min(rows, begin + 2),
+                          [&](EdgeId slot, NodeId p, NodeId q) { by_rows.push_back({slot, p, q}); });
+    std::sort(whole.begin(), whole.end());
+    std::sort(by_rows.begin(), by_rows.end());
+    EXPECT_EQ(by_rows, whole) << t.Describe();
   }
 }
 
