@@ -11,6 +11,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
 
+#include "mrf/memory.h"
 #include "mrf/solve.h"
 
 namespace mrf {
@@ -427,11 +428,22 @@ Segmentation SegmentImage(const Image& image, const Seeds& seeds, const Segmenta
     if (!result.ok) throw Error("graph cut failed: " + result.message);
     r.solve_ms = result.timings.total_ms;
     r.energy = result.energy;
-    for (std::size_t p = 0; p < n; ++p) {
-      r.foreground += result.labels[p];
-      if (round == 1 ? result.labels[p] != 0 : result.labels[p] != out.mask[p]) ++r.changed;
-    }
-    out.mask = result.labels;
+    // On all cores, as the 64 MB copy of a 4096 x 4096 mask (one core: about 40 ms on the GPU machine).
+    std::atomic<std::int64_t> foreground{0}, changed{0};
+    const Label* labels = result.labels.data();
+    const Label* before = round == 1 ? nullptr : out.mask.data();
+    ForPiecesOfLabels(n, [&](std::size_t begin, std::size_t end) {
+      std::int64_t piece_foreground = 0, piece_changed = 0;
+      for (std::size_t p = begin; p < end; ++p) {
+        piece_foreground += labels[p];
+        piece_changed += labels[p] != (before ? before[p] : 0);
+      }
+      foreground += piece_foreground;
+      changed += piece_changed;
+    });
+    r.foreground = foreground;
+    r.changed = changed;
+    AssignLabeling(&out.mask, result.labels);
     out.result = std::move(result);
     out.rounds.push_back(r);
     if (progress) progress(r);

@@ -3,6 +3,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -74,6 +78,45 @@ std::string MemoryShortfall(double bytes, const std::string& what) {
 void CheckFitsInMemory(double bytes, const std::string& what) {
   const std::string shortfall = MemoryShortfall(bytes, what);
   if (!shortfall.empty()) throw Error(shortfall);
+}
+
+namespace {
+// Below this many labels (4 MB) one core is as quick as starting the others.
+constexpr std::size_t kParallelLabels = std::size_t{1} << 20;
+constexpr std::size_t kLabelsPerPiece = std::size_t{1} << 16;
+}  // namespace
+
+Labeling NewLabeling(std::size_t n) {
+  Labeling labels;
+  if (n >= kParallelLabels) {
+    // A label on every page of the storage, written by whichever core gets the piece: the kernel
+    // maps and zeroes each page at its first write. resize() then zeroes pages already mapped.
+    labels.reserve(n);
+    Label* storage = labels.data();
+    constexpr std::size_t kLabelsPerPage = 4096 / sizeof(Label);
+    ForPiecesOfLabels(n, [storage](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; i += kLabelsPerPage) ::new (static_cast<void*>(storage + i)) Label(0);
+    });
+  }
+  labels.resize(n);
+  return labels;
+}
+
+void ForPiecesOfLabels(std::size_t n, const std::function<void(std::size_t begin, std::size_t end)>& body) {
+  if (n < kParallelLabels) {
+    if (n > 0) body(0, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, kLabelsPerPiece),
+                    [&](const tbb::blocked_range<std::size_t>& r) { body(r.begin(), r.end()); });
+}
+
+void AssignLabeling(Labeling* to, const Labeling& from) {
+  if (to == &from) return;
+  if (to->size() != from.size()) *to = NewLabeling(from.size());
+  Label* out = to->data();
+  const Label* in = from.data();
+  ForPiecesOfLabels(from.size(), [&](std::size_t begin, std::size_t end) { std::copy(in + begin, in + end, out + begin); });
 }
 
 }  // namespace mrf

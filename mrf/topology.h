@@ -115,6 +115,21 @@ class Topology {
     }
   }
 
+  /// Grids: the nodes of row `row` (y + height * z) whose forward neighbour in `direction` lies in
+  /// the grid are x in [x_begin, x_end) (empty when none is), and node p's neighbour is p + offset.
+  /// For tight loops over a row's edges of one direction, which need no per-node bounds checks.
+  struct RowSpan {
+    int x_begin = 0, x_end = 0;
+    NodeId offset = 0;
+  };
+  RowSpan ForwardSpan(std::int64_t row, int direction) const {
+    const auto off = GridOffset(kind_, direction);
+    const int y = static_cast<int>(row % height_) + off[1], z = static_cast<int>(row / height_) + off[2];
+    if (y < 0 || y >= height_ || z < 0 || z >= depth_) return {};
+    return {off[0] < 0 ? -off[0] : 0, off[0] > 0 ? width_ - off[0] : width_,
+            static_cast<NodeId>(off[0] + std::int64_t{width_} * (off[1] + std::int64_t{height_} * off[2]))};
+  }
+
   /// Human-readable shape, e.g. "grid 384x288, 4-connected".
   std::string Describe() const;
   /// True when both have the same kind, size and (for edge lists) the same edges.

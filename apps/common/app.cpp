@@ -13,6 +13,10 @@
 
 namespace mrf::app {
 
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 namespace {
 bool g_quiet = false;
 }

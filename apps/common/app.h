@@ -2,6 +2,7 @@
 // What every mrf program shares: one-line errors with a non-zero exit, and progress on stderr.
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -11,6 +12,9 @@
 #include "mrf/options.h"
 
 namespace mrf::app {
+
+/// Milliseconds of wall clock since `start`.
+double MsSince(std::chrono::steady_clock::time_point start);
 
 /// Runs `body` and turns any failure into "NAME: error: MESSAGE" on stderr.
 /// Exit codes: 0 success, 1 bad input or failed solve, 2 bad command line.

@@ -27,9 +27,7 @@ constexpr long long kProgressBytes = 8LL << 20;
 
 using Clock = std::chrono::steady_clock;
 
-double MsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using mrf::app::MsSince;
 
 std::string Ms(double ms) {
   if (ms < 0) return "-";

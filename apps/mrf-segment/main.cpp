@@ -21,9 +21,7 @@ namespace {
 
 constexpr const char* kProgram = "mrf-segment";
 
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
+using mrf::app::MsSince;
 
 std::string Ms(double ms) {
   std::ostringstream out;

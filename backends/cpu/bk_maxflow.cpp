@@ -16,10 +16,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "mrf/memory.h"
 
 namespace mrf {
 namespace {
@@ -572,15 +575,20 @@ class BkEngine final : public MaxFlowEngine {
   // ---- Result --------------------------------------------------------------------------------------
 
   void Finish(const StGraph& graph, Result* out) {
-    const NodeId n = graph.num_nodes();
-    out->labels.assign(n, 1);
-    Energy flow = 0;
-    for (NodeId v = 0; v < n; ++v) {
-      const Node& node = nodes_[v];
-      if (node.parent != kFree && !node.sink) out->labels[v] = 0;
-      // The flow is what leaves the source: its capacity minus the residual left on it.
-      flow += graph.source_cap(v) - std::max<std::int64_t>(node.tr_cap, 0);
-    }
+    const auto n = static_cast<std::size_t>(graph.num_nodes());
+    out->labels = NewLabeling(n);
+    Label* labels = out->labels.data();
+    std::atomic<Energy> flow{0};
+    ForPiecesOfLabels(n, [&](std::size_t begin, std::size_t end) {
+      Energy piece_flow = 0;
+      for (std::size_t v = begin; v < end; ++v) {
+        const Node& node = nodes_[v];
+        labels[v] = node.parent != kFree && !node.sink ? 0 : 1;
+        // The flow is what leaves the source: its capacity minus the residual left on it.
+        piece_flow += graph.source_cap(static_cast<NodeId>(v)) - std::max<std::int64_t>(node.tr_cap, 0);
+      }
+      flow += piece_flow;
+    });
     out->flow = flow;
     out->iterations = augmentations_;
   }

@@ -10,6 +10,8 @@
 
 #include <tbb/parallel_for.h>
 
+#include "mrf/model.h"
+
 namespace mrf {
 
 // ---- Tuning --------------------------------------------------------------------------------------
@@ -275,6 +277,17 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   if (!solved_ || graph.changes().structure_changed || layout.kind != layout_.kind || layout.width != layout_.width ||
       layout.height != layout_.height || layout.depth != layout_.depth) {
     Solve(graph, out);
+    return;
+  }
+  // Dense edits of large grids are solved afresh (smaller grids take a few milliseconds either way).
+  constexpr std::int64_t kDenseEditMinNodes = std::int64_t{1} << 18;
+  const std::size_t changes = graph.changes().nodes.size() + graph.changes().edges.size();
+  if (layout.num_nodes >= kDenseEditMinNodes &&
+      static_cast<double>(changes) > DenseEditFraction() * static_cast<double>(layout.num_nodes)) {
+    Solve(graph, out);
+    out->message += "; solved afresh, not re-solved: the edit changed " + std::to_string(changes) +
+                    " capacities, more than " + NumberText(DenseEditFraction() * 100) + "% of the " +
+                    std::to_string(layout.num_nodes) + " nodes";
     return;
   }
   const auto start = std::chrono::steady_clock::now();

@@ -232,6 +232,11 @@ class PushRelabelEngine : public MaxFlowEngine {
   virtual bool CheckCertificate(bool narrow_touched) = 0;
   /// The local re-solve mode that local_resolve = -1 stands for on this engine.
   virtual int DefaultLocalResolve() const { return 1; }
+  /// The share of the nodes beyond which an edit of a grid of at least 2^18 nodes is solved afresh
+  /// (on the kept workspace) instead of re-solved: the edit's changes, capacities changed at nodes
+  /// and edge slots counted with repeats, exceed it x nodes. A re-solve works per change, a fresh
+  /// solve per node.
+  virtual double DenseEditFraction() const = 0;
   /// Times of the last solve's phases.
   virtual PhaseTimes Times() = 0;
   /// Bytes held by the workspace.

@@ -17,6 +17,7 @@
 #include "backends/cuda/push_relabel_kernels.h"
 #include "backends/cuda/staged_upload.h"
 #include "mrf/device.h"
+#include "mrf/memory.h"
 
 namespace mrf {
 namespace {
@@ -177,6 +178,12 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   // stroke, many of whose fills give up, 1.4x slower.
   int DefaultLocalResolve() const override { return 3; }
 
+  // A re-solve reads, orders and uploads each change (about 15 ns and 16 bytes a change), a fresh
+  // solve nets and uploads whole arrays. On the 4096 scene (H200 machine, edits of +-10% at random
+  // nodes) the re-solve's host work, transfers and device time came to 19-21 ms at 5% of the nodes
+  // against the fresh solve's 24-25 ms, 21-35 ms at 10%, 71 ms at 25% and 290-310 ms at 100%.
+  double DenseEditFraction() const override { return 1.0 / 16; }
+
   bool RepairLocally(const std::vector<NodeChange>& nodes, const RepairSchedule& schedule, bool dead_only) override {
     // The totals were cleared by ApplyChanges; the repairs read the deltas it uploaded, in schedule order.
     if (schedule.group_start.empty()) {
@@ -284,7 +291,13 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     Check(cudaMemcpyAsync(host_labels_, dev_.labels, n, cudaMemcpyDeviceToHost, stream_), "downloading the cut");
     Record(kDownloadEnd);
     Sync("downloading the cut");
-    sink_side->assign(host_labels_, host_labels_ + n);  // one pass: no zero fill before it
+    // 64 MB of labels at 4096 x 4096: made and widened on all cores (one core took about 35 ms).
+    if (sink_side->size() != static_cast<std::size_t>(n)) *sink_side = NewLabeling(static_cast<std::size_t>(n));
+    Label* out = sink_side->data();
+    const std::uint8_t* in = host_labels_;
+    ForPiecesOfLabels(static_cast<std::size_t>(n), [out, in](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) out[i] = in[i];
+    });
     return sink_residual_;
   }
 

@@ -265,6 +265,38 @@ TEST(TbbPushRelabel, ResolveEqualsSolveFromScratch) {
   unsetenv("MRF_PR_TUNING");
 }
 
+// Edits of more than half the nodes of a grid of 2^18 nodes or more are solved afresh on the kept
+// workspace (a re-solve works per change); smaller edits, and every edit of a smaller grid, are
+// re-solved. Either way the flow must be Boost's and the cut a fresh solve's, over edits that
+// accumulate on both sides of the threshold.
+TEST(TbbPushRelabel, DenseEditsOfLargeGridsAreSolvedAfresh) {
+  std::mt19937_64 rng(41);
+  for (const Topology& shape : {Topology::Grid2D(512, 512, 4), Topology::Grid2D(511, 512, 4)}) {
+    StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
+    ASSERT_TRUE(g.maxflow("tbb-pr").ok);
+    const bool large = shape.num_nodes() >= (1 << 18);
+    for (const double share : {0.4, 0.6, 0.45, 1.0}) {
+      // Every node with probability `share`; each change within +-10% of the weight it replaces.
+      NodeId changed = 0;
+      for (NodeId v = 0; v < shape.num_nodes(); ++v) {
+        if (std::uniform_real_distribution<double>(0, 1)(rng) >= share) continue;
+        auto nudge = [&](Energy w) { return w + w * static_cast<Energy>(rng() % 21 - 10) / 100; };
+        g.set_tweights(v, nudge(g.source_cap(v)), nudge(g.sink_cap(v)));
+        ++changed;
+      }
+      const Result again = g.maxflow("tbb-pr");
+      ASSERT_TRUE(again.ok) << again.message;
+      const bool afresh = again.message.find("solved afresh, not re-solved") != std::string::npos;
+      EXPECT_EQ(afresh, large && changed > shape.num_nodes() / 2) << shape.Describe() << ", " << changed
+                                                                  << " changed: " << again.message;
+      EXPECT_EQ(again.flow, ReferenceFlow(g)) << shape.Describe() << ", share " << share;
+      const Result fresh = g.maxflow("tbb-pr", /*reuse=*/false);
+      ASSERT_TRUE(fresh.ok) << fresh.message;
+      EXPECT_EQ(again.labels, fresh.labels) << shape.Describe() << ", share " << share;
+    }
+  }
+}
+
 TEST(TbbPushRelabel, ResolveAfterAddTweightsWithNegativeWeights) {
   std::mt19937_64 rng(9);
   StGraph g = test::GridFlowCase(rng, Topology::Grid2D(20, 20, 4), CapacityProfile::kUniform);

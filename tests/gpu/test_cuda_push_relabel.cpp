@@ -325,6 +325,38 @@ TEST(CudaPushRelabel, ResolveEqualsSolveFromScratch) {
       CheckResolve(shape, p, seed++);
 }
 
+// cuda-pr solves an edit of more than 1/16 of the nodes of a grid of 2^18 nodes or more afresh on
+// its kept workspace, and re-solves smaller ones and every edit of a smaller grid. Over edits that
+// accumulate on both sides of the threshold, flows must equal cpu-bk's and cuts a fresh solve's.
+TEST(CudaPushRelabel, DenseEditsOfLargeGridsAreSolvedAfresh) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(43);
+  for (const Topology& shape : {Topology::Grid2D(1024, 256, 4), Topology::Grid2D(1023, 256, 4)}) {
+    StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
+    ASSERT_TRUE(g.maxflow("cuda-pr").ok);
+    const bool large = shape.num_nodes() >= (1 << 18);
+    for (const double share : {0.04, 0.1, 0.05, 1.0}) {
+      NodeId changed = 0;
+      for (NodeId v = 0; v < shape.num_nodes(); ++v) {
+        if (std::uniform_real_distribution<double>(0, 1)(rng) >= share) continue;
+        auto nudge = [&](Energy w) { return w + w * static_cast<Energy>(rng() % 21 - 10) / 100; };
+        g.set_tweights(v, nudge(g.source_cap(v)), nudge(g.sink_cap(v)));
+        ++changed;
+      }
+      const Result again = g.maxflow("cuda-pr");
+      ASSERT_TRUE(again.ok) << again.message;
+      const bool afresh = again.message.find("solved afresh, not re-solved") != std::string::npos;
+      EXPECT_EQ(afresh, large && changed > shape.num_nodes() / 16) << shape.Describe() << ", " << changed
+                                                                   << " changed: " << again.message;
+      StGraph ref_graph = Copy(g);
+      EXPECT_EQ(again.flow, ref_graph.maxflow("cpu-bk").flow) << shape.Describe() << ", share " << share;
+      const Result fresh = g.maxflow("cuda-pr", /*reuse=*/false);
+      ASSERT_TRUE(fresh.ok) << fresh.message;
+      EXPECT_EQ(again.labels, fresh.labels) << shape.Describe() << ", share " << share;
+    }
+  }
+}
+
 TEST(CudaPushRelabel, SmallWorkspaceIsReused) {
   MRF_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(4);

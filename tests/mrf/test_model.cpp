@@ -34,19 +34,30 @@ TEST(Topology, GridEdgeCountsMatchSlotsThatHoldEdges) {
 }
 
 // Loops that split a grid by rows visit, over all their row ranges, exactly ForEachEdge's edges
-// (same slots and endpoints), each once, whatever the split.
+// (same slots and endpoints), each once, whatever the split; so do the forward spans of every row
+// and direction.
 TEST(Topology, EdgesByRowsAreTheEdgesOfTheWholeGrid) {
   for (const Topology& t : {Topology::Grid2D(7, 5, 4), Topology::Grid2D(6, 5, 8), Topology::Grid3D(4, 3, 5),
-                            Topology::Grid2D(1, 7, 4), Topology::Grid2D(7, 1, 8)}) {
-    std::vector<std::array<std::int64_t, 3>> whole, by_rows;
+                            Topology::Grid2D(1, 7, 4), Topology::Grid2D(7, 1, 8), Topology::Grid2D(1, 1, 8)}) {
+    std::vector<std::array<std::int64_t, 3>> whole, by_rows, by_spans;
     t.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) { whole.push_back({slot, p, q}); });
     const std::int64_t rows = std::int64_t{t.height()} * t.depth();
     for (std::int64_t begin = 0; begin < rows; begin += 2)
       t.ForEachEdgeInRows(begin, std::min(rows, begin + 2),
                           [&](EdgeId slot, NodeId p, NodeId q) { by_rows.push_back({slot, p, q}); });
+    for (std::int64_t row = 0; row < rows; ++row)
+      for (int d = 0; d < t.num_directions(); ++d) {
+        const Topology::RowSpan span = t.ForwardSpan(row, d);
+        for (int x = span.x_begin; x < span.x_end; ++x) {
+          const NodeId p = static_cast<NodeId>(row * t.width() + x);
+          by_spans.push_back({EdgeId{d} * t.num_nodes() + p, p, p + span.offset});
+        }
+      }
     std::sort(whole.begin(), whole.end());
     std::sort(by_rows.begin(), by_rows.end());
+    std::sort(by_spans.begin(), by_spans.end());
     EXPECT_EQ(by_rows, whole) << t.Describe();
+    EXPECT_EQ(by_spans, whole) << t.Describe();
   }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "mrf/binary_graph.h"
+#include "mrf/memory.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 #include "support/test_support.h"
@@ -242,6 +243,35 @@ TEST(StGraph, GridCutCapacityEqualsASerialSum) {
       });
       EXPECT_EQ(g.CutCapacity(x), expected) << t.Describe() << ", trial " << trial;
     }
+  }
+}
+
+// Large labellings are made and copied on all cores (first touches of their pages, then pieces).
+// After arrays of the same size were filled with -1 and freed, so that reused memory would show
+// through, every label of a new one must read 0, and every copy must equal its source, in place
+// (same size) and into a vector of another size. Sizes straddle the point where the cores join in.
+TEST(StGraph, LabellingsMadeAndCopiedOnAllCoresEqualPlainOnes) {
+  std::mt19937_64 rng(29);
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, (std::size_t{1} << 20) - 1,
+                              std::size_t{1} << 20, (std::size_t{3} << 20) + 4099}) {
+    { Labeling garbage(n, -1); }
+    const Labeling zeros = NewLabeling(n);
+    ASSERT_EQ(zeros.size(), n);
+    EXPECT_TRUE(std::all_of(zeros.begin(), zeros.end(), [](Label l) { return l == 0; })) << n;
+    Labeling source(n);
+    for (Label& l : source) l = static_cast<Label>(rng() % 7);
+    Labeling same_size(n, -3), other_size(n / 2 + 5, -3);
+    AssignLabeling(&same_size, source);
+    AssignLabeling(&other_size, source);
+    EXPECT_EQ(same_size, source) << n;
+    EXPECT_EQ(other_size, source) << n;
+    AssignLabeling(&source, source);  // itself: unchanged
+    EXPECT_EQ(source, same_size) << n;
+    std::vector<int> covered(n, 0);
+    ForPiecesOfLabels(n, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) ++covered[i];
+    });
+    EXPECT_TRUE(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; })) << n;
   }
 }
 
