@@ -11,6 +11,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_reduce.h>
 
+#include "mrf/binary_graph.h"
 #include "mrf/memory.h"
 #include "mrf/solve.h"
 
@@ -399,6 +400,8 @@ Segmentation SegmentImage(const Image& image, const Seeds& seeds, const Segmenta
   Segmentation out;
   SolveOptions solve_options = solve;
   solve_options.algorithm = Algorithm::kMaxFlow;
+  if (options.keep_graph && options.iterations > 1 && !solve_options.kept_cut)
+    solve_options.kept_cut = std::make_shared<KeptCut>();
 
   auto model_start = std::chrono::steady_clock::now();
   std::unique_ptr<ColourModel> fg = FitModel(image, fit_mask, 1, options, nullptr);

@@ -144,6 +144,9 @@ struct SegmentationOptions {
   int iterations = 1;
   /// Stop re-estimating early when a cut changes no pixel.
   bool stop_when_converged = true;
+  /// GrabCut: cut rounds after the first on the first round's s-t graph, re-solving from its residual
+  /// graph when the max-flow engine can (only the unary costs change; SolveOptions::kept_cut).
+  bool keep_graph = true;
 
   /// True when every field is in range; otherwise writes a message naming the field.
   bool IsValid(std::string* error) const;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "mrf/result.h"
@@ -66,6 +67,8 @@ struct BpOptions {
   bool coarse_to_fine = false;  ///< Initialise messages from a coarser grid (GPU BP).
 };
 
+struct KeptCut;  // mrf/binary_graph.h
+
 /// Everything mrf::Solve can be told. Defaults give a sensible solve.
 struct SolveOptions {
   /// A solver name from the registry ("cpu-bk", "cuda-pr", "cpu-expansion", ...) or "auto"
@@ -90,6 +93,9 @@ struct SolveOptions {
   BpOptions bp;                    ///< Belief-propagation settings.
   /// Called after each iteration; return false to stop (the best labelling so far is kept).
   std::function<bool(const IterationRecord&)> callback;
+  /// Max-flow solvers of two-label models: where a solve keeps its s-t graph and engine for the
+  /// next one given the same KeptCut, which re-solves when only the unary costs changed (KeptCut).
+  std::shared_ptr<KeptCut> kept_cut;
 
   /// True when every field is in range; otherwise writes a message naming the field.
   bool IsValid(std::string* error) const;

@@ -21,29 +21,50 @@ namespace {
 
 // The model-level solve of a max-flow engine: one exact graph cut of a two-label model, or, when
 // the time limit or the callback of `options` stops the engine, the cut it holds at that point.
+// With options.kept_cut, a model that differs from the kept graph's only in its unary costs is
+// re-solved on that graph; otherwise the new graph and engine are kept for the next solve.
 void SolveWithOneCut(const SolverEntry& entry, const Model& model, const SolveOptions& options, Result* out) {
   const StopCheck stop_check = MakeStopCheck(options.time_limit_s, options.callback);
   CheckBinaryModel(model);  // the model's errors first, as when the graph was built before the engine was made
-  std::unique_ptr<MaxFlowEngine> engine = entry.make_engine();
-  const std::string cannot = engine->CannotSolve(model.topology);
-  if (!cannot.empty()) throw Error(entry.name + " cannot solve this model: " + cannot);
-  engine->PrepareAhead(model.topology);  // a GPU engine's context and workspace while the graph is built
+  KeptCut* kept = options.kept_cut.get();
+  KeptCut fresh;  // this solve's graph and engine when none is kept for it
   Energy offset = 0;
-  StGraph graph = BuildCheckedBinaryGraph(model, &offset);
-  engine->set_stop_check(stop_check);
-  engine->Solve(graph, out);
-  out->flow += graph.constant() + offset;
-  if (!engine->stop_reason().empty()) {
+  const bool reuse = kept && kept->graph && kept->engine && kept->engine_name == entry.name &&
+                     UpdateBinaryGridTerminals(model, kept->graph.get(), &offset);
+  KeptCut& cut = reuse ? *kept : fresh;
+  try {
+    if (!reuse) {
+      if (kept) *kept = KeptCut{};  // its memory (the GPU's too) goes before the new graph's comes
+      cut.engine_name = entry.name;
+      cut.engine = entry.make_engine();
+      const std::string cannot = cut.engine->CannotSolve(model.topology);
+      if (!cannot.empty()) throw Error(entry.name + " cannot solve this model: " + cannot);
+      cut.engine->PrepareAhead(model.topology);  // a GPU engine's context and workspace while the graph is built
+      cut.graph = std::make_unique<StGraph>(BuildCheckedBinaryGraph(model, &offset));
+    }
+    cut.engine->set_stop_check(stop_check);
+    if (reuse) cut.engine->Resolve(*cut.graph, out);
+    else cut.engine->Solve(*cut.graph, out);
+    cut.engine->set_stop_check({});  // the check refers to this solve's clock and callback
+    cut.graph->MarkSolved();         // capacity changes from here on are what a re-solve reads
+  } catch (...) {
+    if (kept) *kept = KeptCut{};  // a failed solve leaves nothing to re-solve from
+    throw;
+  }
+  out->flow += cut.graph->constant() + offset;
+  const std::string stopped = cut.engine->stop_reason();
+  if (kept && !reuse) *kept = std::move(fresh);
+  if (!stopped.empty()) {
     // mrf::Solve scores the labelling; without a bound it does not expect the flow to match it.
     out->has_lower_bound = false;
-    out->message = "stopped early: " + engine->stop_reason() +
-                   "; the labelling is a valid cut but not a minimum one (flow routed so far " +
+    out->message = "stopped early: " + stopped + "; the labelling is a valid cut but not a minimum one (flow routed so far " +
                    std::to_string(out->flow) + ")";
     return;
   }
   out->has_lower_bound = true;
   out->lower_bound = out->flow;  // exact: the minimum energy equals the maximum flow
   if (out->message == "Solve was not called") out->message = "exact minimum cut found";
+  if (reuse) out->message += " (re-solved on the kept graph: only the unary costs changed)";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <tbb/parallel_reduce.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -120,6 +121,42 @@ void StGraph::set_tweights(NodeId node, Energy cap_source, Energy cap_sink) {
   source_cap_[node] = cap_source;
   sink_cap_[node] = cap_sink;
   MarkNode(node);
+}
+
+void StGraph::UpdateTweightsByRows(
+    const std::function<void(std::int64_t row_begin, std::int64_t row_end, Energy* source, Energy* sink)>& fill) {
+  if (!topology_.is_grid()) throw Error("UpdateTweightsByRows: the graph is not a grid");
+  const int width = topology_.width();
+  const std::int64_t rows = std::int64_t{topology_.height()} * topology_.depth();
+  // Each piece keeps its rows' old capacities to find what fill changed; pieces list their changed
+  // nodes, joined in node order afterwards (a graph not yet solved records none).
+  constexpr std::int64_t kRowsPerPiece = 16;
+  const std::int64_t pieces = (rows + kRowsPerPiece - 1) / kRowsPerPiece;
+  std::vector<std::vector<NodeId>> changed(static_cast<std::size_t>(pieces));
+  std::atomic<NodeId> first_negative{std::numeric_limits<NodeId>::max()};
+  const bool record = !changes_.structure_changed;
+  tbb::parallel_for(std::int64_t{0}, pieces, [&](std::int64_t piece) {
+    const std::int64_t row_begin = piece * kRowsPerPiece, row_end = std::min(rows, row_begin + kRowsPerPiece);
+    const std::int64_t first = row_begin * width, count = (row_end - row_begin) * width;
+    std::vector<Energy> old_source(source_cap_.begin() + first, source_cap_.begin() + first + count);
+    std::vector<Energy> old_sink(sink_cap_.begin() + first, sink_cap_.begin() + first + count);
+    fill(row_begin, row_end, source_cap_.data(), sink_cap_.data());
+    std::vector<NodeId>& list = changed[static_cast<std::size_t>(piece)];
+    for (std::int64_t i = 0; i < count; ++i) {
+      const auto p = static_cast<NodeId>(first + i);
+      if (source_cap_[p] < 0 || sink_cap_[p] < 0) {
+        NodeId seen = first_negative.load();
+        while (p < seen && !first_negative.compare_exchange_weak(seen, p)) {
+        }
+      }
+      if (record && (source_cap_[p] != old_source[i] || sink_cap_[p] != old_sink[i])) list.push_back(p);
+    }
+  });
+  for (const std::vector<NodeId>& list : changed) changes_.nodes.insert(changes_.nodes.end(), list.begin(), list.end());
+  const NodeId bad = first_negative.load();
+  if (bad != std::numeric_limits<NodeId>::max())
+    throw Error("UpdateTweightsByRows: capacities of node " + std::to_string(bad) + " must be non-negative (got " +
+                std::to_string(source_cap_[bad]) + ", " + std::to_string(sink_cap_[bad]) + ")");
 }
 
 namespace {

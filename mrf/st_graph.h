@@ -126,6 +126,13 @@ class StGraph {
   /// only range-checked, not looked up). Until the graph's first maxflow(), calls for different
   /// slots may run at once.
   void set_edge_slot(EdgeId edge, Cost cap, Cost rev_cap);
+  /// Grids: calls fill(row_begin, row_end, source, sink) on pieces of the rows (row = y + height * z),
+  /// on all cores; fill may replace source[p] and sink[p] for the nodes p of its rows (node ids index
+  /// both arrays) with non-negative capacities. Nodes whose capacities changed are recorded for
+  /// re-solves, as set_tweights() records them. Throws mrf::Error naming the lowest node left with a
+  /// negative capacity (the capacities stay as fill wrote them) or when the graph is not a grid.
+  void UpdateTweightsByRows(
+      const std::function<void(std::int64_t row_begin, std::int64_t row_end, Energy* source, Energy* sink)>& fill);
   /// Sets every terminal and edge capacity and constant() to zero, keeping the nodes and edges: a
   /// graph of the same shape can then be filled again (move-making algorithms build one per move).
   /// The next maxflow() solves from scratch.

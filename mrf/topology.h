@@ -122,13 +122,10 @@ class Topology {
     int x_begin = 0, x_end = 0;
     NodeId offset = 0;
   };
-  RowSpan ForwardSpan(std::int64_t row, int direction) const {
-    const auto off = GridOffset(kind_, direction);
-    const int y = static_cast<int>(row % height_) + off[1], z = static_cast<int>(row / height_) + off[2];
-    if (y < 0 || y >= height_ || z < 0 || z >= depth_) return {};
-    return {off[0] < 0 ? -off[0] : 0, off[0] > 0 ? width_ - off[0] : width_,
-            static_cast<NodeId>(off[0] + std::int64_t{width_} * (off[1] + std::int64_t{height_} * off[2]))};
-  }
+  RowSpan ForwardSpan(std::int64_t row, int direction) const { return Span(row, direction, 1); }
+  /// The same for the nodes of the row whose backward neighbour (BackwardNeighbor) lies in the grid:
+  /// p + offset is that neighbour, and the edge's slot is direction * num_nodes + p + offset.
+  RowSpan BackwardSpan(std::int64_t row, int direction) const { return Span(row, direction, -1); }
 
   /// Human-readable shape, e.g. "grid 384x288, 4-connected".
   std::string Describe() const;
@@ -143,6 +140,15 @@ class Topology {
     const int nx = x + sign * off[0], ny = y + sign * off[1], nz = z + sign * off[2];
     if (nx < 0 || nx >= width_ || ny < 0 || ny >= height_ || nz < 0 || nz >= depth_) return -1;
     return static_cast<NodeId>(nx + std::int64_t{width_} * (ny + std::int64_t{height_} * nz));
+  }
+
+  RowSpan Span(std::int64_t row, int direction, int sign) const {
+    const auto off = GridOffset(kind_, direction);
+    const int dx = sign * off[0], dy = sign * off[1], dz = sign * off[2];
+    const int y = static_cast<int>(row % height_) + dy, z = static_cast<int>(row / height_) + dz;
+    if (y < 0 || y >= height_ || z < 0 || z >= depth_) return {};
+    return {dx < 0 ? -dx : 0, dx > 0 ? width_ - dx : width_,
+            static_cast<NodeId>(dx + std::int64_t{width_} * (dy + std::int64_t{height_} * dz))};
   }
 
   TopologyKind kind_ = TopologyKind::kEdgeList;

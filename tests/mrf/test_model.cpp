@@ -35,11 +35,11 @@ TEST(Topology, GridEdgeCountsMatchSlotsThatHoldEdges) {
 
 // Loops that split a grid by rows visit, over all their row ranges, exactly ForEachEdge's edges
 // (same slots and endpoints), each once, whatever the split; so do the forward spans of every row
-// and direction.
+// and direction, and the backward spans seen from the edges' second ends.
 TEST(Topology, EdgesByRowsAreTheEdgesOfTheWholeGrid) {
   for (const Topology& t : {Topology::Grid2D(7, 5, 4), Topology::Grid2D(6, 5, 8), Topology::Grid3D(4, 3, 5),
                             Topology::Grid2D(1, 7, 4), Topology::Grid2D(7, 1, 8), Topology::Grid2D(1, 1, 8)}) {
-    std::vector<std::array<std::int64_t, 3>> whole, by_rows, by_spans;
+    std::vector<std::array<std::int64_t, 3>> whole, by_rows, by_spans, by_back_spans;
     t.ForEachEdge([&](EdgeId slot, NodeId p, NodeId q) { whole.push_back({slot, p, q}); });
     const std::int64_t rows = std::int64_t{t.height()} * t.depth();
     for (std::int64_t begin = 0; begin < rows; begin += 2)
@@ -52,12 +52,19 @@ TEST(Topology, EdgesByRowsAreTheEdgesOfTheWholeGrid) {
           const NodeId p = static_cast<NodeId>(row * t.width() + x);
           by_spans.push_back({EdgeId{d} * t.num_nodes() + p, p, p + span.offset});
         }
+        const Topology::RowSpan back = t.BackwardSpan(row, d);  // the same edges, from their second end
+        for (int x = back.x_begin; x < back.x_end; ++x) {
+          const NodeId q = static_cast<NodeId>(row * t.width() + x);
+          by_back_spans.push_back({EdgeId{d} * t.num_nodes() + q + back.offset, q + back.offset, q});
+        }
       }
     std::sort(whole.begin(), whole.end());
     std::sort(by_rows.begin(), by_rows.end());
     std::sort(by_spans.begin(), by_spans.end());
+    std::sort(by_back_spans.begin(), by_back_spans.end());
     EXPECT_EQ(by_rows, whole) << t.Describe();
     EXPECT_EQ(by_spans, whole) << t.Describe();
+    EXPECT_EQ(by_back_spans, whole) << t.Describe();
   }
 }
 

@@ -275,6 +275,87 @@ TEST(StGraph, LabellingsMadeAndCopiedOnAllCoresEqualPlainOnes) {
   }
 }
 
+// Rows rewritten on all cores record exactly the nodes whose capacities changed, whatever piece of
+// rows holds them; a negative capacity is refused naming the lowest such node; edge lists are refused.
+TEST(StGraph, TerminalsRewrittenByRowsRecordTheChangedNodes) {
+  const Topology t = Topology::Grid2D(37, 90, 4);
+  StGraph g(t);
+  for (NodeId v = 0; v < t.num_nodes(); ++v) g.set_tweights(v, v % 7, v % 5);
+  g.MarkSolved();
+  g.UpdateTweightsByRows([&](std::int64_t row_begin, std::int64_t row_end, Energy* source, Energy* sink) {
+    for (NodeId p = static_cast<NodeId>(row_begin * 37); p < row_end * 37; ++p)
+      if (p % 11 == 0) source[p] += 1;
+      else if (p % 13 == 0) sink[p] = sink[p];  // written, not changed
+  });
+  std::vector<NodeId> expected;
+  for (NodeId p = 0; p < t.num_nodes(); p += 11) expected.push_back(p);
+  EXPECT_EQ(g.changes().nodes, expected);
+  for (NodeId v = 0; v < t.num_nodes(); ++v) EXPECT_EQ(g.source_cap(v), v % 7 + (v % 11 == 0)) << v;
+  try {
+    g.UpdateTweightsByRows([&](std::int64_t row_begin, std::int64_t row_end, Energy*, Energy* sink) {
+      for (NodeId p = static_cast<NodeId>(row_begin * 37); p < row_end * 37; ++p)
+        if (p == 3000 || p == 2001) sink[p] = -4;
+    });
+    ADD_FAILURE() << "a negative capacity was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "UpdateTweightsByRows: capacities of node 2001 must be non-negative (got 6, -4)");
+  }
+  StGraph general;
+  general.add_node(3);
+  EXPECT_THROW(general.UpdateTweightsByRows([](std::int64_t, std::int64_t, Energy*, Energy*) {}), Error);
+}
+
+// Solves that share a KeptCut: models that differ only in their unary costs are re-solved on the
+// kept graph; other edge weights, another solver or another shape build afresh. Every solve must
+// equal a plain one (energy, flow, bound) and, for grids, the brute-force optimum.
+TEST(Solve, KeptCutsReSolveWhenOnlyTheUnaryCostsChange) {
+  std::mt19937_64 rng(17);
+  for (const char* solver : {"cpu-bk", "tbb-pr", "boost-bk"}) {
+    SolveOptions options;
+    options.solver = solver;
+    options.kept_cut = std::make_shared<KeptCut>();
+    SolveOptions plain;
+    plain.solver = solver;
+    for (const Topology& t : {Topology::Grid2D(4, 4, 4), Topology::Grid2D(3, 5, 8), Topology::Grid2D(4, 4, 4)}) {
+      Pairwise potts{PairwiseKind::kPotts, 3, 0, {}};
+      Model m = test::RandomModel(rng, t, 2, 20, potts, 4);
+      for (int step = 0; step < 5; ++step) {
+        if (step == 3) {
+          for (Cost& w : m.edge_weights) w = static_cast<Cost>(rng() % 5);  // the edge terms change
+        } else if (step > 0) {
+          for (Cost& u : m.unary) u = static_cast<Cost>(rng() % 21);
+        }
+        const Result kept = Solve(m, options);
+        const Result fresh = Solve(m, plain);
+        ASSERT_TRUE(kept.ok) << kept.message;
+        ASSERT_TRUE(fresh.ok) << fresh.message;
+        const std::string what = std::string(solver) + ", " + t.Describe() + ", step " + std::to_string(step);
+        EXPECT_EQ(kept.energy, fresh.energy) << what;
+        EXPECT_EQ(kept.flow, fresh.flow) << what;
+        EXPECT_EQ(kept.lower_bound, fresh.lower_bound) << what;
+        EXPECT_EQ(kept.energy, test::BruteForceMinEnergy(m)) << what;
+        // Re-solved: steps 1, 2 and 4 (step 3 changed the edges, step 0 is a new shape's first solve).
+        const bool resolved = kept.message.find("re-solved on the kept graph") != std::string::npos;
+        EXPECT_EQ(resolved, step == 1 || step == 2 || step == 4) << what << ": " << kept.message;
+      }
+    }
+    ASSERT_TRUE(options.kept_cut->graph);
+    EXPECT_EQ(options.kept_cut->engine_name, solver);
+  }
+  // Another solver than the kept one builds afresh and keeps its own graph.
+  SolveOptions options;
+  options.kept_cut = std::make_shared<KeptCut>();
+  Model m = test::RandomModel(rng, Topology::Grid2D(5, 3, 4), 2, 20, {PairwiseKind::kPotts, 2, 0, {}}, 3);
+  options.solver = "cpu-bk";
+  ASSERT_TRUE(Solve(m, options).ok);
+  options.solver = "boost-bk";
+  const Result other = Solve(m, options);
+  ASSERT_TRUE(other.ok) << other.message;
+  EXPECT_EQ(other.message.find("re-solved"), std::string::npos) << other.message;
+  EXPECT_EQ(options.kept_cut->engine_name, "boost-bk");
+  EXPECT_EQ(other.energy, test::BruteForceMinEnergy(m));
+}
+
 TEST(Solve, TwoLabelModelsReachTheBruteForceOptimum) {
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 50; ++trial) {
