@@ -2,6 +2,7 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_reduce.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <exception>
 #include <limits>
 #include <new>
+#include <numeric>
 #include <sstream>
 
 #include "mrf/memory.h"
@@ -128,20 +130,24 @@ void StGraph::UpdateTweightsByRows(
   if (!topology_.is_grid()) throw Error("UpdateTweightsByRows: the graph is not a grid");
   const int width = topology_.width();
   const std::int64_t rows = std::int64_t{topology_.height()} * topology_.depth();
-  // Each piece keeps its rows' old capacities to find what fill changed; pieces list their changed
-  // nodes, joined in node order afterwards (a graph not yet solved records none).
+  // Each piece keeps its rows' old capacities (in buffers of its thread, reused: fresh ones cost a
+  // page fault per 4 KB) to find what fill changed, and counts its changed nodes; the list is then
+  // written in node order, each piece at its offset.
   constexpr std::int64_t kRowsPerPiece = 16;
   const std::int64_t pieces = (rows + kRowsPerPiece - 1) / kRowsPerPiece;
-  std::vector<std::vector<NodeId>> changed(static_cast<std::size_t>(pieces));
+  std::vector<std::int64_t> changed_in(static_cast<std::size_t>(pieces) + 1, 0);
+  std::vector<std::uint8_t> changed(static_cast<std::size_t>(num_nodes()));
+  tbb::enumerable_thread_specific<std::vector<Energy>> old_values;
   std::atomic<NodeId> first_negative{std::numeric_limits<NodeId>::max()};
-  const bool record = !changes_.structure_changed;
   tbb::parallel_for(std::int64_t{0}, pieces, [&](std::int64_t piece) {
     const std::int64_t row_begin = piece * kRowsPerPiece, row_end = std::min(rows, row_begin + kRowsPerPiece);
     const std::int64_t first = row_begin * width, count = (row_end - row_begin) * width;
-    std::vector<Energy> old_source(source_cap_.begin() + first, source_cap_.begin() + first + count);
-    std::vector<Energy> old_sink(sink_cap_.begin() + first, sink_cap_.begin() + first + count);
+    std::vector<Energy>& old = old_values.local();
+    old.resize(static_cast<std::size_t>(2 * count));
+    std::copy(source_cap_.begin() + first, source_cap_.begin() + first + count, old.begin());
+    std::copy(sink_cap_.begin() + first, sink_cap_.begin() + first + count, old.begin() + count);
     fill(row_begin, row_end, source_cap_.data(), sink_cap_.data());
-    std::vector<NodeId>& list = changed[static_cast<std::size_t>(piece)];
+    std::int64_t changes = 0;
     for (std::int64_t i = 0; i < count; ++i) {
       const auto p = static_cast<NodeId>(first + i);
       if (source_cap_[p] < 0 || sink_cap_[p] < 0) {
@@ -149,10 +155,25 @@ void StGraph::UpdateTweightsByRows(
         while (p < seen && !first_negative.compare_exchange_weak(seen, p)) {
         }
       }
-      if (record && (source_cap_[p] != old_source[i] || sink_cap_[p] != old_sink[i])) list.push_back(p);
+      const bool differs = source_cap_[p] != old[i] || sink_cap_[p] != old[count + i];
+      changed[p] = differs;
+      changes += differs;
     }
+    changed_in[piece + 1] = changes;
   });
-  for (const std::vector<NodeId>& list : changed) changes_.nodes.insert(changes_.nodes.end(), list.begin(), list.end());
+  if (!changes_.structure_changed) {  // a graph not yet solved records no changes
+    std::partial_sum(changed_in.begin(), changed_in.end(), changed_in.begin());
+    const std::size_t before = changes_.nodes.size();
+    changes_.nodes.resize(before + static_cast<std::size_t>(changed_in.back()));
+    NodeId* list = changes_.nodes.data() + before;
+    tbb::parallel_for(std::int64_t{0}, pieces, [&](std::int64_t piece) {
+      const std::int64_t first = piece * kRowsPerPiece * width;
+      const std::int64_t end = std::min(rows, (piece + 1) * kRowsPerPiece) * width;
+      NodeId* out = list + changed_in[piece];
+      for (std::int64_t p = first; p < end; ++p)
+        if (changed[p]) *out++ = static_cast<NodeId>(p);
+    });
+  }
   const NodeId bad = first_negative.load();
   if (bad != std::numeric_limits<NodeId>::max())
     throw Error("UpdateTweightsByRows: capacities of node " + std::to_string(bad) + " must be non-negative (got " +
@@ -235,7 +256,10 @@ void StGraph::ResetCapacities() {
 }
 
 void StGraph::MarkSolved() {
-  changes_ = GraphChanges{};
+  // Cleared, not freed: a graph re-solved again and again (GrabCut rounds, video frames) refills the
+  // list, and fresh memory for 16.8M changes costs more than the list itself.
+  changes_.nodes.clear();
+  changes_.edges.clear();
   changes_.structure_changed = false;
 }
 
@@ -343,8 +367,7 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
       engine_->Solve(*this, &result);
     }
     result.backend_used = engine_->name();
-    changes_ = GraphChanges{};
-    changes_.structure_changed = false;
+    MarkSolved();
     if (static_cast<NodeId>(result.labels.size()) != num_nodes())
       throw Error(result.backend_used + " returned a cut of " + std::to_string(result.labels.size()) +
                   " nodes for a graph of " + std::to_string(num_nodes()));
