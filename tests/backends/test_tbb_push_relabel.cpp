@@ -276,14 +276,7 @@ TEST(TbbPushRelabel, DenseEditsOfLargeGridsAreSolvedAfresh) {
     ASSERT_TRUE(g.maxflow("tbb-pr").ok);
     const bool large = shape.num_nodes() >= (1 << 18);
     for (const double share : {0.4, 0.6, 0.45, 1.0}) {
-      // Every node with probability `share`; each change within +-10% of the weight it replaces.
-      NodeId changed = 0;
-      for (NodeId v = 0; v < shape.num_nodes(); ++v) {
-        if (std::uniform_real_distribution<double>(0, 1)(rng) >= share) continue;
-        auto nudge = [&](Energy w) { return w + w * static_cast<Energy>(rng() % 21 - 10) / 100; };
-        g.set_tweights(v, nudge(g.source_cap(v)), nudge(g.sink_cap(v)));
-        ++changed;
-      }
+      const NodeId changed = test::NudgeTerminalWeights(rng, &g, share);
       const Result again = g.maxflow("tbb-pr");
       ASSERT_TRUE(again.ok) << again.message;
       const bool afresh = again.message.find("solved afresh, not re-solved") != std::string::npos;

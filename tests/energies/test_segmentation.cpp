@@ -591,19 +591,30 @@ TEST(Segmentation, HardConstraintCostOfGridsEqualsAnEdgeByEdgeCount) {
   }
 }
 
-TEST(Segmentation, GrabCutRoundsReportHonestEnergies) {
+// The synthetic scene of the given size and seed.
+SyntheticScene SceneOfSize(int width, int height, std::uint64_t seed) {
   SyntheticSceneOptions so;
-  so.width = 120;
-  so.height = 100;
-  so.seed = 2;
-  const SyntheticScene scene = MakeSyntheticScene(so);
-  // A rectangle around the middle, GMM models, several rounds.
-  const Seeds seeds = SeedsFromRectangle(120, 100, Rect{10, 10, 100, 80});
+  so.width = width;
+  so.height = height;
+  so.seed = seed;
+  return MakeSyntheticScene(so);
+}
+
+// GrabCut as the tests run it: Gaussian mixtures of 3 components, 4 rounds, none skipped.
+SegmentationOptions FourGrabCutRounds() {
   SegmentationOptions o;
   o.colour_model = ColourModelKind::kGmm;
   o.gmm.components = 3;
   o.iterations = 4;
   o.stop_when_converged = false;
+  return o;
+}
+
+TEST(Segmentation, GrabCutRoundsReportHonestEnergies) {
+  const SyntheticScene scene = SceneOfSize(120, 100, 2);
+  // A rectangle around the middle, GMM models, several rounds.
+  const Seeds seeds = SeedsFromRectangle(120, 100, Rect{10, 10, 100, 80});
+  const SegmentationOptions o = FourGrabCutRounds();
   int calls = 0;
   const Segmentation seg = SegmentImage(scene.image, seeds, o, Reference(), [&](const SegmentationRound&) { ++calls; });
   ASSERT_EQ(seg.rounds.size(), 4u);
@@ -623,18 +634,10 @@ TEST(Segmentation, GrabCutRoundsReportHonestEnergies) {
 // every round must equal the round of a run that builds each graph afresh, for engines that
 // re-solve (cpu-bk, tbb-pr) and one that solves afresh on the kept graph (boost-bk).
 TEST(Segmentation, GrabCutRoundsOnTheKeptGraphEqualRoundsBuiltAfresh) {
-  SyntheticSceneOptions so;
-  so.width = 150;
-  so.height = 110;
-  so.seed = 5;
-  const SyntheticScene scene = MakeSyntheticScene(so);
+  const SyntheticScene scene = SceneOfSize(150, 110, 5);
   const Seeds seeds = SeedsFromRectangle(150, 110, Rect{12, 9, 120, 90});
   for (const char* solver : {"cpu-bk", "tbb-pr", "boost-bk"}) {
-    SegmentationOptions o;
-    o.colour_model = ColourModelKind::kGmm;
-    o.gmm.components = 3;
-    o.iterations = 4;
-    o.stop_when_converged = false;
+    SegmentationOptions o = FourGrabCutRounds();
     SolveOptions solve;
     solve.solver = solver;
     const Segmentation kept = SegmentImage(scene.image, seeds, o, solve);

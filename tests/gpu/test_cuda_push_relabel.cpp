@@ -338,13 +338,7 @@ TEST(CudaPushRelabel, DenseEditsOfLargeGridsAreSolvedAfresh) {
     ASSERT_TRUE(g.maxflow("cuda-pr").ok);
     const bool large = shape.num_nodes() >= (1 << 18);
     for (const double share : {0.04, 0.1, 0.05, 1.0}) {
-      NodeId changed = 0;
-      for (NodeId v = 0; v < shape.num_nodes(); ++v) {
-        if (std::uniform_real_distribution<double>(0, 1)(rng) >= share) continue;
-        auto nudge = [&](Energy w) { return w + w * static_cast<Energy>(rng() % 21 - 10) / 100; };
-        g.set_tweights(v, nudge(g.source_cap(v)), nudge(g.sink_cap(v)));
-        ++changed;
-      }
+      const NodeId changed = test::NudgeTerminalWeights(rng, &g, share);
       const Result again = g.maxflow("cuda-pr");
       ASSERT_TRUE(again.ok) << again.message;
       const bool afresh = again.message.find("solved afresh, not re-solved") != std::string::npos;

@@ -83,6 +83,19 @@ inline StGraph GridFlowCase(std::mt19937_64& rng, const Topology& topology, Capa
   return g;
 }
 
+/// Replaces the terminal weights of each node of `g` with probability `share` by weights within +-10%
+/// of the old ones (a re-fitted colour model, a video's next frame); returns how many nodes it drew.
+inline NodeId NudgeTerminalWeights(std::mt19937_64& rng, StGraph* g, double share) {
+  NodeId changed = 0;
+  auto nudge = [&](Energy w) { return w + w * static_cast<Energy>(rng() % 21 - 10) / 100; };
+  for (NodeId v = 0; v < g->num_nodes(); ++v) {
+    if (std::uniform_real_distribution<double>(0, 1)(rng) >= share) continue;
+    g->set_tweights(v, nudge(g->source_cap(v)), nudge(g->sink_cap(v)));
+    ++changed;
+  }
+  return changed;
+}
+
 /// Grid shapes for the tests: odd sizes that are not multiples of any tile, strips, single nodes.
 inline std::vector<Topology> GridFlowShapes(bool small) {
   std::vector<Topology> shapes;
