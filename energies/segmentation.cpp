@@ -98,7 +98,7 @@ std::vector<Cost> ContrastWeights(const Image& image, const Topology& grid, cons
     straight[d2] = Quantize(w, options.cost_scale, what);
     diagonal[d2] = Quantize(w / std::sqrt(2.0), options.cost_scale, what);
   }
-  std::vector<Cost> weights(static_cast<std::size_t>(grid.num_edge_slots()), 0);
+  std::vector<Cost> weights = NewZeroedVector<Cost>(static_cast<std::size_t>(grid.num_edge_slots()));
   const NodeId n = grid.num_nodes();
   tbb::parallel_for(tbb::blocked_range<int>(0, image.height), [&](const tbb::blocked_range<int>& rows) {
     grid.ForEachEdgeInRows(rows.begin(), rows.end(), [&](EdgeId slot, NodeId p, NodeId q) {
@@ -242,7 +242,7 @@ void SetSegmentationUnaries(Model* model, const Image& image, const ColourModel&
                 " but the image is " + std::to_string(image.width) + "x" + std::to_string(image.height));
   const double scale = model->cost_scale;
   const Cost hard = seeds ? HardConstraintCost(*model) : 0;
-  model->unary.resize(image.size() * 2);
+  if (model->unary.size() != image.size() * 2) model->unary = NewZeroedVector<Cost>(image.size() * 2);
 
   // Grey images have 256 values: tabulate. Colour images are evaluated per pixel.
   Cost table[2][256];

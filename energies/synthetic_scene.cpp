@@ -11,6 +11,7 @@
 #include "energies/colour_model.h"
 #include "energies/segmentation.h"
 #include "mrf/binary_graph.h"
+#include "mrf/memory.h"
 
 namespace mrf {
 
@@ -98,7 +99,7 @@ SyntheticScene MakeSyntheticScene(const SyntheticSceneOptions& o) {
   }
   scene.num_ellipses = count;
   const int cx0 = (w - s) / 2, cy0 = (h - s) / 2;
-  scene.truth.assign(static_cast<std::size_t>(w) * h, 0);
+  scene.truth = NewLabeling(static_cast<std::size_t>(w) * h);
   tbb::parallel_for(0, h, [&](int y) {  // rows on all cores: each pixel depends on its position only
     for (int x = 0; x < w; ++x) {
       Label fg = 0;
@@ -165,7 +166,7 @@ SyntheticScene MakeSyntheticScene(const SyntheticSceneOptions& o) {
     cost[1][v] = QuantizeCost(o.data_weight * foreground.NegLogProbability(&value), o.cost_scale,
                               "foreground data cost of intensity " + std::to_string(v));
   }
-  m.unary.resize(n * 2);
+  m.unary = NewZeroedVector<Cost>(n * 2);
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
     for (std::size_t p = r.begin(); p < r.end(); ++p) {
       m.unary[2 * p] = cost[0][scene.image.pixels[p]];

@@ -86,20 +86,14 @@ constexpr std::size_t kParallelLabels = std::size_t{1} << 20;
 constexpr std::size_t kLabelsPerPiece = std::size_t{1} << 16;
 }  // namespace
 
-Labeling NewLabeling(std::size_t n) {
-  Labeling labels;
-  if (n >= kParallelLabels) {
-    // A label on every page of the storage, written by whichever core gets the piece: the kernel
-    // maps and zeroes each page at its first write. resize() then zeroes pages already mapped.
-    labels.reserve(n);
-    Label* storage = labels.data();
-    constexpr std::size_t kLabelsPerPage = 4096 / sizeof(Label);
-    ForPiecesOfLabels(n, [storage](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end; i += kLabelsPerPage) ::new (static_cast<void*>(storage + i)) Label(0);
-    });
-  }
-  labels.resize(n);
-  return labels;
+void FirstTouchOnAllCores(void* storage, std::size_t bytes) {
+  constexpr std::size_t kPage = 4096, kPagesPerPiece = 64;
+  if (bytes < kParallelLabels * sizeof(Label)) return;
+  auto* first = static_cast<unsigned char*>(storage);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, (bytes + kPage - 1) / kPage, kPagesPerPiece),
+                    [first](const tbb::blocked_range<std::size_t>& pages) {
+                      for (std::size_t page = pages.begin(); page < pages.end(); ++page) first[page * kPage] = 0;
+                    });
 }
 
 void ForPiecesOfLabels(std::size_t n, const std::function<void(std::size_t begin, std::size_t end)>& body) {

@@ -258,6 +258,10 @@ TEST(StGraph, LabellingsMadeAndCopiedOnAllCoresEqualPlainOnes) {
     const Labeling zeros = NewLabeling(n);
     ASSERT_EQ(zeros.size(), n);
     EXPECT_TRUE(std::all_of(zeros.begin(), zeros.end(), [](Label l) { return l == 0; })) << n;
+    { std::vector<Energy> garbage(n, -1); }
+    const std::vector<Energy> wide = NewZeroedVector<Energy>(n);  // other element sizes: pages of 512
+    ASSERT_EQ(wide.size(), n);
+    EXPECT_TRUE(std::all_of(wide.begin(), wide.end(), [](Energy e) { return e == 0; })) << n;
     Labeling source(n);
     for (Label& l : source) l = static_cast<Label>(rng() % 7);
     Labeling same_size(n, -3), other_size(n / 2 + 5, -3);
