@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "inference/iteration_control.h"
+#include "mrf/binary_graph.h"
 #include "mrf/registry.h"
 
 namespace mrf {
@@ -201,6 +202,7 @@ Result Solve(const Model& model, const SolveOptions& options) {
     result.ok = false;
     result.message = e.what();
   }
+  if (!result.ok && options.kept_cut) *options.kept_cut = KeptCut{};  // nothing to build on after a failure
   result.timings.total_ms = MsSince(start);
   return result;
 }

@@ -171,7 +171,8 @@ StGraph BuildBinaryGraph(const Model& model, Energy* energy_offset) {
 
 bool UpdateBinaryGridTerminals(const Model& model, StGraph* graph, Energy* energy_offset) {
   const Topology& t = model.topology;
-  if (!t.is_grid() || graph->topology() != t) return false;
+  // A constant means someone added negative capacities to the kept graph: not the graph built here.
+  if (!t.is_grid() || graph->topology() != t || graph->constant() != 0) return false;
   const int width = t.width();
   std::atomic<bool> same_edges{true};
   std::atomic<Energy> offset{0};

@@ -21,16 +21,23 @@ namespace {
 
 // The model-level solve of a max-flow engine: one exact graph cut of a two-label model, or, when
 // the time limit or the callback of `options` stops the engine, the cut it holds at that point.
-// With options.kept_cut, a model that differs from the kept graph's only in its unary costs is
-// re-solved on that graph; otherwise the new graph and engine are kept for the next solve.
+// With options.kept_cut, a model whose graph differs from the kept one only in its terminal
+// capacities is re-solved on that graph (the engine decides how: from its residual graph, or afresh
+// for dense edits); otherwise the new graph and engine are kept for the next solve.
 void SolveWithOneCut(const SolverEntry& entry, const Model& model, const SolveOptions& options, Result* out) {
   const StopCheck stop_check = MakeStopCheck(options.time_limit_s, options.callback);
   CheckBinaryModel(model);  // the model's errors first, as when the graph was built before the engine was made
   KeptCut* kept = options.kept_cut.get();
   KeptCut fresh;  // this solve's graph and engine when none is kept for it
   Energy offset = 0;
-  const bool reuse = kept && kept->graph && kept->engine && kept->engine_name == entry.name &&
-                     UpdateBinaryGridTerminals(model, kept->graph.get(), &offset);
+  bool reuse = false;
+  try {
+    reuse = kept && kept->graph && kept->engine && kept->engine_name == entry.name &&
+            UpdateBinaryGridTerminals(model, kept->graph.get(), &offset);
+  } catch (...) {
+    *kept = KeptCut{};  // a graph rewritten part way is no base for a re-solve
+    throw;
+  }
   KeptCut& cut = reuse ? *kept : fresh;
   try {
     if (!reuse) {
@@ -64,7 +71,7 @@ void SolveWithOneCut(const SolverEntry& entry, const Model& model, const SolveOp
   out->has_lower_bound = true;
   out->lower_bound = out->flow;  // exact: the minimum energy equals the maximum flow
   if (out->message == "Solve was not called") out->message = "exact minimum cut found";
-  if (reuse) out->message += " (re-solved on the kept graph: only the unary costs changed)";
+  if (reuse) out->message += " (on the kept graph, its terminal capacities rewritten)";
 }
 
 }  // namespace

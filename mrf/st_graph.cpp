@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_reduce.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <atomic>
@@ -130,15 +131,24 @@ void StGraph::UpdateTweightsByRows(
   if (!topology_.is_grid()) throw Error("UpdateTweightsByRows: the graph is not a grid");
   const int width = topology_.width();
   const std::int64_t rows = std::int64_t{topology_.height()} * topology_.depth();
-  // Each piece keeps its rows' old capacities (in buffers of its thread, reused: fresh ones cost a
-  // page fault per 4 KB) to find what fill changed, and counts its changed nodes; the list is then
-  // written in node order, each piece at its offset.
+  // Each piece keeps its rows' old capacities (in a buffer of its thread, reused from piece to piece:
+  // fresh ones cost a page fault per 4 KB) to find what fill changed, and counts its changed nodes;
+  // the list is then filled in node order on all cores, each piece at its offset.
   constexpr std::int64_t kRowsPerPiece = 16;
   const std::int64_t pieces = (rows + kRowsPerPiece - 1) / kRowsPerPiece;
   std::vector<std::int64_t> changed_in(static_cast<std::size_t>(pieces) + 1, 0);
   std::vector<std::uint8_t> changed(static_cast<std::size_t>(num_nodes()));
   tbb::enumerable_thread_specific<std::vector<Energy>> old_values;
   std::atomic<NodeId> first_negative{std::numeric_limits<NodeId>::max()};
+  // Capacities rewritten but not recorded would mislead a re-solve: after a failure part way, the
+  // next solve starts afresh.
+  struct AfreshUnlessDone {
+    GraphChanges* changes;
+    bool done = false;
+    ~AfreshUnlessDone() {
+      if (!done) changes->structure_changed = true;
+    }
+  } guard{&changes_};
   tbb::parallel_for(std::int64_t{0}, pieces, [&](std::int64_t piece) {
     const std::int64_t row_begin = piece * kRowsPerPiece, row_end = std::min(rows, row_begin + kRowsPerPiece);
     const std::int64_t first = row_begin * width, count = (row_end - row_begin) * width;
@@ -146,7 +156,9 @@ void StGraph::UpdateTweightsByRows(
     old.resize(static_cast<std::size_t>(2 * count));
     std::copy(source_cap_.begin() + first, source_cap_.begin() + first + count, old.begin());
     std::copy(sink_cap_.begin() + first, sink_cap_.begin() + first + count, old.begin() + count);
-    fill(row_begin, row_end, source_cap_.data(), sink_cap_.data());
+    // Isolated: a fill that runs parallel work of its own must not have this thread take another
+    // piece meanwhile, which would reuse the buffer `old`.
+    tbb::this_task_arena::isolate([&] { fill(row_begin, row_end, source_cap_.data(), sink_cap_.data()); });
     std::int64_t changes = 0;
     for (std::int64_t i = 0; i < count; ++i) {
       const auto p = static_cast<NodeId>(first + i);
@@ -178,6 +190,7 @@ void StGraph::UpdateTweightsByRows(
   if (bad != std::numeric_limits<NodeId>::max())
     throw Error("UpdateTweightsByRows: capacities of node " + std::to_string(bad) + " must be non-negative (got " +
                 std::to_string(source_cap_[bad]) + ", " + std::to_string(sink_cap_[bad]) + ")");
+  guard.done = true;
 }
 
 namespace {

@@ -130,7 +130,9 @@ class StGraph {
   /// on all cores; fill may replace source[p] and sink[p] for the nodes p of its rows (node ids index
   /// both arrays) with non-negative capacities. Nodes whose capacities changed are recorded for
   /// re-solves, as set_tweights() records them. Throws mrf::Error naming the lowest node left with a
-  /// negative capacity (the capacities stay as fill wrote them) or when the graph is not a grid.
+  /// negative capacity, or when the graph is not a grid. After a failure part way (that error, or
+  /// fill's or an allocation's) the capacities stay as fill wrote them and the next maxflow() solves
+  /// afresh.
   void UpdateTweightsByRows(
       const std::function<void(std::int64_t row_begin, std::int64_t row_end, Energy* source, Energy* sink)>& fill);
   /// Sets every terminal and edge capacity and constant() to zero, keeping the nodes and edges: a

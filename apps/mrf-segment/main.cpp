@@ -137,8 +137,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, mrf::GaussianMixture::kMaxComponents))->capture_default_str();
   cli.add_option("--iterations", iterations,
                  "Graph cuts to run: 1 = one cut; K > 1 re-fits the colour models to the mask and cuts again "
-                 "(GrabCut), stopping early when nothing changes; later cuts reuse the first cut's graph and, "
-                 "where the backend can, re-solve from its residual flow")
+                 "(GrabCut), stopping early when nothing changes; later cuts rewrite the first cut's graph, and "
+                 "the backend re-solves from its residual flow where that is quicker than a fresh solve")
       ->check(CLI::Range(1, 1000))->capture_default_str();
   cli.add_option("--lambda", lambda, "Pairwise weight (nats per cut edge between equal colours)")
       ->capture_default_str();

@@ -651,8 +651,8 @@ TEST(Segmentation, GrabCutRoundsOnTheKeptGraphEqualRoundsBuiltAfresh) {
     }
     EXPECT_EQ(kept.mask, afresh.mask) << solver;
     EXPECT_EQ(kept.result.lower_bound, kept.result.energy) << solver;
-    EXPECT_NE(kept.result.message.find("re-solved on the kept graph"), std::string::npos) << kept.result.message;
-    EXPECT_EQ(afresh.result.message.find("re-solved on the kept graph"), std::string::npos) << afresh.result.message;
+    EXPECT_NE(kept.result.message.find("on the kept graph"), std::string::npos) << kept.result.message;
+    EXPECT_EQ(afresh.result.message.find("on the kept graph"), std::string::npos) << afresh.result.message;
   }
 }
 

@@ -596,7 +596,6 @@ TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
   }
 }
 
-// The segmentation program runs on cuda-pr by name and through auto, with the CPU's energy.
 // GrabCut rounds on cuda-pr's kept graph and workspace: small scenes re-solve, a scene of 2^18
 // pixels or more is solved afresh on the kept graph (every unary cost changes: a dense edit). Every
 // round must equal a run that builds each graph afresh, and the first round cpu-bk's energy (later
@@ -629,12 +628,13 @@ TEST(CudaPushRelabel, GrabCutRoundsOnTheKeptGraphEqualRoundsBuiltAfresh) {
     }
     EXPECT_EQ(kept.rounds[0].energy, reference.rounds[0].energy) << side;
     EXPECT_EQ(kept.mask, afresh.mask) << side;
-    EXPECT_NE(kept.result.message.find("re-solved on the kept graph"), std::string::npos) << kept.result.message;
+    EXPECT_NE(kept.result.message.find("on the kept graph"), std::string::npos) << kept.result.message;
     const bool dense = kept.result.message.find("solved afresh, not re-solved") != std::string::npos;
     EXPECT_EQ(dense, side * side >= (1 << 18)) << kept.result.message;
   }
 }
 
+// The segmentation program runs on cuda-pr by name and through auto, with the CPU's energy.
 TEST(CudaPushRelabel, MrfSegmentRunsOnTheGpu) {
   MRF_SKIP_WITHOUT_CUDA();
   auto run = [](const std::string& backend) {
