@@ -28,38 +28,36 @@ void SolveWithOneCut(const SolverEntry& entry, const Model& model, const SolveOp
   const StopCheck stop_check = MakeStopCheck(options.time_limit_s, options.callback);
   CheckBinaryModel(model);  // the model's errors first, as when the graph was built before the engine was made
   KeptCut* kept = options.kept_cut.get();
-  KeptCut fresh;  // this solve's graph and engine when none is kept for it
+  KeptCut fresh;         // this solve's graph and engine when none is kept for it
+  KeptCut* cut = &fresh;  // the graph and engine this solve runs on
   Energy offset = 0;
   bool reuse = false;
   try {
     reuse = kept && kept->graph && kept->engine && kept->engine_name == entry.name &&
             UpdateBinaryGridTerminals(model, kept->graph.get(), &offset);
-  } catch (...) {
-    *kept = KeptCut{};  // a graph rewritten part way is no base for a re-solve
-    throw;
-  }
-  KeptCut& cut = reuse ? *kept : fresh;
-  try {
-    if (!reuse) {
+    if (reuse) {
+      cut = kept;
+    } else {
       if (kept) *kept = KeptCut{};  // its memory (the GPU's too) goes before the new graph's comes
-      cut.engine_name = entry.name;
-      cut.engine = entry.make_engine();
-      const std::string cannot = cut.engine->CannotSolve(model.topology);
+      cut->engine_name = entry.name;
+      cut->engine = entry.make_engine();
+      const std::string cannot = cut->engine->CannotSolve(model.topology);
       if (!cannot.empty()) throw Error(entry.name + " cannot solve this model: " + cannot);
-      cut.engine->PrepareAhead(model.topology);  // a GPU engine's context and workspace while the graph is built
-      cut.graph = std::make_unique<StGraph>(BuildCheckedBinaryGraph(model, &offset));
+      cut->engine->PrepareAhead(model.topology);  // a GPU engine's context and workspace while the graph is built
+      cut->graph = std::make_unique<StGraph>(BuildCheckedBinaryGraph(model, &offset));
     }
-    cut.engine->set_stop_check(stop_check);
-    if (reuse) cut.engine->Resolve(*cut.graph, out);
-    else cut.engine->Solve(*cut.graph, out);
-    cut.engine->set_stop_check({});  // the check refers to this solve's clock and callback
-    cut.graph->MarkSolved();         // capacity changes from here on are what a re-solve reads
+    cut->engine->set_stop_check(stop_check);
+    if (reuse) cut->engine->Resolve(*cut->graph, out);
+    else cut->engine->Solve(*cut->graph, out);
+    cut->engine->set_stop_check({});  // the check refers to this solve's clock and callback
+    cut->graph->MarkSolved();         // capacity changes from here on are what a re-solve reads
   } catch (...) {
-    if (kept) *kept = KeptCut{};  // a failed solve leaves nothing to re-solve from
+    // A failed solve, or a kept graph rewritten part way, leaves nothing to re-solve from.
+    if (kept) *kept = KeptCut{};
     throw;
   }
-  out->flow += cut.graph->constant() + offset;
-  const std::string stopped = cut.engine->stop_reason();
+  out->flow += cut->graph->constant() + offset;
+  const std::string stopped = cut->engine->stop_reason();
   if (kept && !reuse) *kept = std::move(fresh);
   if (!stopped.empty()) {
     // mrf::Solve scores the labelling; without a bound it does not expect the flow to match it.

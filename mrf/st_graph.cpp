@@ -137,7 +137,7 @@ void StGraph::UpdateTweightsByRows(
   constexpr std::int64_t kRowsPerPiece = 16;
   const std::int64_t pieces = (rows + kRowsPerPiece - 1) / kRowsPerPiece;
   std::vector<std::int64_t> changed_in(static_cast<std::size_t>(pieces) + 1, 0);
-  std::vector<std::uint8_t> changed(static_cast<std::size_t>(num_nodes()));
+  std::vector<std::uint8_t> changed = NewZeroedVector<std::uint8_t>(static_cast<std::size_t>(num_nodes()));
   tbb::enumerable_thread_specific<std::vector<Energy>> old_values;
   std::atomic<NodeId> first_negative{std::numeric_limits<NodeId>::max()};
   // Capacities rewritten but not recorded would mislead a re-solve: after a failure part way, the

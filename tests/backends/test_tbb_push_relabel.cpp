@@ -270,24 +270,8 @@ TEST(TbbPushRelabel, ResolveEqualsSolveFromScratch) {
 // re-solved. Either way the flow must be Boost's and the cut a fresh solve's, over edits that
 // accumulate on both sides of the threshold.
 TEST(TbbPushRelabel, DenseEditsOfLargeGridsAreSolvedAfresh) {
-  std::mt19937_64 rng(41);
-  for (const Topology& shape : {Topology::Grid2D(512, 512, 4), Topology::Grid2D(511, 512, 4)}) {
-    StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
-    ASSERT_TRUE(g.maxflow("tbb-pr").ok);
-    const bool large = shape.num_nodes() >= (1 << 18);
-    for (const double share : {0.4, 0.6, 0.45, 1.0}) {
-      const NodeId changed = test::NudgeTerminalWeights(rng, &g, share);
-      const Result again = g.maxflow("tbb-pr");
-      ASSERT_TRUE(again.ok) << again.message;
-      const bool afresh = again.message.find("solved afresh, not re-solved") != std::string::npos;
-      EXPECT_EQ(afresh, large && changed > shape.num_nodes() / 2) << shape.Describe() << ", " << changed
-                                                                  << " changed: " << again.message;
-      EXPECT_EQ(again.flow, ReferenceFlow(g)) << shape.Describe() << ", share " << share;
-      const Result fresh = g.maxflow("tbb-pr", /*reuse=*/false);
-      ASSERT_TRUE(fresh.ok) << fresh.message;
-      EXPECT_EQ(again.labels, fresh.labels) << shape.Describe() << ", share " << share;
-    }
-  }
+  test::CheckDenseEditRule("tbb-pr", 41, {Topology::Grid2D(512, 512, 4), Topology::Grid2D(511, 512, 4)},
+                           {0.4, 0.6, 0.45, 1.0}, 2, [](const StGraph& g) { return ReferenceFlow(g); });
 }
 
 TEST(TbbPushRelabel, ResolveAfterAddTweightsWithNegativeWeights) {

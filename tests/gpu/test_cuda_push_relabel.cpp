@@ -332,25 +332,11 @@ TEST(CudaPushRelabel, ResolveEqualsSolveFromScratch) {
 // accumulate on both sides of the threshold, flows must equal cpu-bk's and cuts a fresh solve's.
 TEST(CudaPushRelabel, DenseEditsOfLargeGridsAreSolvedAfresh) {
   MRF_SKIP_WITHOUT_CUDA();
-  std::mt19937_64 rng(43);
-  for (const Topology& shape : {Topology::Grid2D(1024, 256, 4), Topology::Grid2D(1023, 256, 4)}) {
-    StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
-    ASSERT_TRUE(g.maxflow("cuda-pr").ok);
-    const bool large = shape.num_nodes() >= (1 << 18);
-    for (const double share : {0.04, 0.1, 0.05, 1.0}) {
-      const NodeId changed = test::NudgeTerminalWeights(rng, &g, share);
-      const Result again = g.maxflow("cuda-pr");
-      ASSERT_TRUE(again.ok) << again.message;
-      const bool afresh = again.message.find("solved afresh, not re-solved") != std::string::npos;
-      EXPECT_EQ(afresh, large && changed > shape.num_nodes() / 16) << shape.Describe() << ", " << changed
-                                                                   << " changed: " << again.message;
-      StGraph ref_graph = Copy(g);
-      EXPECT_EQ(again.flow, ref_graph.maxflow("cpu-bk").flow) << shape.Describe() << ", share " << share;
-      const Result fresh = g.maxflow("cuda-pr", /*reuse=*/false);
-      ASSERT_TRUE(fresh.ok) << fresh.message;
-      EXPECT_EQ(again.labels, fresh.labels) << shape.Describe() << ", share " << share;
-    }
-  }
+  test::CheckDenseEditRule("cuda-pr", 43, {Topology::Grid2D(1024, 256, 4), Topology::Grid2D(1023, 256, 4)},
+                           {0.04, 0.1, 0.05, 1.0}, 16, [](const StGraph& g) {
+                             StGraph copy = Copy(g);
+                             return copy.maxflow("cpu-bk").flow;
+                           });
 }
 
 TEST(CudaPushRelabel, SmallWorkspaceIsReused) {

@@ -3,7 +3,10 @@
 // segmentation-like (large terminals, small edges), all zero, capacities near the 32-bit limit,
 // sparse, and one-sided terminals. Shared by the TBB and CUDA push-relabel tests.
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -94,6 +97,33 @@ inline NodeId NudgeTerminalWeights(std::mt19937_64& rng, StGraph* g, double shar
     ++changed;
   }
   return changed;
+}
+
+/// The dense-edit rule of the push-relabel engines, checked on `solver`: on each shape (segmentation
+/// capacities), edits of each share of the nodes accumulate (NudgeTerminalWeights); an edit that
+/// changed more than 1/`denominator` of a grid of 2^18 nodes or more must be solved afresh, any other
+/// re-solved. Either way the flow must equal reference_flow(graph) and the cut a fresh solve's.
+inline void CheckDenseEditRule(const std::string& solver, std::uint64_t seed, const std::vector<Topology>& shapes,
+                               const std::vector<double>& shares, NodeId denominator,
+                               const std::function<Energy(const StGraph&)>& reference_flow) {
+  std::mt19937_64 rng(seed);
+  for (const Topology& shape : shapes) {
+    StGraph g = GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
+    ASSERT_TRUE(g.maxflow(solver).ok);
+    const bool large = shape.num_nodes() >= (1 << 18);
+    for (const double share : shares) {
+      const NodeId changed = NudgeTerminalWeights(rng, &g, share);
+      const Result again = g.maxflow(solver);
+      ASSERT_TRUE(again.ok) << again.message;
+      const bool afresh = again.message.find("solved afresh, not re-solved") != std::string::npos;
+      EXPECT_EQ(afresh, large && changed > shape.num_nodes() / denominator)
+          << solver << ", " << shape.Describe() << ", " << changed << " changed: " << again.message;
+      EXPECT_EQ(again.flow, reference_flow(g)) << solver << ", " << shape.Describe() << ", share " << share;
+      const Result fresh = g.maxflow(solver, /*reuse=*/false);
+      ASSERT_TRUE(fresh.ok) << fresh.message;
+      EXPECT_EQ(again.labels, fresh.labels) << solver << ", " << shape.Describe() << ", share " << share;
+    }
+  }
 }
 
 /// Grid shapes for the tests: odd sizes that are not multiples of any tile, strips, single nodes.
