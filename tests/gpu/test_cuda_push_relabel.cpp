@@ -620,6 +620,12 @@ TEST(CudaPushRelabel, GrabCutRoundsOnTheKeptGraphEqualRoundsBuiltAfresh) {
   }
 }
 
+// A cuda-pr solve that the callback stops keeps its graph and workspace; what follows must be exact.
+TEST(CudaPushRelabel, StoppedSolvesLeaveTheKeptCutUsable) {
+  MRF_SKIP_WITHOUT_CUDA();
+  test::ExpectStoppedSolvesLeaveTheKeptCutUsable("cuda-pr");
+}
+
 // The segmentation program runs on cuda-pr by name and through auto, with the CPU's energy.
 TEST(CudaPushRelabel, MrfSegmentRunsOnTheGpu) {
   MRF_SKIP_WITHOUT_CUDA();

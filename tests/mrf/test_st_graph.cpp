@@ -376,6 +376,11 @@ TEST(Solve, KeptCutsReSolveWhenOnlyTheUnaryCostsChange) {
   EXPECT_EQ(other.energy, test::BruteForceMinEnergy(m));
 }
 
+// A solve that the callback stops keeps its graph, but what follows on it must still be exact.
+TEST(Solve, StoppedSolvesLeaveTheKeptCutUsable) {
+  for (const char* solver : {"cpu-bk", "tbb-pr", "boost-bk"}) test::ExpectStoppedSolvesLeaveTheKeptCutUsable(solver);
+}
+
 TEST(Solve, TwoLabelModelsReachTheBruteForceOptimum) {
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 50; ++trial) {

@@ -64,6 +64,12 @@ Result BpStartByHand(const Model& model);
 /// The minimum energy over all labellings (L^n <= a few million), and one minimiser.
 Energy BruteForceMinEnergy(const Model& model, Labeling* best = nullptr);
 
+/// Solves through one KeptCut with `solver` that the callback stops at its first poll, each followed by
+/// a solve run to the end: of the same model (no capacity changed), of new unary costs, and after a
+/// stopped solve on the kept graph itself. Every finished solve must equal a plain solve of its model
+/// (energy, flow, bound): a stopped cut is never taken for a solved one.
+void ExpectStoppedSolvesLeaveTheKeptCutUsable(const std::string& solver);
+
 }  // namespace mrf::test
 
 /// Skips the current test, printing why, when no CUDA device can be used.
