@@ -7,11 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "energies/segmentation.h"
 #include "energies/synthetic_scene.h"
+#include "mrf/binary_graph.h"
 #include "mrf/config.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
@@ -488,6 +491,40 @@ TEST(CudaPushRelabel, SmallInjectedFaultsGiveClearMessagesAndAutoFallsBack) {
   }
   // Afterwards the GPU works again.
   CheckAgainstCpu(g, "after the injected faults");
+}
+
+// A GPU failure in a sequence of solves sharing a KeptCut, with auto: the failed round runs on the CPU
+// and keeps the CPU's graph; the next rounds go back to the GPU. Every round equals cpu-bk's plain
+// solve. The fault strikes in the dense re-solve of round 2 (solved afresh, so the engine prepares).
+TEST(CudaPushRelabel, InjectedFaultInAKeptCutSequenceFallsBackForThatRoundOnly) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(29);
+  Model m = test::RandomModel(rng, Topology::Grid2D(520, 520, 4), 2, 60, Pairwise{PairwiseKind::kPotts, 9, 0, {}}, 6);
+  SolveOptions automatic;
+  automatic.kept_cut = std::make_shared<KeptCut>();
+  SolveOptions cpu;
+  cpu.solver = "cpu-bk";
+  for (int round = 1; round <= 4; ++round) {
+    if (round > 1) {  // rounds 2 and 3 change every unary cost (dense edits), round 4 a few
+      const std::size_t step = round == 4 ? 997 : 1;
+      for (std::size_t i = 0; i < m.unary.size(); i += step) m.unary[i] = static_cast<Cost>(rng() % 61);
+    }
+    std::optional<ScopedEnv> inject;
+    if (round == 2) inject.emplace("MRF_INJECT_CUDA_FAULT", "oom");
+    const Result r = Solve(m, automatic);
+    inject.reset();
+    const Result reference = Solve(m, cpu);
+    const std::string what = "round " + std::to_string(round);
+    ASSERT_TRUE(r.ok) << what << ": " << r.message;
+    ASSERT_TRUE(reference.ok) << reference.message;
+    EXPECT_EQ(r.energy, reference.energy) << what;
+    EXPECT_EQ(r.flow, reference.flow) << what;
+    EXPECT_EQ(r.backend_used, round == 2 ? "cpu-bk" : "cuda-pr") << what << ": " << r.fallback_reason;
+    EXPECT_EQ(r.fallback_reason.find("cuda-pr failed") != std::string::npos, round == 2) << what << ": " << r.fallback_reason;
+    EXPECT_EQ(automatic.kept_cut->engine_name, r.backend_used) << what;
+    const bool on_kept = r.message.find("on the kept graph") != std::string::npos;
+    EXPECT_EQ(on_kept, round == 4) << what << ": " << r.message;
+  }
 }
 
 // A few tiny solves and re-solves of each grid kind: what compute-sanitizer's racecheck runs
