@@ -19,7 +19,8 @@
 /// A solve's final state satisfies it (exact distances after its last global relabel, no active
 /// node); after a re-solve's repairs it is checked again, so the repairs need not be proven right:
 /// when the check fails the engine goes on with push rounds and incremental relabels from the tiles
-/// the repairs changed (local_resolve = 3: from the tiles of the nodes that failed it).
+/// the repairs changed (local_resolve = 3: first the nodes that failed it are repaired where they
+/// stand and it is checked again, up to kRepairRounds times; then from the tiles of those nodes).
 ///
 /// **The repairs** (RepairNode, one changed node at a time). Heights are kept, flow is moved along
 /// short paths, and support is restored around the node:
@@ -57,6 +58,9 @@ constexpr int kLocalMaxDischarges = 64;   ///< Discharges of nodes with excess a
 constexpr int kLocalMaxChecks = 128;   ///< Nodes whose support is re-checked.
 constexpr int kLocalMaxDropped = 24;   ///< Nodes that lose their height.
 constexpr int kLocalMaxRegion = 32;    ///< Nodes of the search around a node that joins the sink side.
+/// Rounds of repairs of the nodes failing the certificate (local_resolve = 3), each followed by the
+/// certificate, while the count of failing nodes falls.
+constexpr int kRepairRounds = 3;
 
 /// The state the repairs work on (device or host pointers).
 struct LocalState {

@@ -76,10 +76,15 @@ struct PushRelabelTuning {
   /// changed nodes that cannot reach the sink (they would otherwise revive whole regions in the next
   /// relabel), then the usual re-solve. 3: those fills (each change on its own, no order), the usual
   /// re-solve's first push rounds from the kept heights, settling (the nodes those rounds left
-  /// without support rise; regions cut off inside a tile drop), then the certificate; only when it
-  /// fails, relabels as in 0, starting at the tiles of the nodes that failed it. 0: the usual re-solve. -1 (the default): the engine's choice:
+  /// without support rise; regions cut off inside a tile drop), then the certificate; when it fails
+  /// on a few nodes, their repairs and the certificate again (repair_violations); only when that
+  /// fails too, relabels as in 0, starting at the tiles of the nodes that failed it. 0: the usual re-solve. -1 (the default): the engine's choice:
   /// 1 for tbb-pr, 3 for cuda-pr, where a thread's serial repairs are latency-bound (docs/benchmarks.md).
   int local_resolve = -1;
+  /// local_resolve = 3, when the certificate fails on at most this many nodes: each of them is
+  /// repaired where it stands (pr::RepairNode: its excess discharged nearby, its support restored,
+  /// its dead region filled) and the certificate is checked again before any relabel. 0: never.
+  int repair_violations = 1024;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.
@@ -107,6 +112,9 @@ struct PushRelabelStats {
   std::int64_t local_repairs = 0;    ///< Re-solve: changed nodes repaired locally.
   std::int64_t local_failures = 0;   ///< Re-solve: local repairs that gave up.
   std::int64_t local_violations = 0; ///< Re-solve: nodes failing the certificate after the repairs.
+  /// Re-solve (local_resolve = 3): nodes failing the certificate again after those that failed it
+  /// were repaired; -1 when they were not repaired (too many, or repair_violations = 0).
+  std::int64_t violations_after_repair = -1;
 };
 
 /// The raw state of the engine (for step-by-step comparisons of the two engines).
@@ -230,6 +238,12 @@ class PushRelabelEngine : public MaxFlowEngine {
   /// every bitmask fresh), only the tiles of failing nodes stay flagged `touched`, so that the
   /// incremental relabel after a failed check starts there alone.
   virtual bool CheckCertificate(bool narrow_touched) = 0;
+  /// After CheckCertificate(true) failed on stats_.local_violations nodes (at most
+  /// tuning_.repair_violations): repairs each of them where it stands (pr::RepairNode, which flags
+  /// the tiles it changes), then checks the certificate again on every node, flagging the tiles of
+  /// the nodes that still fail it without clearing any flag. Returns whether it holds; sets
+  /// stats_.violations_after_repair (stats_.local_violations keeps the first check's count).
+  virtual bool RepairViolations() = 0;
   /// The local re-solve mode that local_resolve = -1 stands for on this engine.
   virtual int DefaultLocalResolve() const { return 1; }
   /// The share of the nodes beyond which an edit of a grid of at least 2^18 nodes is solved afresh

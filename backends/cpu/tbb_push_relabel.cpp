@@ -200,6 +200,21 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     return certified;
   }
 
+  bool RepairViolations() override {
+    const auto start = std::chrono::steady_clock::now();
+    const std::int64_t failed = stats_.local_violations;
+    bool certified = false;
+    switch (layout_.kind) {
+      case pr::kKindGrid4: certified = RepairViolationsT<pr::kKindGrid4>(); break;
+      case pr::kKindGrid8: certified = RepairViolationsT<pr::kKindGrid8>(); break;
+      default: certified = RepairViolationsT<pr::kKindGrid3D6>(); break;
+    }
+    stats_.violations_after_repair = stats_.local_violations;
+    stats_.local_violations = failed;
+    times_.solve_ms += MsSince(start);
+    return certified;
+  }
+
   std::int64_t Finish(std::vector<Label>* sink_side) override {
     AssignLabeling(sink_side, labels_);  // on all cores: 64 MB at 4096 x 4096
     return sink_residual_;
@@ -813,8 +828,28 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     return CertifyT<KIND>(false);  // the repairs' tiles stay flagged: their bitmasks are stale
   }
 
+  // The nodes that failed the last certificate, repaired one after another in node order (the
+  // check lists them in no order), then the certificate again, which lists those still failing for
+  // the next round; the repairs flag the tiles they change and the check those of the nodes still
+  // failing, so a relabel after it starts there.
+  template <int KIND>
+  bool RepairViolationsT() {
+    const pr::LocalState state{x_.data(), h_.data(), r_.data(), touched_.data(), active_.data(), layout_};
+    std::int64_t failed = stats_.local_violations;
+    for (int round = 0; round < pr::kRepairRounds; ++round) {
+      std::sort(failed_nodes_.begin(), failed_nodes_.end());
+      for (const std::int64_t v : failed_nodes_) pr::RepairNode<KIND, pr::HostLocalOps>(state, v);
+      const bool certified = CertifyT<KIND>(true);
+      const bool progress = stats_.local_violations < failed;
+      failed = stats_.local_violations;
+      if (certified || !progress || failed > tuning_.repair_violations) break;
+    }
+    return failed == 0;
+  }
+
   // The certificate on every node in parallel; it also writes the cut and the sink residual, as a
-  // census would. With `mark_failures`, the tiles of failing nodes are flagged `touched`.
+  // census would. With `mark_failures`, the tiles of failing nodes are flagged `touched`, and the
+  // nodes themselves listed in failed_nodes_ while there are at most tuning_.repair_violations.
   template <int KIND>
   bool CertifyT(bool mark_failures) {
     const TileLayout& L = layout_;
@@ -822,12 +857,19 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     const int inf = L.inf;
     tbb::combinable<std::int64_t> violations([] { return std::int64_t{0}; });
     tbb::combinable<std::int64_t> residual([] { return std::int64_t{0}; });
+    const auto listed = static_cast<std::size_t>(tuning_.repair_violations);
+    failed_nodes_.assign(mark_failures ? listed : 0, 0);
+    std::atomic<std::size_t> failures{0};
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, 4096), [&](const tbb::blocked_range<std::int64_t>& range) {
       std::int64_t bad = 0, res = 0;
       for (std::int64_t v = range.begin(); v != range.end(); ++v) {
         const bool certified = pr::CertifiedAt<KIND>(x_.data(), h_.data(), r_.data(), L, v);
         bad += certified ? 0 : 1;
-        if (!certified && mark_failures) __atomic_store_n(&touched_[L.TileOfNode(v)], 1, __ATOMIC_RELAXED);
+        if (!certified && mark_failures) {
+          __atomic_store_n(&touched_[L.TileOfNode(v)], 1, __ATOMIC_RELAXED);
+          const std::size_t at = failures.fetch_add(1, std::memory_order_relaxed);
+          if (at < listed) failed_nodes_[at] = v;
+        }
         labels_[v] = pr::CutSide(h_[v], inf);
         res += x_[v] < 0 ? -x_[v] : 0;
       }
@@ -836,6 +878,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     });
     stats_.local_violations = violations.combine(std::plus<std::int64_t>());
     sink_residual_ = residual.combine(std::plus<std::int64_t>());
+    failed_nodes_.resize(std::min(listed, failures.load()));
     return stats_.local_violations == 0;
   }
 
@@ -849,6 +892,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
   std::vector<std::uint8_t> touched_;  // per tile: heights, residuals or excess changed since the last relabel
   std::vector<std::uint8_t> seed_;     // per tile: where an incremental relabel's BFS starts
   std::vector<std::uint8_t> settled_;  // per tile: heights changed by its last settling visit
+  std::vector<std::int64_t> failed_nodes_;  // the nodes that failed the last certificate (see CertifyT)
   std::int64_t sink_residual_ = 0;
   std::atomic<std::int64_t> visits_{0}, iterations_{0}, bfs_visits_{0};
   PhaseTimes times_;

@@ -223,7 +223,12 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   bool CheckCertificate(bool narrow_touched) override {
     const std::size_t tiles = static_cast<std::size_t>(layout_.num_tiles());
     if (narrow_touched) Check(cudaMemsetAsync(dev_.touched, 0, tiles, stream_), "clearing tile marks");
-    Launched(cuda_pr::LaunchCertify(dev_, narrow_touched ? dev_.touched : nullptr, stream_), "Certify");
+    // After push rounds, the failing nodes are listed for RepairViolations() (kFailedListed counts them).
+    const int listed = narrow_touched ? tuning_.repair_violations : 0;
+    if (listed > 0) GrowOwnBuffer(&failed_buffer_, &failed_bytes_, static_cast<std::size_t>(listed), "the failing nodes");
+    Launched(cuda_pr::LaunchCertify(dev_, narrow_touched ? dev_.touched : nullptr, listed > 0 ? failed_buffer_ : nullptr,
+                                    listed, stream_),
+             "Certify");
     Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
                           cudaMemcpyDeviceToHost, stream_), "reading the totals");
     Sync("checking the local repairs");
@@ -233,6 +238,35 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
     // A state that passes the check is optimal whatever the repairs did (it is a preflow throughout).
     return stats_.local_violations == 0 && (narrow_touched || stats_.local_failures == 0);
+  }
+
+  // The failing nodes' repairs, a thread each in one launch (they rarely meet; the check catches it
+  // when they do), then the certificate again, marking without clearing: the repairs' tiles keep the
+  // flags they set, whose bitmasks are stale for the relabel that follows a failed check. The check
+  // lists the nodes still failing, for the next round.
+  bool RepairViolations() override {
+    const std::int64_t first = stats_.local_violations, gave_up = stats_.local_failures;
+    const int listed = tuning_.repair_violations;
+    std::int64_t failed = first;
+    for (int round = 0; round < pr::kRepairRounds; ++round) {
+      Launched(cuda_pr::LaunchRepairGroups(dev_, failed_buffer_, nullptr, static_cast<int>(failed), false, stream_),
+               "RepairGroups");
+      for (const int total : {cuda_pr::kSinkResidual, cuda_pr::kLocalViolations, cuda_pr::kFailedListed})
+        Check(cudaMemsetAsync(dev_.totals + total, 0, sizeof(unsigned long long), stream_), "clearing totals");
+      Launched(cuda_pr::LaunchCertify(dev_, dev_.touched, failed_buffer_, listed, stream_), "Certify");
+      Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
+                            cudaMemcpyDeviceToHost, stream_), "reading the totals");
+      Sync("checking the repairs of the failing nodes");
+      const auto still = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalViolations]);
+      const bool progress = still < failed;
+      failed = still;
+      if (failed == 0 || !progress || failed > listed) break;
+    }
+    stats_.violations_after_repair = failed;
+    stats_.local_violations = first;
+    stats_.local_failures = gave_up;  // the fills' count, as the first check read it
+    sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
+    return failed == 0;
   }
 
   CycleResult Cycle(int push_rounds, Relabel relabel, bool wait) override {
@@ -309,7 +343,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     return t;
   }
 
-  std::size_t WorkspaceBytes() const override { return device_bytes_ + change_bytes_ + group_bytes_; }
+  std::size_t WorkspaceBytes() const override { return device_bytes_ + change_bytes_ + group_bytes_ + failed_bytes_; }
 
  private:
   enum Event { kUploadStart, kUploadEnd, kCycleStart, kCensusDone, kCycleEnd, kDownloadStart, kDownloadEnd, kNumEvents };
@@ -403,6 +437,9 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     if (group_buffer_) cudaFree(group_buffer_);
     group_buffer_ = nullptr;
     group_bytes_ = 0;
+    if (failed_buffer_) cudaFree(failed_buffer_);
+    failed_buffer_ = nullptr;
+    failed_bytes_ = 0;
     device_blocks_.clear();
     host_blocks_.clear();
     change_buffer_ = nullptr;
@@ -559,6 +596,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   std::vector<std::int32_t> host_groups_;     // the repair schedule's group starts (read by an async copy)
   std::int32_t* group_buffer_ = nullptr;
   std::size_t group_bytes_ = 0;
+  cuda_pr::NodeDelta* failed_buffer_ = nullptr;  // the nodes that failed the certificate (delta unused)
+  std::size_t failed_bytes_ = 0;
   std::int64_t* host_x0_ = nullptr;
   std::uint8_t* host_labels_ = nullptr;
   std::uint32_t* host_counters_ = nullptr;

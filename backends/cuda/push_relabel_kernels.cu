@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(TX* TY* TZ)
 
 // The certificate on every node, with the cut and the sink residual (a census for the local path).
 template <int KIND>
-__global__ void CertifyKernel(DeviceState s, std::uint8_t* failed_tiles) {
+__global__ void CertifyKernel(DeviceState s, std::uint8_t* failed_tiles, NodeDelta* failed_nodes, int capacity) {
   // After repairs that gave up, the fallback needs no check, but one that flags tiles always runs.
   if (!failed_tiles && s.totals[kLocalFailures] != 0) return;
   const TileLayout& L = s.layout;
@@ -292,6 +292,10 @@ __global__ void CertifyKernel(DeviceState s, std::uint8_t* failed_tiles) {
     const bool certified = pr::CertifiedAt<KIND>(s.x, s.h, s.r, L, v);
     bad += certified ? 0 : 1;
     if (!certified && failed_tiles) failed_tiles[L.TileOfNode(v)] = 1;
+    if (!certified && failed_nodes) {
+      const unsigned long long at = atomicAdd(&s.totals[kFailedListed], 1ull);
+      if (at < static_cast<unsigned long long>(capacity)) failed_nodes[at] = NodeDelta{v, 0};
+    }
     s.labels[v] = pr::CutSide(h, inf);
     residual += x < 0 ? static_cast<unsigned long long>(-x) : 0ull;
   }
@@ -541,10 +545,12 @@ cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint
 struct CertifyLaunch {
   DeviceState s;
   std::uint8_t* failed_tiles;
+  NodeDelta* failed_nodes;
+  int capacity;
   cudaStream_t stream;
   template <int KIND>
   cudaError_t operator()() const {
-    CertifyKernel<KIND><<<NodeBlocks(s.layout.num_nodes), 256, 0, stream>>>(s, failed_tiles);
+    CertifyKernel<KIND><<<NodeBlocks(s.layout.num_nodes), 256, 0, stream>>>(s, failed_tiles, failed_nodes, capacity);
     return cudaGetLastError();
   }
 };
@@ -556,9 +562,10 @@ cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, co
   return DispatchKind(s.layout.kind, RepairGroupsLaunch{s, deltas, group_start, groups, dead_only, stream});
 }
 
-cudaError_t LaunchCertify(const DeviceState& s, std::uint8_t* failed_tiles, cudaStream_t stream) {
+cudaError_t LaunchCertify(const DeviceState& s, std::uint8_t* failed_tiles, NodeDelta* failed_nodes, int capacity,
+                          cudaStream_t stream) {
   cudaGetLastError();
-  return DispatchKind(s.layout.kind, CertifyLaunch{s, failed_tiles, stream});
+  return DispatchKind(s.layout.kind, CertifyLaunch{s, failed_tiles, failed_nodes, capacity, stream});
 }
 
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream) {

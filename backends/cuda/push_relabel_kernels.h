@@ -19,7 +19,8 @@ enum Total : int {
   kBfsTileVisits = 4,   ///< BFS visits of tiles (whole solve).
   kLocalFailures = 5,   ///< Local re-solve: repairs that gave up.
   kLocalViolations = 6, ///< Local re-solve: nodes failing the certificate.
-  kNumTotals = 7
+  kFailedListed = 7,    ///< Local re-solve: failing nodes the certificate tried to list (may exceed the list).
+  kNumTotals = 8
 };
 
 /// Device pointers of the workspace, passed by value to every kernel.
@@ -109,7 +110,10 @@ cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint
                                std::uint8_t* settled, cudaStream_t stream);
 /// Local re-solve, then: the certificate on every node with the cut and the sink residual
 /// (s.totals[kLocalViolations], [kSinkResidual]; cleared before). Without `failed_tiles`, skipped
-/// when a repair gave up; with it, always run, flagging the tiles of the nodes that fail it.
-cudaError_t LaunchCertify(const DeviceState& s, std::uint8_t* failed_tiles, cudaStream_t stream);
+/// when a repair gave up; with it, always run, flagging the tiles of the nodes that fail it. With
+/// `failed_nodes`, the first `capacity` failing nodes found are also listed there (in no order;
+/// s.totals[kFailedListed] counts them all, and must be cleared before).
+cudaError_t LaunchCertify(const DeviceState& s, std::uint8_t* failed_tiles, NodeDelta* failed_nodes, int capacity,
+                          cudaStream_t stream);
 
 }  // namespace mrf::cuda_pr

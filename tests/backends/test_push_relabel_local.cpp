@@ -162,10 +162,23 @@ TEST(PushRelabelLocal, SolvedStatesAreCertifiedAndBrokenOnesAreNot) {
   for (int k = 0; k < 4; ++k) EXPECT_GT(total_seen[k], 0) << "broken state kind " << k << " never built";
 }
 
+// How re-solves ended, by their messages: certified locally (`local`; of them `repaired`: after the
+// nodes that failed the certificate were repaired, local_resolve = 3) or went on with relabels
+// (`fallback`; of them `repaired_in_vain`: after such repairs).
+struct ResolveCounts {
+  int local = 0, fallback = 0, repaired = 0, repaired_in_vain = 0;
+  void Add(const std::string& message) {
+    const bool certified = message.rfind(kLocalPrefix, 0) == 0;
+    (certified ? local : fallback) += 1;
+    if (message.find("nodes that failed the certificate (checked again") != std::string::npos) ++repaired;
+    if (message.find("after their repairs") != std::string::npos) ++repaired_in_vain;
+  }
+};
+
 // Terminal-only edits (a few nodes, 1%, 5%; weights of another node or random ones), re-solved from
 // the residual graph; then a large block repainted, which the local repairs cannot absorb. Counts the
 // re-solves certified locally and those that went on with relabels.
-void CheckResolves(std::uint64_t seed, int* local, int* fallback) {
+void CheckResolves(std::uint64_t seed, ResolveCounts* counts) {
   std::mt19937_64 rng(seed);
   for (const Topology& shape : kShapes)
     for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kSparse,
@@ -192,7 +205,7 @@ void CheckResolves(std::uint64_t seed, int* local, int* fallback) {
         }
         const Result again = g.maxflow("tbb-pr");  // from the residual graph
         ASSERT_TRUE(again.ok) << what << ": " << again.message;
-        (again.message.rfind(kLocalPrefix, 0) == 0 ? *local : *fallback) += 1;
+        counts->Add(again.message);
         EXPECT_EQ(again.flow, ReferenceFlow(g)) << what << ": " << again.message;
         const Result fresh = g.maxflow("tbb-pr", /*reuse=*/false);
         ASSERT_TRUE(fresh.ok) << fresh.message;
@@ -202,11 +215,11 @@ void CheckResolves(std::uint64_t seed, int* local, int* fallback) {
 }
 
 TEST(PushRelabelLocal, ResolvesEqualBoostAndFreshSolves) {
-  int local = 0, fallback = 0;
-  CheckResolves(21, &local, &fallback);  // tbb-pr's default: repairs and the certificate
-  std::printf("local re-solves certified: %d, fallbacks: %d\n", local, fallback);
-  EXPECT_GT(local, 40) << "the local path should certify most small edits";
-  EXPECT_GT(fallback, 0) << "the fallback path was never exercised";
+  ResolveCounts counts;
+  CheckResolves(21, &counts);  // tbb-pr's default: repairs and the certificate
+  std::printf("local re-solves certified: %d, fallbacks: %d\n", counts.local, counts.fallback);
+  EXPECT_GT(counts.local, 40) << "the local path should certify most small edits";
+  EXPECT_GT(counts.fallback, 0) << "the fallback path was never exercised";
 }
 
 // Sets MRF_PR_TUNING (read when the registry makes an engine) for the scope.
@@ -217,19 +230,34 @@ struct TuningScope {
 
 TEST(PushRelabelLocal, FillsBeforeUsualResolvesEqualBoostAndFreshSolves) {
   const TuningScope scope("local_resolve=2");  // fills only, then the usual re-solve
-  int local = 0, fallback = 0;
-  CheckResolves(22, &local, &fallback);
-  EXPECT_EQ(local, 0) << "fills alone are never certified";
-  EXPECT_GT(fallback, 100);
+  ResolveCounts counts;
+  CheckResolves(22, &counts);
+  EXPECT_EQ(counts.local, 0) << "fills alone are never certified";
+  EXPECT_GT(counts.fallback, 100);
 }
 
 TEST(PushRelabelLocal, FillsAndPushRoundsCheckedByTheCertificateEqualBoostAndFreshSolves) {
-  const TuningScope scope("local_resolve=3");  // fills, push rounds from the kept heights, the certificate
-  int local = 0, fallback = 0;
-  CheckResolves(23, &local, &fallback);
-  std::printf("certified after push rounds: %d, went on with relabels: %d\n", local, fallback);
-  EXPECT_GT(local, 20) << "push rounds after the fills should settle most small edits";
-  EXPECT_GT(fallback, 0) << "the fallback path was never exercised";
+  // fills, push rounds from the kept heights, the certificate; no repairs of the nodes failing it
+  const TuningScope scope("local_resolve=3,repair_violations=0");
+  ResolveCounts counts;
+  CheckResolves(23, &counts);
+  std::printf("certified after push rounds: %d, went on with relabels: %d\n", counts.local, counts.fallback);
+  EXPECT_GT(counts.local, 20) << "push rounds after the fills should settle most small edits";
+  EXPECT_GT(counts.fallback, 0) << "the fallback path was never exercised";
+  EXPECT_EQ(counts.repaired + counts.repaired_in_vain, 0) << "repairs ran although switched off";
+}
+
+// The same edits with the nodes that fail the certificate repaired where they stand (the default):
+// re-solves certified after those repairs, and those that went on with relabels after them, equal
+// Boost and a fresh solve.
+TEST(PushRelabelLocal, RepairsOfTheNodesFailingTheCertificateEqualBoostAndFreshSolves) {
+  const TuningScope scope("local_resolve=3");
+  ResolveCounts counts;
+  CheckResolves(23, &counts);
+  std::printf("certified: %d (%d after repairs of the nodes failing the check), went on with relabels: %d (%d after "
+              "such repairs)\n", counts.local, counts.repaired, counts.fallback, counts.repaired_in_vain);
+  EXPECT_GT(counts.repaired, 0) << "no re-solve was certified after repairing the failing nodes";
+  EXPECT_GT(counts.repaired_in_vain, 0) << "no re-solve went on with relabels after such repairs";
 }
 
 TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {
@@ -250,6 +278,11 @@ TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {
   t.Parse("local_resolve=3");
   EXPECT_NE(t.Describe().find("checked by the certificate"), std::string::npos) << t.Describe();
   EXPECT_THROW(t.Parse("local_resolve=4"), Error);
+  PushRelabelTuning repairs;
+  EXPECT_EQ(repairs.Describe().find("no repairs"), std::string::npos) << repairs.Describe();
+  repairs.Parse("repair_violations=0");
+  EXPECT_NE(repairs.Describe().find("no repairs after a failed certificate"), std::string::npos) << repairs.Describe();
+  EXPECT_THROW(repairs.Parse("repair_violations=-1"), Error);
 }
 
 // A re-solve reads a large edit's changed nodes through a bitmap, in chunks on all cores: the

@@ -6,6 +6,7 @@
 // Tests named *Small* are the ones compute-sanitizer runs (--gtest_filter='*Small*').
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -550,7 +551,10 @@ TEST(CudaPushRelabel, SmallSanitizerSolvesAndResolves) {
 // Local re-solves (terminal changes only): a thread per block of changes repairs around them, then the
 // certificate is checked on every node; the flow equals Boost's and the cut tbb-pr's (which repairs
 // the same changes one after another) and a fresh solve's, on both the local and the fallback path.
-void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint64_t seed, int* local, int* fallback) {
+// `repaired` (optional) counts the re-solves that repaired the nodes failing the certificate after
+// push rounds (local_resolve = 3), whether that certified them or they went on with relabels.
+void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint64_t seed, int* local, int* fallback,
+                       int* repaired = nullptr) {
   std::mt19937_64 rng(seed);
   StGraph g = test::GridFlowCase(rng, shape, profile);
   StGraph twin = Copy(g);
@@ -570,6 +574,9 @@ void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint
     const Result again = g.maxflow("cuda-pr");
     ASSERT_TRUE(again.ok) << what << ": " << again.message;
     (again.message.rfind("maximum flow found by local repairs", 0) == 0 ? *local : *fallback) += 1;
+    if (repaired && (again.message.find("nodes that failed the certificate (checked again") != std::string::npos ||
+                     again.message.find("after their repairs") != std::string::npos))
+      ++*repaired;
     const Result cpu_again = twin.maxflow("tbb-pr");
     ASSERT_TRUE(cpu_again.ok) << cpu_again.message;
     const Result fresh = Copy(g).maxflow("cuda-pr");
@@ -582,7 +589,9 @@ void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint
 
 // These tests ask for each re-solve mode (both engines read MRF_PR_TUNING when the registry makes them).
 struct LocalResolveMode {
-  explicit LocalResolveMode(int mode) { setenv("MRF_PR_TUNING", ("local_resolve=" + std::to_string(mode)).c_str(), 1); }
+  explicit LocalResolveMode(int mode, const std::string& more = "") {
+    setenv("MRF_PR_TUNING", ("local_resolve=" + std::to_string(mode) + more).c_str(), 1);
+  }
   ~LocalResolveMode() { unsetenv("MRF_PR_TUNING"); }
 };
 
@@ -601,21 +610,24 @@ TEST(CudaPushRelabel, SmallSanitizerLocalResolves) {
 TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
   MRF_SKIP_WITHOUT_CUDA();
   // none; repairs and certificate; fills only, then the usual re-solve; fills and push rounds, then
-  // the certificate (the default)
-  for (int m : {0, 1, 2, 3}) {
-    const LocalResolveMode mode(m);
-    int local = 0, fallback = 0;
+  // the certificate, without and with (the default) repairs of the nodes that fail it
+  for (int m : {0, 1, 2, 3, 4}) {
+    const LocalResolveMode mode(std::min(m, 3), m == 3 ? ",repair_violations=0" : "");
+    int local = 0, fallback = 0, repaired = 0;
     std::uint64_t seed = 90;
     for (const Topology& shape : {Topology::Grid2D(130, 97, 4), Topology::Grid2D(300, 1, 4),
                                   Topology::Grid2D(77, 64, 8), Topology::Grid3D(20, 21, 19)})
       for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kSparse,
                                 CapacityProfile::kHuge})
-        CheckLocalResolve(shape, p, seed++, &local, &fallback);
-    CheckLocalResolve(Topology::Grid2D(400, 300, 4), CapacityProfile::kSegmentation, seed++, &local, &fallback);
-    std::printf("local_resolve=%d: re-solves certified locally %d, went on with relabels %d\n", m, local, fallback);
+        CheckLocalResolve(shape, p, seed++, &local, &fallback, &repaired);
+    CheckLocalResolve(Topology::Grid2D(400, 300, 4), CapacityProfile::kSegmentation, seed++, &local, &fallback,
+                      &repaired);
+    std::printf("local_resolve=%d%s: re-solves certified locally %d, went on with relabels %d, repaired the nodes "
+                "failing the certificate %d\n", std::min(m, 3), m == 3 ? " (no repairs)" : "", local, fallback, repaired);
     if (m == 0 || m == 2) EXPECT_EQ(local, 0);
     else EXPECT_GT(local, m == 1 ? 20 : 10);
     EXPECT_GT(fallback, 0);
+    EXPECT_EQ(repaired > 0, m == 4) << "repairs of the nodes failing the certificate";
   }
 }
 
