@@ -45,8 +45,9 @@ void FirstTouchOnAllCores(void* storage, std::size_t bytes);
 /// A vector of `n` zeros (T a number type). A large one has its pages first touched on all cores
 /// before the vector zeroes them: a fresh 64 MB vector took one core of the GPU machine's host 30-52 ms
 /// to fault in, several times the max-flow of a 4096 x 4096 cut.
-/// Under AddressSanitizer the pages are not touched first: its container-overflow checks
-/// (libstdc++'s _GLIBCXX_SANITIZE_VECTOR, libc++'s annotations) forbid writes into reserved capacity.
+/// Under AddressSanitizer the pages are not touched first: where its container-overflow checks are on
+/// (libc++'s annotations, libstdc++'s with _GLIBCXX_SANITIZE_VECTOR) they forbid writes into reserved
+/// capacity.
 template <class T>
 std::vector<T> NewZeroedVector(std::size_t n) {
   std::vector<T> values;
