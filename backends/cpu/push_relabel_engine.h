@@ -84,6 +84,8 @@ struct PushRelabelTuning {
   /// local_resolve = 3, when the certificate fails on at most this many nodes: each of them is
   /// repaired where it stands (pr::RepairNode: its excess discharged nearby, its support restored,
   /// its dead region filled) and the certificate is checked again before any relabel. 0: never.
+  /// 1024: with 4096 or 16384 the small brush stroke of the benchmark repaired its ~1,300 failing
+  /// nodes in vain and got slower; the 1% edits were the same (docs/benchmarks.md).
   int repair_violations = 1024;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
 
