@@ -10,6 +10,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include "backends/common/push_relabel_local.h"
 #include "mrf/model.h"
 
 namespace mrf {
@@ -583,6 +584,21 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve, 
                         std::to_string(stats_.push_rounds) + " push rounds, " +
                         std::to_string(stats_.global_relabels) + " global relabels (" +
                         std::to_string(stats_.bfs_rounds) + " BFS rounds)");
+}
+
+bool PushRelabelEngine::RepairViolations() {
+  const std::int64_t first = stats_.local_violations;
+  std::int64_t failed = first;
+  for (int round = 0; round < pr::kRepairRounds; ++round) {
+    const bool certified = RepairListedViolations();
+    const bool progress = stats_.local_violations < failed;
+    failed = stats_.local_violations;
+    // Past the list's size the next round would repair only some of the failing nodes.
+    if (certified || !progress || failed > tuning_.repair_violations) break;
+  }
+  stats_.violations_after_repair = failed;
+  stats_.local_violations = first;
+  return failed == 0;
 }
 
 void PushRelabelEngine::FinishResult(Result* out, const std::string& message) {

@@ -240,12 +240,13 @@ class PushRelabelEngine : public MaxFlowEngine {
   /// every bitmask fresh), only the tiles of failing nodes stay flagged `touched`, so that the
   /// incremental relabel after a failed check starts there alone.
   virtual bool CheckCertificate(bool narrow_touched) = 0;
-  /// After CheckCertificate(true) failed on stats_.local_violations nodes (at most
-  /// tuning_.repair_violations): repairs each of them where it stands (pr::RepairNode, which flags
-  /// the tiles it changes), then checks the certificate again on every node, flagging the tiles of
-  /// the nodes that still fail it without clearing any flag. Returns whether it holds; sets
-  /// stats_.violations_after_repair (stats_.local_violations keeps the first check's count).
-  virtual bool RepairViolations() = 0;
+  /// One round of repairs after a failed certificate: the last check (CheckCertificate(true), or this)
+  /// listed its stats_.local_violations failing nodes (at most tuning_.repair_violations); each is
+  /// repaired where it stands (pr::RepairNode, which flags the tiles it changes), then the certificate
+  /// is checked again on every node, listing the nodes still failing and flagging their tiles
+  /// without clearing any flag. Sets stats_.local_violations to the new count; returns whether the
+  /// certificate holds. RepairViolations() runs the rounds.
+  virtual bool RepairListedViolations() = 0;
   /// The local re-solve mode that local_resolve = -1 stands for on this engine.
   virtual int DefaultLocalResolve() const { return 1; }
   /// The share of the nodes beyond which an edit of a grid of at least 2^18 nodes is solved afresh
@@ -270,6 +271,10 @@ class PushRelabelEngine : public MaxFlowEngine {
   /// The push / relabel loop; a re-solve starts with push rounds from the kept heights, and with
   /// `certify_first` ends there when CheckCertificate() holds.
   void RunLoop(Result* out, int max_push_rounds, bool resolve, bool certify_first = false);
+  /// Rounds of RepairListedViolations() while the count of failing nodes falls (pr::kRepairRounds at
+  /// most). Returns whether the certificate holds; sets stats_.violations_after_repair and leaves
+  /// stats_.local_violations at the first check's count.
+  bool RepairViolations();
   void FinishResult(Result* out, const std::string& message);
   RepairSchedule ScheduleRepairs(std::vector<NodeChange>* nodes) const;
 

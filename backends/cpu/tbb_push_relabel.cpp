@@ -200,17 +200,14 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     return certified;
   }
 
-  bool RepairViolations() override {
+  bool RepairListedViolations() override {
     const auto start = std::chrono::steady_clock::now();
-    const std::int64_t failed = stats_.local_violations;
     bool certified = false;
     switch (layout_.kind) {
-      case pr::kKindGrid4: certified = RepairViolationsT<pr::kKindGrid4>(); break;
-      case pr::kKindGrid8: certified = RepairViolationsT<pr::kKindGrid8>(); break;
-      default: certified = RepairViolationsT<pr::kKindGrid3D6>(); break;
+      case pr::kKindGrid4: certified = RepairListedT<pr::kKindGrid4>(); break;
+      case pr::kKindGrid8: certified = RepairListedT<pr::kKindGrid8>(); break;
+      default: certified = RepairListedT<pr::kKindGrid3D6>(); break;
     }
-    stats_.violations_after_repair = stats_.local_violations;
-    stats_.local_violations = failed;
     times_.solve_ms += MsSince(start);
     return certified;
   }
@@ -829,22 +826,13 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
   }
 
   // The nodes that failed the last certificate, repaired one after another in node order (the
-  // check lists them in no order), then the certificate again, which lists those still failing for
-  // the next round; the repairs flag the tiles they change and the check those of the nodes still
-  // failing, so a relabel after it starts there.
+  // check lists them in no order), then the certificate again, marking failures without clearing.
   template <int KIND>
-  bool RepairViolationsT() {
+  bool RepairListedT() {
     const pr::LocalState state{x_.data(), h_.data(), r_.data(), touched_.data(), active_.data(), layout_};
-    std::int64_t failed = stats_.local_violations;
-    for (int round = 0; round < pr::kRepairRounds; ++round) {
-      std::sort(failed_nodes_.begin(), failed_nodes_.end());
-      for (const std::int64_t v : failed_nodes_) pr::RepairNode<KIND, pr::HostLocalOps>(state, v);
-      const bool certified = CertifyT<KIND>(true);
-      const bool progress = stats_.local_violations < failed;
-      failed = stats_.local_violations;
-      if (certified || !progress || failed > tuning_.repair_violations) break;
-    }
-    return failed == 0;
+    std::sort(failed_nodes_.begin(), failed_nodes_.end());
+    for (const std::int64_t v : failed_nodes_) pr::RepairNode<KIND, pr::HostLocalOps>(state, v);
+    return CertifyT<KIND>(true);
   }
 
   // The certificate on every node in parallel; it also writes the cut and the sink residual, as a

@@ -223,7 +223,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   bool CheckCertificate(bool narrow_touched) override {
     const std::size_t tiles = static_cast<std::size_t>(layout_.num_tiles());
     if (narrow_touched) Check(cudaMemsetAsync(dev_.touched, 0, tiles, stream_), "clearing tile marks");
-    // After push rounds, the failing nodes are listed for RepairViolations() (kFailedListed counts them).
+    // After push rounds, the failing nodes are listed for RepairListedViolations() (kFailedListed counts them).
     const int listed = narrow_touched ? tuning_.repair_violations : 0;
     if (listed > 0) GrowOwnBuffer(&failed_buffer_, &failed_bytes_, static_cast<std::size_t>(listed), "the failing nodes");
     Launched(cuda_pr::LaunchCertify(dev_, narrow_touched ? dev_.touched : nullptr, listed > 0 ? failed_buffer_ : nullptr,
@@ -244,29 +244,19 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   // when they do), then the certificate again, marking without clearing: the repairs' tiles keep the
   // flags they set, whose bitmasks are stale for the relabel that follows a failed check. The check
   // lists the nodes still failing, for the next round.
-  bool RepairViolations() override {
-    const std::int64_t first = stats_.local_violations, gave_up = stats_.local_failures;
-    const int listed = tuning_.repair_violations;
-    std::int64_t failed = first;
-    for (int round = 0; round < pr::kRepairRounds; ++round) {
-      Launched(cuda_pr::LaunchRepairGroups(dev_, failed_buffer_, nullptr, static_cast<int>(failed), false, stream_),
-               "RepairGroups");
-      for (const int total : {cuda_pr::kSinkResidual, cuda_pr::kLocalViolations, cuda_pr::kFailedListed})
-        Check(cudaMemsetAsync(dev_.totals + total, 0, sizeof(unsigned long long), stream_), "clearing totals");
-      Launched(cuda_pr::LaunchCertify(dev_, dev_.touched, failed_buffer_, listed, stream_), "Certify");
-      Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
-                            cudaMemcpyDeviceToHost, stream_), "reading the totals");
-      Sync("checking the repairs of the failing nodes");
-      const auto still = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalViolations]);
-      const bool progress = still < failed;
-      failed = still;
-      if (failed == 0 || !progress || failed > listed) break;
-    }
-    stats_.violations_after_repair = failed;
-    stats_.local_violations = first;
-    stats_.local_failures = gave_up;  // the fills' count, as the first check read it
+  bool RepairListedViolations() override {
+    Launched(cuda_pr::LaunchRepairGroups(dev_, failed_buffer_, nullptr, static_cast<int>(stats_.local_violations), false,
+                                         stream_),
+             "RepairGroups");
+    for (const int total : {cuda_pr::kSinkResidual, cuda_pr::kLocalViolations, cuda_pr::kFailedListed})
+      Check(cudaMemsetAsync(dev_.totals + total, 0, sizeof(unsigned long long), stream_), "clearing totals");
+    Launched(cuda_pr::LaunchCertify(dev_, dev_.touched, failed_buffer_, tuning_.repair_violations, stream_), "Certify");
+    Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
+                          cudaMemcpyDeviceToHost, stream_), "reading the totals");
+    Sync("checking the repairs of the failing nodes");
+    stats_.local_violations = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalViolations]);
     sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
-    return failed == 0;
+    return stats_.local_violations == 0;
   }
 
   CycleResult Cycle(int push_rounds, Relabel relabel, bool wait) override {

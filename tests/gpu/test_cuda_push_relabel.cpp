@@ -6,7 +6,6 @@
 // Tests named *Small* are the ones compute-sanitizer runs (--gtest_filter='*Small*').
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -574,8 +573,7 @@ void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint
     const Result again = g.maxflow("cuda-pr");
     ASSERT_TRUE(again.ok) << what << ": " << again.message;
     (again.message.rfind("maximum flow found by local repairs", 0) == 0 ? *local : *fallback) += 1;
-    if (repaired && (again.message.find("nodes that failed the certificate (checked again") != std::string::npos ||
-                     again.message.find("after their repairs") != std::string::npos))
+    if (repaired && (test::RepairedFailingNodes(again.message, true) || test::RepairedFailingNodes(again.message, false)))
       ++*repaired;
     const Result cpu_again = twin.maxflow("tbb-pr");
     ASSERT_TRUE(cpu_again.ok) << cpu_again.message;
@@ -589,9 +587,7 @@ void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint
 
 // These tests ask for each re-solve mode (both engines read MRF_PR_TUNING when the registry makes them).
 struct LocalResolveMode {
-  explicit LocalResolveMode(int mode, const std::string& more = "") {
-    setenv("MRF_PR_TUNING", ("local_resolve=" + std::to_string(mode) + more).c_str(), 1);
-  }
+  explicit LocalResolveMode(int mode) { setenv("MRF_PR_TUNING", ("local_resolve=" + std::to_string(mode)).c_str(), 1); }
   ~LocalResolveMode() { unsetenv("MRF_PR_TUNING"); }
 };
 
@@ -611,8 +607,16 @@ TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
   MRF_SKIP_WITHOUT_CUDA();
   // none; repairs and certificate; fills only, then the usual re-solve; fills and push rounds, then
   // the certificate, without and with (the default) repairs of the nodes that fail it
-  for (int m : {0, 1, 2, 3, 4}) {
-    const LocalResolveMode mode(std::min(m, 3), m == 3 ? ",repair_violations=0" : "");
+  struct Mode {
+    int local_resolve;
+    bool repairs;
+    const char* tuning;
+  };
+  for (const Mode mode : {Mode{0, false, "local_resolve=0"}, Mode{1, false, "local_resolve=1"},
+                          Mode{2, false, "local_resolve=2"}, Mode{3, false, "local_resolve=3,repair_violations=0"},
+                          Mode{3, true, "local_resolve=3"}}) {
+    const ScopedEnv tuning("MRF_PR_TUNING", mode.tuning);
+    const int m = mode.local_resolve;
     int local = 0, fallback = 0, repaired = 0;
     std::uint64_t seed = 90;
     for (const Topology& shape : {Topology::Grid2D(130, 97, 4), Topology::Grid2D(300, 1, 4),
@@ -622,12 +626,12 @@ TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
         CheckLocalResolve(shape, p, seed++, &local, &fallback, &repaired);
     CheckLocalResolve(Topology::Grid2D(400, 300, 4), CapacityProfile::kSegmentation, seed++, &local, &fallback,
                       &repaired);
-    std::printf("local_resolve=%d%s: re-solves certified locally %d, went on with relabels %d, repaired the nodes "
-                "failing the certificate %d\n", std::min(m, 3), m == 3 ? " (no repairs)" : "", local, fallback, repaired);
+    std::printf("%s: re-solves certified locally %d, went on with relabels %d, repaired the nodes failing the "
+                "certificate %d\n", mode.tuning, local, fallback, repaired);
     if (m == 0 || m == 2) EXPECT_EQ(local, 0);
     else EXPECT_GT(local, m == 1 ? 20 : 10);
     EXPECT_GT(fallback, 0);
-    EXPECT_EQ(repaired > 0, m == 4) << "repairs of the nodes failing the certificate";
+    EXPECT_EQ(repaired > 0, mode.repairs) << mode.tuning << ": repairs of the nodes failing the certificate";
   }
 }
 

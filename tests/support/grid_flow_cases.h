@@ -126,6 +126,13 @@ inline void CheckDenseEditRule(const std::string& solver, std::uint64_t seed, co
   }
 }
 
+/// Whether a push-relabel re-solve's message says that the nodes failing the certificate after its
+/// push rounds were repaired (local_resolve = 3): `certified` after the repairs, or not.
+inline bool RepairedFailingNodes(const std::string& message, bool certified) {
+  return message.find(certified ? "nodes that failed the certificate (checked again" : "after their repairs") !=
+         std::string::npos;
+}
+
 /// Grid shapes for the tests: odd sizes that are not multiples of any tile, strips, single nodes.
 inline std::vector<Topology> GridFlowShapes(bool small) {
   std::vector<Topology> shapes;
