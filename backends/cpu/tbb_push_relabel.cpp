@@ -6,6 +6,7 @@
 #include <tbb/combinable.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
 
 #include <algorithm>
 #include <atomic>
@@ -832,33 +833,80 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     const pr::LocalState state{x_.data(), h_.data(), r_.data(), touched_.data(), active_.data(), layout_};
     std::sort(failed_nodes_.begin(), failed_nodes_.end());
     for (const std::int64_t v : failed_nodes_) pr::RepairNode<KIND, pr::HostLocalOps>(state, v);
-    return CertifyT<KIND>(true);
+    return RecheckT<KIND>();
   }
+
+  // The certificate again after those repairs, on the tiles flagged `touched` and their neighbours
+  // only, as cuda-pr's RecheckTilesKernel does (why that suffices is written there); the sink
+  // residual is counted over every node once the check holds.
+  template <int KIND>
+  bool RecheckT() {
+    const TileLayout& L = layout_;
+    std::vector<std::uint8_t> near(static_cast<std::size_t>(L.num_tiles()));  // read before failures flag tiles
+    for (int t = 0; t < L.num_tiles(); ++t)
+      near[t] = FlaggedNear<KIND>(touched_, t % L.tiles_x, (t / L.tiles_x) % L.tiles_y, t / (L.tiles_x * L.tiles_y));
+    StartFailureList(true);
+    std::atomic<std::size_t> failures{0};
+    tbb::combinable<std::int64_t> violations([] { return std::int64_t{0}; });
+    ForEachTile([&](int tx, int ty, int tz) {
+      if (!near[L.TileIndex(tx, ty, tz)]) return;
+      const TileFrame f = Frame(tx, ty, tz);
+      std::int64_t bad = 0;
+      for (int lz = 0; lz < L.tile_z; ++lz)
+        for (int ly = 0; ly < L.tile_y; ++ly)
+          for (int lx = 0; lx < L.tile_x; ++lx) {
+            const int gx = f.x0 + lx, gy = f.y0 + ly, gz = f.z0 + lz;
+            if (L.InGrid(gx, gy, gz)) bad += CertifyNode<KIND>(L.Node(gx, gy, gz), true, failures) ? 0 : 1;
+          }
+      violations.local() += bad;
+    });
+    stats_.local_violations = violations.combine(std::plus<std::int64_t>());
+    EndFailureList(failures.load());
+    if (stats_.local_violations != 0) return false;
+    sink_residual_ = tbb::parallel_reduce(
+        tbb::blocked_range<std::int64_t>(0, L.num_nodes, 4096), std::int64_t{0},
+        [&](const tbb::blocked_range<std::int64_t>& range, std::int64_t res) {
+          for (std::int64_t v = range.begin(); v != range.end(); ++v) res += x_[v] < 0 ? -x_[v] : 0;
+          return res;
+        },
+        std::plus<std::int64_t>());
+    return true;
+  }
+
+  // One node of the certificate: whether it passes, and the cut there. With `mark_failures`, a
+  // failing node's tile is flagged `touched` and the node listed in failed_nodes_ while it has room.
+  template <int KIND>
+  bool CertifyNode(std::int64_t v, bool mark_failures, std::atomic<std::size_t>& failures) {
+    const bool certified = pr::CertifiedAt<KIND>(x_.data(), h_.data(), r_.data(), layout_, v);
+    if (!certified && mark_failures) {
+      __atomic_store_n(&touched_[layout_.TileOfNode(v)], 1, __ATOMIC_RELAXED);
+      const std::size_t at = failures.fetch_add(1, std::memory_order_relaxed);
+      if (at < failed_nodes_.size()) failed_nodes_[at] = v;
+    }
+    labels_[v] = pr::CutSide(h_[v], layout_.inf);
+    return certified;
+  }
+  // failed_nodes_ gets room for tuning_.repair_violations nodes (none without `mark_failures`), and
+  // after the check keeps the ones listed.
+  void StartFailureList(bool mark_failures) {
+    failed_nodes_.assign(mark_failures ? static_cast<std::size_t>(tuning_.repair_violations) : 0, 0);
+  }
+  void EndFailureList(std::size_t failures) { failed_nodes_.resize(std::min(failed_nodes_.size(), failures)); }
 
   // The certificate on every node in parallel; it also writes the cut and the sink residual, as a
   // census would. With `mark_failures`, the tiles of failing nodes are flagged `touched`, and the
   // nodes themselves listed in failed_nodes_ while there are at most tuning_.repair_violations.
   template <int KIND>
   bool CertifyT(bool mark_failures) {
-    const TileLayout& L = layout_;
-    const std::int64_t n = L.num_nodes;
-    const int inf = L.inf;
+    const std::int64_t n = layout_.num_nodes;
     tbb::combinable<std::int64_t> violations([] { return std::int64_t{0}; });
     tbb::combinable<std::int64_t> residual([] { return std::int64_t{0}; });
-    const auto listed = static_cast<std::size_t>(tuning_.repair_violations);
-    failed_nodes_.assign(mark_failures ? listed : 0, 0);
+    StartFailureList(mark_failures);
     std::atomic<std::size_t> failures{0};
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, 4096), [&](const tbb::blocked_range<std::int64_t>& range) {
       std::int64_t bad = 0, res = 0;
       for (std::int64_t v = range.begin(); v != range.end(); ++v) {
-        const bool certified = pr::CertifiedAt<KIND>(x_.data(), h_.data(), r_.data(), L, v);
-        bad += certified ? 0 : 1;
-        if (!certified && mark_failures) {
-          __atomic_store_n(&touched_[L.TileOfNode(v)], 1, __ATOMIC_RELAXED);
-          const std::size_t at = failures.fetch_add(1, std::memory_order_relaxed);
-          if (at < listed) failed_nodes_[at] = v;
-        }
-        labels_[v] = pr::CutSide(h_[v], inf);
+        bad += CertifyNode<KIND>(v, mark_failures, failures) ? 0 : 1;
         res += x_[v] < 0 ? -x_[v] : 0;
       }
       violations.local() += bad;
@@ -866,7 +914,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     });
     stats_.local_violations = violations.combine(std::plus<std::int64_t>());
     sink_residual_ = residual.combine(std::plus<std::int64_t>());
-    failed_nodes_.resize(std::min(listed, failures.load()));
+    EndFailureList(failures.load());
     return stats_.local_violations == 0;
   }
 

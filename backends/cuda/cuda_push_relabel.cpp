@@ -96,7 +96,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       // The whole workspace is estimated first, so a grid that cannot fit is refused with both figures before
       // anything is allocated (the allocations below add their own message if memory runs out anyway).
       const std::size_t needed = n * (sizeof(std::int64_t) + sizeof(std::int32_t) + 2) + n * dirs * sizeof(std::uint32_t) +
-                                 n * dirs / 2 * 2 * sizeof(std::int32_t) + 7 * tiles +
+                                 n * dirs / 2 * 2 * sizeof(std::int32_t) + 7 * tiles + tiles * sizeof(unsigned long long) +
                                  kMaxBatch * sizeof(std::uint32_t) + cuda_pr::kNumTotals * sizeof(unsigned long long);
       std::size_t free_bytes = 0, total_bytes = 0;
       Check(cudaMemGetInfo(&free_bytes, &total_bytes), "querying the free GPU memory");
@@ -116,6 +116,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       dev_.dirty = Allocate<std::uint8_t>(4 * tiles, "the BFS tile flags");
       dev_.counters = Allocate<std::uint32_t>(kMaxBatch, "the round counters");
       dev_.totals = Allocate<unsigned long long>(cuda_pr::kNumTotals, "the totals");
+      tile_residual_ = Allocate<unsigned long long>(tiles, "the tiles' sink residuals");
       host_x0_ = AllocateHost<std::int64_t>(n, "the initial excess");
       host_labels_ = AllocateHost<std::uint8_t>(n, "the cut");
       host_counters_ = AllocateHost<std::uint32_t>(kMaxBatch, "the round counters");
@@ -226,12 +227,13 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     // After push rounds, the failing nodes are listed for RepairListedViolations() (kFailedListed counts them).
     const int listed = narrow_touched ? tuning_.repair_violations : 0;
     if (listed > 0) GrowOwnBuffer(&failed_buffer_, &failed_bytes_, static_cast<std::size_t>(listed), "the failing nodes");
-    Launched(cuda_pr::LaunchCertify(dev_, narrow_touched ? dev_.touched : nullptr, listed > 0 ? failed_buffer_ : nullptr,
-                                    listed, stream_),
-             "Certify");
-    Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
-                          cudaMemcpyDeviceToHost, stream_), "reading the totals");
-    Sync("checking the local repairs");
+    cuda_pr::CertifyRequest request;
+    request.failed_tiles = narrow_touched ? dev_.touched : nullptr;
+    request.failed_nodes = listed > 0 ? failed_buffer_ : nullptr;
+    request.capacity = listed;
+    request.tile_residual = tile_residual_;
+    Launched(cuda_pr::LaunchCertify(dev_, request, stream_), "CertifyTiles");
+    ReadTotals("checking the local repairs");
     if (push_unread_) CollectPushRounds();
     stats_.local_failures = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalFailures]);
     stats_.local_violations = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalViolations]);
@@ -241,22 +243,32 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   }
 
   // The failing nodes' repairs, a thread each in one launch (they rarely meet; the check catches it
-  // when they do), then the certificate again, marking without clearing: the repairs' tiles keep the
-  // flags they set, whose bitmasks are stale for the relabel that follows a failed check. The check
-  // lists the nodes still failing, for the next round.
+  // when they do), then the certificate again where they and the repairs are, marking without
+  // clearing: the repairs' tiles keep the flags they set, whose bitmasks are stale for the relabel
+  // that follows a failed check. The check lists the nodes still failing, for the next round.
   bool RepairListedViolations() override {
     Launched(cuda_pr::LaunchRepairGroups(dev_, failed_buffer_, nullptr, static_cast<int>(stats_.local_violations), false,
                                          stream_),
              "RepairGroups");
-    for (const int total : {cuda_pr::kSinkResidual, cuda_pr::kLocalViolations, cuda_pr::kFailedListed})
+    for (const int total : {cuda_pr::kLocalViolations, cuda_pr::kFailedListed})
       Check(cudaMemsetAsync(dev_.totals + total, 0, sizeof(unsigned long long), stream_), "clearing totals");
-    Launched(cuda_pr::LaunchCertify(dev_, dev_.touched, failed_buffer_, tuning_.repair_violations, stream_), "Certify");
-    Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
-                          cudaMemcpyDeviceToHost, stream_), "reading the totals");
-    Sync("checking the repairs of the failing nodes");
+    cuda_pr::CertifyRequest request;
+    request.near_touched = true;  // kSinkResidual is the last check's, corrected by the tiles checked
+    request.failed_tiles = dev_.touched;
+    request.failed_nodes = failed_buffer_;
+    request.capacity = tuning_.repair_violations;
+    request.tile_residual = tile_residual_;
+    Launched(cuda_pr::LaunchCertify(dev_, request, stream_), "CertifyTiles");
+    ReadTotals("checking the repairs of the failing nodes");
     stats_.local_violations = static_cast<std::int64_t>(host_totals_[cuda_pr::kLocalViolations]);
     sink_residual_ = static_cast<std::int64_t>(host_totals_[cuda_pr::kSinkResidual]);
     return stats_.local_violations == 0;
+  }
+  // Copies the totals to host_totals_ and waits for them (and everything queued before).
+  void ReadTotals(const char* what) {
+    Check(cudaMemcpyAsync(host_totals_, dev_.totals, cuda_pr::kNumTotals * sizeof(unsigned long long),
+                          cudaMemcpyDeviceToHost, stream_), "reading the totals");
+    Sync(what);
   }
 
   CycleResult Cycle(int push_rounds, Relabel relabel, bool wait) override {
@@ -437,6 +449,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     device_bytes_ = 0;
     cudaGetLastError();  // frees report nothing useful; clear what they may have left
     dev_ = DeviceState{};
+    tile_residual_ = nullptr;
     host_x0_ = nullptr;
     host_labels_ = nullptr;
     host_counters_ = nullptr;
@@ -586,6 +599,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   std::vector<std::int32_t> host_groups_;     // the repair schedule's group starts (read by an async copy)
   std::int32_t* group_buffer_ = nullptr;
   std::size_t group_bytes_ = 0;
+  unsigned long long* tile_residual_ = nullptr;  // per tile: the sink residual the last certificate counted there
   cuda_pr::NodeDelta* failed_buffer_ = nullptr;  // the nodes that failed the certificate (delta unused)
   std::size_t failed_bytes_ = 0;
   std::int64_t* host_x0_ = nullptr;

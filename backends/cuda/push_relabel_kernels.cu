@@ -276,36 +276,69 @@ __global__ void __launch_bounds__(TX* TY* TZ)
   }
 }
 
-// The certificate on every node, with the cut and the sink residual (a census for the local path).
-template <int KIND>
-__global__ void CertifyKernel(DeviceState s, std::uint8_t* failed_tiles, NodeDelta* failed_nodes, int capacity) {
+// The certificate (pr::CertifiedNode) with the cut and the sink residual, a block per tile and
+// kCertifyNodesPerThread nodes per thread, each thread's loads issued before its checks: a thread
+// per node spends its short life waiting on two loads. With q.near_touched, only the tiles flagged
+// `touched` and their neighbours: after repairs of the nodes that failed the certificate, every node
+// a repair changed lies in a touched tile (pr::RepairNode flags each node it changes), and so does
+// every node that failed the last check; anywhere else neither a node nor a neighbour of it changed
+// since it passed, so it still does. The sink residual then changes only in the tiles checked, by
+// what they count now against what they counted last (q.tile_residual). (A tile flagged by this
+// launch may be read either way by its neighbours' blocks: their nodes are among those still passing.)
+template <int KIND, int TX, int TY, int TZ>
+__global__ void __launch_bounds__(TX* TY* TZ / kCertifyNodesPerThread) CertifyTilesKernel(DeviceState s, CertifyRequest q) {
+  constexpr int D = KindTraits<KIND>::D, K = kCertifyNodesPerThread, NT = TX * TY * TZ / K;
   // After repairs that gave up, the fallback needs no check, but one that flags tiles always runs.
-  if (!failed_tiles && s.totals[kLocalFailures] != 0) return;
+  if (!q.failed_tiles && s.totals[kLocalFailures] != 0) return;
   const TileLayout& L = s.layout;
+  const int tid = threadIdx.x, tx = blockIdx.x, ty = blockIdx.y, tz = blockIdx.z;
+  if (q.near_touched && !__syncthreads_or(tid == 0 && FlaggedNear<KIND>(L, s.touched, tx, ty, tz))) return;
   const std::int64_t N = L.num_nodes;
   const int inf = L.inf;
-  unsigned long long residual = 0, bad = 0;
-  for (std::int64_t v = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; v < N;
-       v += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t x = s.x[v];
-    const int h = s.h[v];
-    const bool certified = pr::CertifiedAt<KIND>(s.x, s.h, s.r, L, v);
-    bad += certified ? 0 : 1;
-    if (!certified && failed_tiles) failed_tiles[L.TileOfNode(v)] = 1;
-    if (!certified && failed_nodes) {
-      const unsigned long long at = atomicAdd(&s.totals[kFailedListed], 1ull);
-      if (at < static_cast<unsigned long long>(capacity)) failed_nodes[at] = NodeDelta{v, 0};
+  bool in_grid[K];
+  std::int64_t v[K], x[K];
+  int h[K], nh[K][D];
+  std::uint32_t r[K][D];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int i = tid + k * NT;
+    const int gx = tx * TX + i % TX, gy = ty * TY + (i / TX) % TY, gz = tz * TZ + i / (TX * TY);
+    in_grid[k] = L.InGrid(gx, gy, gz);
+    v[k] = in_grid[k] ? L.Node(gx, gy, gz) : 0;
+    x[k] = in_grid[k] ? s.x[v[k]] : 0;
+    h[k] = in_grid[k] ? s.h[v[k]] : inf;
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+      const int nx = gx + pr::DirX(KIND, d), ny = gy + pr::DirY(KIND, d), nz = gz + pr::DirZ(KIND, d);
+      const bool neighbour = in_grid[k] && L.InGrid(nx, ny, nz);
+      r[k][d] = in_grid[k] ? s.r[d * N + v[k]] : 0;
+      nh[k][d] = neighbour ? s.h[L.Node(nx, ny, nz)] : inf;
     }
-    s.labels[v] = pr::CutSide(h, inf);
-    residual += x < 0 ? static_cast<unsigned long long>(-x) : 0ull;
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    residual += __shfl_down_sync(0xffffffffu, residual, offset);
-    bad += __shfl_down_sync(0xffffffffu, bad, offset);
+  unsigned long long residual = 0, bad = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (!in_grid[k]) continue;
+    const bool certified = pr::CertifiedNode<D>(x[k], h[k], inf, r[k], nh[k]);
+    s.labels[v[k]] = pr::CutSide(h[k], inf);
+    residual += x[k] < 0 ? static_cast<unsigned long long>(-x[k]) : 0ull;
+    if (certified) continue;
+    ++bad;
+    if (!q.failed_nodes) continue;
+    const unsigned long long at = atomicAdd(&s.totals[kFailedListed], 1ull);
+    if (at < static_cast<unsigned long long>(q.capacity)) q.failed_nodes[at] = NodeDelta{v[k], 0};
   }
-  if ((threadIdx.x & 31) == 0) {
-    if (residual) atomicAdd(&s.totals[kSinkResidual], residual);
-    if (bad) atomicAdd(&s.totals[kLocalViolations], bad);
+  residual = BlockSum(residual);
+  bad = BlockSum(bad);
+  if (tid == 0) {
+    const int tile = L.TileIndex(tx, ty, tz);
+    const unsigned long long before = q.near_touched ? q.tile_residual[tile] : 0ull;
+    q.tile_residual[tile] = residual;
+    if (residual != before) atomicAdd(&s.totals[kSinkResidual], residual - before);  // wraps round when it fell
+    if (bad) {
+      atomicAdd(&s.totals[kLocalViolations], bad);
+      if (q.failed_tiles) q.failed_tiles[tile] = 1;
+    }
   }
 }
 
@@ -543,14 +576,14 @@ cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint
 }
 
 struct CertifyLaunch {
-  DeviceState s;
-  std::uint8_t* failed_tiles;
-  NodeDelta* failed_nodes;
-  int capacity;
+  const DeviceState& s;
+  const CertifyRequest& q;
   cudaStream_t stream;
-  template <int KIND>
+  template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
-    CertifyKernel<KIND><<<NodeBlocks(s.layout.num_nodes), 256, 0, stream>>>(s, failed_tiles, failed_nodes, capacity);
+    const TileLayout& L = s.layout;
+    CertifyTilesKernel<K, X, Y, Z><<<dim3(L.tiles_x, L.tiles_y, L.tiles_z), X * Y * Z / kCertifyNodesPerThread, 0,
+                                     stream>>>(s, q);
     return cudaGetLastError();
   }
 };
@@ -562,10 +595,9 @@ cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, co
   return DispatchKind(s.layout.kind, RepairGroupsLaunch{s, deltas, group_start, groups, dead_only, stream});
 }
 
-cudaError_t LaunchCertify(const DeviceState& s, std::uint8_t* failed_tiles, NodeDelta* failed_nodes, int capacity,
-                          cudaStream_t stream) {
+cudaError_t LaunchCertify(const DeviceState& s, const CertifyRequest& request, cudaStream_t stream) {
   cudaGetLastError();
-  return DispatchKind(s.layout.kind, CertifyLaunch{s, failed_tiles, failed_nodes, capacity, stream});
+  return Dispatch(s.layout, CertifyLaunch{s, request, stream});
 }
 
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream) {

@@ -108,12 +108,29 @@ cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, co
 /// flagged in `near_flags` or next to one; `settled` gets whether each tile changed.
 cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint8_t* near_flags,
                                std::uint8_t* settled, cudaStream_t stream);
-/// Local re-solve, then: the certificate on every node with the cut and the sink residual
-/// (s.totals[kLocalViolations], [kSinkResidual]; cleared before). Without `failed_tiles`, skipped
-/// when a repair gave up; with it, always run, flagging the tiles of the nodes that fail it. With
-/// `failed_nodes`, the first `capacity` failing nodes found are also listed there (in no order;
-/// s.totals[kFailedListed] counts them all, and must be cleared before).
-cudaError_t LaunchCertify(const DeviceState& s, std::uint8_t* failed_tiles, NodeDelta* failed_nodes, int capacity,
-                          cudaStream_t stream);
+/// Nodes per thread of the certificate's launch (tile sizes are multiples of it).
+constexpr int kCertifyNodesPerThread = 4;
+
+/// What a certificate launch checks and records.
+struct CertifyRequest {
+  /// Only the tiles flagged s.touched and their neighbours (after repairs of the nodes that failed
+  /// the last check of every tile, on the same state but for those repairs); otherwise every tile.
+  bool near_touched = false;
+  /// Where set, the tiles of failing nodes are flagged here, and the check always runs; otherwise
+  /// it is skipped when a repair gave up (s.totals[kLocalFailures]).
+  std::uint8_t* failed_tiles = nullptr;
+  /// Where set, the first `capacity` failing nodes found are listed here (in no order;
+  /// s.totals[kFailedListed] counts them all, and must be cleared before).
+  NodeDelta* failed_nodes = nullptr;
+  int capacity = 0;
+  /// Per tile: the sink residual counted there by the last check (written; read with near_touched).
+  unsigned long long* tile_residual = nullptr;
+};
+
+/// Local re-solve, then: the certificate with the cut and the sink residual, a block per tile
+/// (s.totals[kLocalViolations] counts the failing nodes, [kSinkResidual] the residual, both cleared
+/// before a check of every tile; with near_touched, kSinkResidual keeps the last check's total and
+/// changes by what the checked tiles count now against then).
+cudaError_t LaunchCertify(const DeviceState& s, const CertifyRequest& request, cudaStream_t stream);
 
 }  // namespace mrf::cuda_pr

@@ -14,6 +14,7 @@
 #include "backends/cpu/tbb_push_relabel.h"
 #include "mrf/st_graph.h"
 #include "support/grid_flow_cases.h"
+#include "support/push_relabel_states.h"
 
 namespace mrf {
 namespace {
@@ -21,34 +22,6 @@ namespace {
 using test::CapacityProfile;
 
 constexpr const char* kLocalPrefix = "maximum flow found by local repairs";
-
-pr::TileLayout LayoutOf(const Topology& t) {
-  pr::TileLayout L;
-  L.kind = static_cast<int>(t.kind());
-  L.width = t.width();
-  L.height = t.height();
-  L.depth = t.depth();
-  L.num_nodes = t.num_nodes();
-  L.inf = static_cast<int>(L.num_nodes + 1);
-  L.tile_x = L.tile_y = L.tile_z = 1 << 20;  // one tile: TileOfNode is not used here
-  L.tiles_x = L.tiles_y = L.tiles_z = 1;
-  return L;
-}
-
-// Nodes that fail the certificate.
-template <int KIND>
-std::int64_t ViolationsT(const PushRelabelState& s, const pr::TileLayout& L) {
-  std::int64_t bad = 0;
-  for (std::int64_t v = 0; v < L.num_nodes; ++v)
-    bad += pr::CertifiedAt<KIND>(s.x.data(), s.h.data(), s.r.data(), L, v) ? 0 : 1;
-  return bad;
-}
-
-std::int64_t Violations(const PushRelabelState& s, const pr::TileLayout& L) {
-  if (L.kind == pr::kKindGrid4) return ViolationsT<pr::kKindGrid4>(s, L);
-  if (L.kind == pr::kKindGrid8) return ViolationsT<pr::kKindGrid8>(s, L);
-  return ViolationsT<pr::kKindGrid3D6>(s, L);
-}
 
 Energy ReferenceFlow(const StGraph& graph) {
   StGraph copy(graph.topology());
@@ -116,8 +89,8 @@ TEST(PushRelabelLocal, SolvedStatesAreCertifiedAndBrokenOnesAreNot) {
       engine->Solve(g, &result);
       ASSERT_EQ(result.flow, ReferenceFlow(g)) << what << ": " << result.message;
       const PushRelabelState solved = engine->DownloadState();
-      const pr::TileLayout L = LayoutOf(shape);
-      EXPECT_EQ(Violations(solved, L), 0) << what;
+      const pr::TileLayout L = test::CertificateLayout(shape);
+      EXPECT_EQ(test::CertificateViolations(solved, L), 0) << what;
       for (NodeId v = 0; v < shape.num_nodes(); ++v)
         ASSERT_EQ(result.labels[v], solved.h[v] < L.inf ? 1 : 0) << what << ": the finite nodes are the sink side";
       // Each way of breaking it, at the first node where it applies.
@@ -127,12 +100,12 @@ TEST(PushRelabelLocal, SolvedStatesAreCertifiedAndBrokenOnesAreNot) {
         if (h < L.inf && !broken_kinds_seen[0]++) {  // excess where the sink can be reached (C2)
           PushRelabelState s = solved;
           s.x[v] = 1;
-          EXPECT_GT(Violations(s, L), 0) << what << ": excess at a finite node";
+          EXPECT_GT(test::CertificateViolations(s, L), 0) << what << ": excess at a finite node";
         }
         if (solved.x[v] < 0 && broken_kinds_seen[1] <= 3) {  // sink capacity on a node marked dead (C4)
           PushRelabelState s = solved;
           s.h[v] = L.inf;
-          EXPECT_GT(Violations(s, L), 0) << what << ": sink capacity at an inf node";
+          EXPECT_GT(test::CertificateViolations(s, L), 0) << what << ": sink capacity at an inf node";
           ++broken_kinds_seen[1];
         }
         for (int d = 0; d < D; ++d) {
@@ -141,7 +114,7 @@ TEST(PushRelabelLocal, SolvedStatesAreCertifiedAndBrokenOnesAreNot) {
           if (h < L.inf) {  // two above a residual neighbour (C1)
             PushRelabelState s = solved;
             s.h[v] = solved.h[w] + 2;
-            EXPECT_GT(Violations(s, L), 0) << what << ": height two above a residual neighbour";
+            EXPECT_GT(test::CertificateViolations(s, L), 0) << what << ": height two above a residual neighbour";
             ++broken_kinds_seen[2];
           }
           if (solved.x[v] >= 0 && h < L.inf) {  // no way down (C3): every residual neighbour raised to h
@@ -150,7 +123,7 @@ TEST(PushRelabelLocal, SolvedStatesAreCertifiedAndBrokenOnesAreNot) {
               std::int64_t u;
               if (pr::NeighbourOf(L, v, e, &u) && solved.r[e * L.num_nodes + v] > 0 && s.h[u] < h) s.h[u] = h;
             }
-            EXPECT_GT(Violations(s, L), 0) << what << ": a finite node with no lower residual neighbour";
+            EXPECT_GT(test::CertificateViolations(s, L), 0) << what << ": a finite node with no lower residual neighbour";
             ++broken_kinds_seen[3];
           }
           break;
@@ -258,6 +231,13 @@ TEST(PushRelabelLocal, RepairsOfTheNodesFailingTheCertificateEqualBoostAndFreshS
               "such repairs)\n", counts.local, counts.repaired, counts.fallback, counts.repaired_in_vain);
   EXPECT_GT(counts.repaired, 0) << "no re-solve was certified after repairing the failing nodes";
   EXPECT_GT(counts.repaired_in_vain, 0) << "no re-solve went on with relabels after such repairs";
+}
+
+// Re-solves certified after repairs of the nodes failing the certificate (whose second check covers
+// only the region of the repairs) leave states that pass it on every node.
+TEST(PushRelabelLocal, StatesCertifiedAfterRepairsPassTheCertificateOnEveryNode) {
+  test::ExpectStatesCertifiedAfterRepairsPassEverywhere(
+      [](const PushRelabelTuning& t) { return MakeTbbPushRelabelEngine(t); }, 31);
 }
 
 TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {

@@ -635,6 +635,13 @@ TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
   }
 }
 
+// cuda-pr's second check after repairs of the failing nodes covers only the tiles around them, and
+// corrects the sink residual there: the states it certifies pass the certificate on every node.
+TEST(CudaPushRelabel, StatesCertifiedAfterRepairsPassTheCertificateOnEveryNode) {
+  MRF_SKIP_WITHOUT_CUDA();
+  test::ExpectStatesCertifiedAfterRepairsPassEverywhere([](const PushRelabelTuning& t) { return MakeCuda(t); }, 32);
+}
+
 // GrabCut rounds on cuda-pr's kept graph and workspace: small scenes re-solve, a scene of 2^18
 // pixels or more is solved afresh on the kept graph (every unary cost changes: a dense edit). Every
 // round must equal a run that builds each graph afresh, and the first round cpu-bk's energy (later
