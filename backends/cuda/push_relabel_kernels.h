@@ -108,7 +108,8 @@ cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, co
 /// flagged in `near_flags` or next to one; `settled` gets whether each tile changed.
 cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint8_t* near_flags,
                                std::uint8_t* settled, cudaStream_t stream);
-/// Nodes per thread of the certificate's launch (tile sizes are multiples of it).
+/// Nodes per thread of the census's and the certificate's launches (tile sizes are multiples of them).
+constexpr int kCensusNodesPerThread = 4;
 constexpr int kCertifyNodesPerThread = 4;
 
 /// What a certificate launch checks and records.
