@@ -29,5 +29,5 @@ fi
 # The racecheck probe (tools/racecheck_probe.cu), when this machine has nvcc.
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 if [ -x "$nvcc" ]; then "$nvcc" -O2 -lineinfo -arch=sm_90 tools/racecheck_probe.cu -o "$stage/bin/racecheck_probe"; fi
-cp tools/gpu_run.sh "$stage/"
+cp tools/gpu_run.sh tools/gpu_ab.sh "$stage/"
 du -sh "$stage"
