@@ -33,6 +33,31 @@ __device__ __forceinline__ void AddBlockSum(unsigned long long v, unsigned long 
   if (threadIdx.x == 0 && v) atomicAdd(total, v);
 }
 
+// The K nodes of tile (tx, ty, tz) that thread threadIdx.x visits when a block of TX * TY * TZ / K
+// threads covers the tile (nodes threadIdx.x + k * threads), with their excess and heights. The loads
+// come before anything is stored, so that they are all in flight at once.
+template <int TX, int TY, int TZ, int K>
+struct TileNodes {
+  bool in_grid[K];
+  int gx[K], gy[K], gz[K];
+  std::int64_t v[K], x[K];
+  int h[K];
+  __device__ __forceinline__ void Load(const DeviceState& s, int tx, int ty, int tz) {
+    const TileLayout& L = s.layout;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int i = threadIdx.x + k * (TX * TY * TZ / K);
+      gx[k] = tx * TX + i % TX;
+      gy[k] = ty * TY + (i / TX) % TY;
+      gz[k] = tz * TZ + i / (TX * TY);
+      in_grid[k] = L.InGrid(gx[k], gy[k], gz[k]);
+      v[k] = in_grid[k] ? L.Node(gx[k], gy[k], gz[k]) : 0;
+      x[k] = in_grid[k] ? s.x[v[k]] : 0;
+      h[k] = in_grid[k] ? s.h[v[k]] : L.inf;
+    }
+  }
+};
+
 // CensusTile (push_relabel_tiles.cuh) for cuda-pr's census launches: K nodes per thread (a block of
 // TX * TY * TZ / K threads), each thread's loads issued before its stores (a thread per node spends
 // its short life waiting on two loads), and one atomic per block. cuda-expansion's persistent kernel
@@ -40,29 +65,18 @@ __device__ __forceinline__ void AddBlockSum(unsigned long long v, unsigned long 
 // longer on Tsukuba and Venus (H200). Returns the tile's active nodes in thread 0.
 template <int TX, int TY, int TZ, int K>
 __device__ __forceinline__ int CensusTileNodes(const DeviceState& s, int tx, int ty, int tz) {
-  constexpr int NT = TX * TY * TZ / K;
   const TileLayout& L = s.layout;
   const int tid = threadIdx.x;
-  bool in_grid[K];
-  std::int64_t v[K], x[K];
-  int h[K];
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int i = tid + k * NT;
-    const int gx = tx * TX + i % TX, gy = ty * TY + (i / TX) % TY, gz = tz * TZ + i / (TX * TY);
-    in_grid[k] = L.InGrid(gx, gy, gz);
-    v[k] = in_grid[k] ? L.Node(gx, gy, gz) : 0;
-    x[k] = in_grid[k] ? s.x[v[k]] : 0;
-    h[k] = in_grid[k] ? s.h[v[k]] : L.inf;
-  }
+  TileNodes<TX, TY, TZ, K> n;
+  n.Load(s, tx, ty, tz);
   int active = 0;
   unsigned long long residual = 0;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    if (!in_grid[k]) continue;
-    active += pr::IsActive(x[k], h[k], L.inf) ? 1 : 0;
-    s.labels[v[k]] = pr::CutSide(h[k], L.inf);
-    residual += x[k] < 0 ? static_cast<unsigned long long>(-x[k]) : 0ull;
+    if (!n.in_grid[k]) continue;
+    active += pr::IsActive(n.x[k], n.h[k], L.inf) ? 1 : 0;
+    s.labels[n.v[k]] = pr::CutSide(n.h[k], L.inf);
+    residual += n.x[k] < 0 ? static_cast<unsigned long long>(-n.x[k]) : 0ull;
   }
   const int count = static_cast<int>(BlockSum(active));
   AddBlockSum(residual, &s.totals[kSinkResidual]);
@@ -349,7 +363,7 @@ __global__ void __launch_bounds__(TX* TY* TZ)
 // launch may be read either way by its neighbours' blocks: their nodes are among those still passing.)
 template <int KIND, int TX, int TY, int TZ>
 __global__ void __launch_bounds__(TX* TY* TZ / kCertifyNodesPerThread) CertifyTilesKernel(DeviceState s, CertifyRequest q) {
-  constexpr int D = KindTraits<KIND>::D, K = kCertifyNodesPerThread, NT = TX * TY * TZ / K;
+  constexpr int D = KindTraits<KIND>::D, K = kCertifyNodesPerThread;
   // After repairs that gave up, the fallback needs no check, but one that flags tiles always runs.
   if (!q.failed_tiles && s.totals[kLocalFailures] != 0) return;
   const TileLayout& L = s.layout;
@@ -357,38 +371,31 @@ __global__ void __launch_bounds__(TX* TY* TZ / kCertifyNodesPerThread) CertifyTi
   if (q.near_touched && !__syncthreads_or(tid == 0 && FlaggedNear<KIND>(L, s.touched, tx, ty, tz))) return;
   const std::int64_t N = L.num_nodes;
   const int inf = L.inf;
-  bool in_grid[K];
-  std::int64_t v[K], x[K];
-  int h[K], nh[K][D];
+  TileNodes<TX, TY, TZ, K> n;
+  n.Load(s, tx, ty, tz);
+  int nh[K][D];
   std::uint32_t r[K][D];
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int i = tid + k * NT;
-    const int gx = tx * TX + i % TX, gy = ty * TY + (i / TX) % TY, gz = tz * TZ + i / (TX * TY);
-    in_grid[k] = L.InGrid(gx, gy, gz);
-    v[k] = in_grid[k] ? L.Node(gx, gy, gz) : 0;
-    x[k] = in_grid[k] ? s.x[v[k]] : 0;
-    h[k] = in_grid[k] ? s.h[v[k]] : inf;
+  for (int k = 0; k < K; ++k)
 #pragma unroll
     for (int d = 0; d < D; ++d) {
-      const int nx = gx + pr::DirX(KIND, d), ny = gy + pr::DirY(KIND, d), nz = gz + pr::DirZ(KIND, d);
-      const bool neighbour = in_grid[k] && L.InGrid(nx, ny, nz);
-      r[k][d] = in_grid[k] ? s.r[d * N + v[k]] : 0;
+      const int nx = n.gx[k] + pr::DirX(KIND, d), ny = n.gy[k] + pr::DirY(KIND, d), nz = n.gz[k] + pr::DirZ(KIND, d);
+      const bool neighbour = n.in_grid[k] && L.InGrid(nx, ny, nz);
+      r[k][d] = n.in_grid[k] ? s.r[d * N + n.v[k]] : 0;
       nh[k][d] = neighbour ? s.h[L.Node(nx, ny, nz)] : inf;
     }
-  }
   unsigned long long residual = 0, bad = 0;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    if (!in_grid[k]) continue;
-    const bool certified = pr::CertifiedNode<D>(x[k], h[k], inf, r[k], nh[k]);
-    s.labels[v[k]] = pr::CutSide(h[k], inf);
-    residual += x[k] < 0 ? static_cast<unsigned long long>(-x[k]) : 0ull;
+    if (!n.in_grid[k]) continue;
+    const bool certified = pr::CertifiedNode<D>(n.x[k], n.h[k], inf, r[k], nh[k]);
+    s.labels[n.v[k]] = pr::CutSide(n.h[k], inf);
+    residual += n.x[k] < 0 ? static_cast<unsigned long long>(-n.x[k]) : 0ull;
     if (certified) continue;
     ++bad;
     if (!q.failed_nodes) continue;
     const unsigned long long at = atomicAdd(&s.totals[kFailedListed], 1ull);
-    if (at < static_cast<unsigned long long>(q.capacity)) q.failed_nodes[at] = NodeDelta{v[k], 0};
+    if (at < static_cast<unsigned long long>(q.capacity)) q.failed_nodes[at] = NodeDelta{n.v[k], 0};
   }
   residual = BlockSum(residual);
   bad = BlockSum(bad);
