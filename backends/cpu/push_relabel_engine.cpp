@@ -534,7 +534,7 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve, 
       if (failed <= tuning_.repair_violations && RepairViolations()) {
         FinishResult(out, std::string(kLocalMessage) + " and " + std::to_string(stats_.push_rounds) +
                               " push rounds from the kept heights, then of the " + std::to_string(failed) +
-                              " nodes that failed the certificate (checked again on every node)");
+                              " nodes that failed the certificate (checked again around their repairs)");
         return;
       }
     }

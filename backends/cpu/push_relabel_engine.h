@@ -243,8 +243,9 @@ class PushRelabelEngine : public MaxFlowEngine {
   /// One round of repairs after a failed certificate: the last check (CheckCertificate(true), or this)
   /// listed its stats_.local_violations failing nodes (at most tuning_.repair_violations); each is
   /// repaired where it stands (pr::RepairNode, which flags the tiles it changes), then the certificate
-  /// is checked again on every node, listing the nodes still failing and flagging their tiles
-  /// without clearing any flag. Sets stats_.local_violations to the new count; returns whether the
+  /// is checked again on the tiles flagged `touched` and their neighbours (where the repairs and the
+  /// failing nodes are; elsewhere nothing changed since the check passed), listing the nodes still
+  /// failing and flagging their tiles without clearing any flag. Sets stats_.local_violations to the new count; returns whether the
   /// certificate holds. RepairViolations() runs the rounds.
   virtual bool RepairListedViolations() = 0;
   /// The local re-solve mode that local_resolve = -1 stands for on this engine.

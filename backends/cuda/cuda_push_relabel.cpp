@@ -117,6 +117,9 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       dev_.counters = Allocate<std::uint32_t>(kMaxBatch, "the round counters");
       dev_.totals = Allocate<unsigned long long>(cuda_pr::kNumTotals, "the totals");
       tile_residual_ = Allocate<unsigned long long>(tiles, "the tiles' sink residuals");
+      // Written by every full certificate before a second check reads it; zero until then, so that a
+      // misuse shows as a wrong flow rather than as garbage.
+      Check(cudaMemset(tile_residual_, 0, tiles * sizeof(unsigned long long)), "clearing the tiles' sink residuals");
       host_x0_ = AllocateHost<std::int64_t>(n, "the initial excess");
       host_labels_ = AllocateHost<std::uint8_t>(n, "the cut");
       host_counters_ = AllocateHost<std::uint32_t>(kMaxBatch, "the round counters");
