@@ -245,8 +245,8 @@ class PushRelabelEngine : public MaxFlowEngine {
   /// repaired where it stands (pr::RepairNode, which flags the tiles it changes), then the certificate
   /// is checked again on the tiles flagged `touched` and their neighbours (where the repairs and the
   /// failing nodes are; elsewhere nothing changed since the check passed), listing the nodes still
-  /// failing and flagging their tiles without clearing any flag. Sets stats_.local_violations to the new count; returns whether the
-  /// certificate holds. RepairViolations() runs the rounds.
+  /// failing and flagging their tiles without clearing any flag. Sets stats_.local_violations to the
+  /// new count; returns whether the certificate holds. RepairViolations() runs the rounds.
   virtual bool RepairListedViolations() = 0;
   /// The local re-solve mode that local_resolve = -1 stands for on this engine.
   virtual int DefaultLocalResolve() const { return 1; }

@@ -838,8 +838,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
 
   // The certificate again after those repairs, on the tiles flagged `touched` and their neighbours
   // only, as cuda-pr's CertifyTilesKernel does with near_touched (why that suffices is written
-  // there); the sink
-  // residual is counted over every node once the check holds.
+  // there); the sink residual is counted over every node once the check holds.
   template <int KIND>
   bool RecheckT() {
     const TileLayout& L = layout_;

@@ -23,15 +23,7 @@ using test::CapacityProfile;
 
 constexpr const char* kLocalPrefix = "maximum flow found by local repairs";
 
-Energy ReferenceFlow(const StGraph& graph) {
-  StGraph copy(graph.topology());
-  for (NodeId v = 0; v < graph.num_nodes(); ++v) copy.add_tweights(v, graph.source_cap(v), graph.sink_cap(v));
-  graph.topology().ForEachEdge(
-      [&](EdgeId e, NodeId, NodeId) { copy.add_to_edge_slot(e, graph.edge_cap(e), graph.edge_rev_cap(e)); });
-  const Result r = copy.maxflow("boost-bk");
-  if (!r.ok) throw Error("boost-bk failed: " + r.message);
-  return r.flow;
-}
+using test::ReferenceFlow;
 
 const Topology kShapes[] = {Topology::Grid2D(41, 33, 4), Topology::Grid2D(29, 26, 8), Topology::Grid3D(11, 9, 8),
                             Topology::Grid2D(1, 97, 4), Topology::Grid2D(131, 2, 8)};  // strips too

@@ -26,16 +26,7 @@ std::string Describe(const Topology& t, CapacityProfile p, int trial) {
   return t.Describe() + ", " + test::ToString(p) + " capacities, trial " + std::to_string(trial);
 }
 
-// Flow of a reference engine (boost-bk unless named) on a copy of the graph's capacities.
-Energy ReferenceFlow(const StGraph& graph, const std::string& engine = "boost-bk") {
-  StGraph copy(graph.topology());
-  for (NodeId v = 0; v < graph.num_nodes(); ++v) copy.add_tweights(v, graph.source_cap(v), graph.sink_cap(v));
-  graph.topology().ForEachEdge(
-      [&](EdgeId e, NodeId, NodeId) { copy.add_to_edge_slot(e, graph.edge_cap(e), graph.edge_rev_cap(e)); });
-  const Result r = copy.maxflow(engine);
-  if (!r.ok) throw Error(engine + " failed: " + r.message);
-  return r.flow;
-}
+using test::ReferenceFlow;
 
 TEST(TbbPushRelabel, RandomGridsMatchBoost) {
   std::mt19937_64 rng(11);

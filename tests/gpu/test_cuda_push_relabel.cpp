@@ -47,13 +47,7 @@ class ScopedEnv {
   const char* name_;
 };
 
-StGraph Copy(const StGraph& graph) {
-  StGraph copy(graph.topology());
-  for (NodeId v = 0; v < graph.num_nodes(); ++v) copy.add_tweights(v, graph.source_cap(v), graph.sink_cap(v));
-  graph.topology().ForEachEdge(
-      [&](EdgeId e, NodeId, NodeId) { copy.add_to_edge_slot(e, graph.edge_cap(e), graph.edge_rev_cap(e)); });
-  return copy;
-}
+using test::CopyOfCapacities;
 
 // The exact CPU engines this build has: boost-bk always, cpu-bk when registered.
 std::vector<std::string> CpuReferences() {
@@ -63,18 +57,18 @@ std::vector<std::string> CpuReferences() {
 }
 
 void CheckAgainstCpu(const StGraph& original, const std::string& what) {
-  StGraph gpu = Copy(original);
+  StGraph gpu = CopyOfCapacities(original);
   const Result r = gpu.maxflow("cuda-pr");
   ASSERT_TRUE(r.ok) << what << ": " << r.message;  // ok: the cut's capacity equals the flow
   EXPECT_EQ(r.backend_used, "cuda-pr");
   EXPECT_EQ(r.energy, r.flow) << what;
   for (const std::string& name : CpuReferences()) {
-    StGraph cpu = Copy(original);
+    StGraph cpu = CopyOfCapacities(original);
     const Result ref = cpu.maxflow(name);
     ASSERT_TRUE(ref.ok) << name << ": " << ref.message;
     EXPECT_EQ(r.flow, ref.flow) << what << " vs " << name;
   }
-  StGraph twin = Copy(original);
+  StGraph twin = CopyOfCapacities(original);
   const Result t = twin.maxflow("tbb-pr");
   ASSERT_TRUE(t.ok) << t.message;
   EXPECT_EQ(r.labels, t.labels) << what << ": cuts differ from tbb-pr's";
@@ -128,7 +122,7 @@ TEST(CudaPushRelabel, SmallEveryTuningGivesTheSameFlow) {
     }
   for (const Topology& shape : {Topology::Grid2D(45, 37, 4), Topology::Grid2D(33, 20, 8), Topology::Grid3D(11, 9, 10)}) {
     const StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
-    StGraph ref = Copy(g);
+    StGraph ref = CopyOfCapacities(g);
     const Result expected = ref.maxflow("boost-bk");
     ASSERT_TRUE(expected.ok) << expected.message;
     for (const PushRelabelTuning& t : tunings) {
@@ -202,7 +196,7 @@ TEST(CudaPushRelabel, SmallWaveRelabelsGiveTheStatesOfHopByHopOnes) {
         Result ra, rb;
         a->Solve(g, &ra);
         b->Solve(g, &rb);
-        EXPECT_EQ(ra.flow, Copy(g).maxflow("boost-bk").flow) << what;
+        EXPECT_EQ(ra.flow, CopyOfCapacities(g).maxflow("boost-bk").flow) << what;
         EXPECT_EQ(ra.flow, rb.flow) << what;
         EXPECT_EQ(ra.labels, rb.labels) << what;
         EXPECT_EQ(a->stats().push_rounds, b->stats().push_rounds) << what;
@@ -213,7 +207,7 @@ TEST(CudaPushRelabel, SmallWaveRelabelsGiveTheStatesOfHopByHopOnes) {
         });
         a->Resolve(g, &ra);  // from the residual graph: kill rounds around the edits
         b->Resolve(g, &rb);
-        EXPECT_EQ(ra.flow, Copy(g).maxflow("boost-bk").flow) << what << " (re-solve)";
+        EXPECT_EQ(ra.flow, CopyOfCapacities(g).maxflow("boost-bk").flow) << what << " (re-solve)";
         EXPECT_EQ(ra.flow, rb.flow) << what << " (re-solve)";
         EXPECT_EQ(ra.labels, rb.labels) << what << " (re-solve)";
         test::ExpectSameState(a->DownloadState(), b->DownloadState(), what + " (re-solve)");
@@ -255,7 +249,7 @@ TEST(CudaPushRelabel, WavePushStateEqualsTheCpuTwinStepByStep) {
         gpu->Solve(g, &rg);
         cpu->Solve(g, &rc);
         for (const std::string& name : CpuReferences())
-          EXPECT_EQ(rg.flow, Copy(g).maxflow(name).flow) << what << ", " << name;
+          EXPECT_EQ(rg.flow, CopyOfCapacities(g).maxflow(name).flow) << what << ", " << name;
         EXPECT_EQ(rg.flow, rc.flow) << what;
         EXPECT_EQ(rg.labels, rc.labels) << what;
         EXPECT_EQ(gpu->stats().push_rounds, cpu->stats().push_rounds) << what;
@@ -266,7 +260,7 @@ TEST(CudaPushRelabel, WavePushStateEqualsTheCpuTwinStepByStep) {
         });
         gpu->Resolve(g, &rg);  // from the residual graph
         cpu->Resolve(g, &rc);
-        EXPECT_EQ(rg.flow, Copy(g).maxflow("boost-bk").flow) << what << " (re-solve)";
+        EXPECT_EQ(rg.flow, CopyOfCapacities(g).maxflow("boost-bk").flow) << what << " (re-solve)";
         EXPECT_EQ(rg.labels, rc.labels) << what << " (re-solve)";
         const PushRelabelState a = gpu->DownloadState(), b = cpu->DownloadState();
         EXPECT_EQ(a.x, b.x) << what << " (re-solve): excess differs";
@@ -277,7 +271,7 @@ TEST(CudaPushRelabel, WavePushStateEqualsTheCpuTwinStepByStep) {
 void CheckResolve(const Topology& shape, CapacityProfile profile, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   StGraph g = test::GridFlowCase(rng, shape, profile);
-  StGraph twin = Copy(g);
+  StGraph twin = CopyOfCapacities(g);
   ASSERT_TRUE(g.maxflow("cuda-pr").ok);
   ASSERT_TRUE(twin.maxflow("tbb-pr").ok);
   auto pick = [&](std::int64_t n) { return std::uniform_int_distribution<std::int64_t>(0, n - 1)(rng); };
@@ -300,10 +294,10 @@ void CheckResolve(const Topology& shape, CapacityProfile profile, std::uint64_t 
     ASSERT_TRUE(again.ok) << again.message;
     const Result cpu_again = twin.maxflow("tbb-pr");
     ASSERT_TRUE(cpu_again.ok) << cpu_again.message;
-    StGraph fresh_graph = Copy(g);
+    StGraph fresh_graph = CopyOfCapacities(g);
     const Result fresh = fresh_graph.maxflow("cuda-pr");
     ASSERT_TRUE(fresh.ok) << fresh.message;
-    StGraph ref_graph = Copy(g);
+    StGraph ref_graph = CopyOfCapacities(g);
     const Result ref = ref_graph.maxflow("boost-bk");
     const std::string what = shape.Describe() + ", " + test::ToString(profile) + ", step " + std::to_string(step);
     EXPECT_EQ(again.flow, fresh.flow) << what;
@@ -337,7 +331,7 @@ TEST(CudaPushRelabel, DenseEditsOfLargeGridsAreSolvedAfresh) {
   MRF_SKIP_WITHOUT_CUDA();
   test::CheckDenseEditRule("cuda-pr", 43, {Topology::Grid2D(1024, 256, 4), Topology::Grid2D(1023, 256, 4)},
                            {0.04, 0.1, 0.05, 1.0}, 16, [](const StGraph& g) {
-                             StGraph copy = Copy(g);
+                             StGraph copy = CopyOfCapacities(g);
                              return copy.maxflow("cpu-bk").flow;
                            });
 }
@@ -354,7 +348,7 @@ TEST(CudaPushRelabel, SmallWorkspaceIsReused) {
   engine->Solve(b, &rb);
   EXPECT_EQ(engine->MemoryBytes(), bytes);
   EXPECT_GT(bytes, 64u * 48u * 8u);
-  EXPECT_EQ(rb.flow, Copy(b).maxflow("boost-bk").flow);
+  EXPECT_EQ(rb.flow, CopyOfCapacities(b).maxflow("boost-bk").flow);
   EXPECT_GE(rb.timings.solve_ms, 0.0);
   EXPECT_GE(rb.timings.transfer_ms, 0.0);
   EXPECT_FALSE(rb.log.empty());
@@ -379,7 +373,7 @@ TEST(CudaPushRelabel, SmallSolvesPreparedAheadEqualPlainOnes) {
     engine->Solve(g, &ahead);
     EXPECT_EQ(ahead.flow, plain.flow) << shapes[k].Describe();
     EXPECT_EQ(ahead.labels, plain.labels) << shapes[k].Describe();
-    EXPECT_EQ(ahead.flow, Copy(g).maxflow("boost-bk").flow - g.constant()) << shapes[k].Describe();
+    EXPECT_EQ(ahead.flow, CopyOfCapacities(g).maxflow("boost-bk").flow - g.constant()) << shapes[k].Describe();
     auto elsewhere = MakeCuda();
     elsewhere->PrepareAhead(shapes[(k + 1) % 3]);  // a workspace of another shape: remade by the solve
     elsewhere->Solve(g, &other);
@@ -388,7 +382,7 @@ TEST(CudaPushRelabel, SmallSolvesPreparedAheadEqualPlainOnes) {
     for (int i = 0; i < 4; ++i) MakeCuda()->PrepareAhead(shapes[(k + i) % 3]);  // destroyed while preparing
 
     // A solved engine keeps its workspace: preparing for another shape must not touch it.
-    StGraph edited = Copy(g);
+    StGraph edited = CopyOfCapacities(g);
     edited.MarkSolved();  // the engine's state is g's solve: the edits below are what Resolve() reads
     const std::size_t held = engine->MemoryBytes();
     engine->PrepareAhead(shapes[(k + 1) % 3]);
@@ -459,7 +453,7 @@ TEST(CudaPushRelabel, SmallInjectedFaultsGiveClearMessagesAndAutoFallsBack) {
   const Energy best = test::BruteForceMinEnergy(m);
   {  // A debugging switch with a value it does not know is refused, not silently ignored.
     ScopedEnv debug("MRF_CUDA_DEBUG_SYNC", "yes");
-    StGraph named = Copy(g);
+    StGraph named = CopyOfCapacities(g);
     const Result r = named.maxflow("cuda-pr");
     EXPECT_FALSE(r.ok);
     EXPECT_NE(r.message.find("cuda-pr: MRF_CUDA_DEBUG_SYNC must be 0 or 1 (got 'yes')"), std::string::npos) << r.message;
@@ -467,7 +461,7 @@ TEST(CudaPushRelabel, SmallInjectedFaultsGiveClearMessagesAndAutoFallsBack) {
   const std::pair<const char*, const char*> faults[] = {{"oom", "out of GPU memory"}, {"launch", "kernel launch failed"}};
   for (const auto& [fault, expected] : faults) {
     ScopedEnv inject("MRF_INJECT_CUDA_FAULT", fault);
-    StGraph named = Copy(g);
+    StGraph named = CopyOfCapacities(g);
     const Result r = named.maxflow("cuda-pr");
     EXPECT_FALSE(r.ok) << fault;
     EXPECT_NE(r.message.find("cuda-pr"), std::string::npos) << r.message;
@@ -477,7 +471,7 @@ TEST(CudaPushRelabel, SmallInjectedFaultsGiveClearMessagesAndAutoFallsBack) {
     const Result failed = Solve(m, by_name);
     EXPECT_FALSE(failed.ok);
     EXPECT_NE(failed.message.find(expected), std::string::npos) << failed.message;
-    StGraph graph_auto = Copy(g);
+    StGraph graph_auto = CopyOfCapacities(g);
     const Result graph_fallback = graph_auto.maxflow("auto");
     ASSERT_TRUE(graph_fallback.ok) << graph_fallback.message;
     EXPECT_NE(graph_fallback.backend_used, "cuda-pr");
@@ -536,14 +530,14 @@ TEST(CudaPushRelabel, SmallSanitizerSolvesAndResolves) {
     StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
     const Result r = g.maxflow("cuda-pr");
     ASSERT_TRUE(r.ok) << r.message;
-    EXPECT_EQ(r.flow, Copy(g).maxflow("boost-bk").flow) << shape.Describe();
+    EXPECT_EQ(r.flow, CopyOfCapacities(g).maxflow("boost-bk").flow) << shape.Describe();
     for (NodeId v = 0; v < shape.num_nodes(); v += 7) g.set_tweights(v, (v * 37) % 500, (v * 91) % 500);
     shape.ForEachEdge([&](EdgeId e, NodeId, NodeId) {
       if (e % 11 == 0) g.set_edge(e, static_cast<Cost>(e % 50), static_cast<Cost>(e % 30));
     });
     const Result again = g.maxflow("cuda-pr");
     ASSERT_TRUE(again.ok) << again.message;
-    EXPECT_EQ(again.flow, Copy(g).maxflow("boost-bk").flow) << shape.Describe() << " (re-solve)";
+    EXPECT_EQ(again.flow, CopyOfCapacities(g).maxflow("boost-bk").flow) << shape.Describe() << " (re-solve)";
   }
 }
 
@@ -556,7 +550,7 @@ void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint
                        int* repaired = nullptr) {
   std::mt19937_64 rng(seed);
   StGraph g = test::GridFlowCase(rng, shape, profile);
-  StGraph twin = Copy(g);
+  StGraph twin = CopyOfCapacities(g);
   ASSERT_TRUE(g.maxflow("cuda-pr").ok);
   ASSERT_TRUE(twin.maxflow("tbb-pr").ok);
   const NodeId n = shape.num_nodes();
@@ -577,8 +571,8 @@ void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint
       ++*repaired;
     const Result cpu_again = twin.maxflow("tbb-pr");
     ASSERT_TRUE(cpu_again.ok) << cpu_again.message;
-    const Result fresh = Copy(g).maxflow("cuda-pr");
-    EXPECT_EQ(again.flow, Copy(g).maxflow("boost-bk").flow) << what << ": " << again.message;
+    const Result fresh = CopyOfCapacities(g).maxflow("cuda-pr");
+    EXPECT_EQ(again.flow, CopyOfCapacities(g).maxflow("boost-bk").flow) << what << ": " << again.message;
     EXPECT_EQ(again.flow, cpu_again.flow) << what;
     EXPECT_EQ(again.labels, cpu_again.labels) << what;
     EXPECT_EQ(again.labels, fresh.labels) << what;

@@ -31,6 +31,23 @@ inline const char* ToString(CapacityProfile p) {
   return "?";
 }
 
+/// A new graph with the capacities of `graph` (no engine, no solved state): a fresh solve of it is a
+/// reference for a graph that an engine re-solves.
+inline StGraph CopyOfCapacities(const StGraph& graph) {
+  StGraph copy(graph.topology());
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) copy.add_tweights(v, graph.source_cap(v), graph.sink_cap(v));
+  graph.topology().ForEachEdge(
+      [&](EdgeId e, NodeId, NodeId) { copy.add_to_edge_slot(e, graph.edge_cap(e), graph.edge_rev_cap(e)); });
+  return copy;
+}
+
+/// Flow of a reference engine (boost-bk unless named) on a copy of the graph's capacities.
+inline Energy ReferenceFlow(const StGraph& graph, const std::string& engine = "boost-bk") {
+  const Result r = CopyOfCapacities(graph).maxflow(engine);
+  if (!r.ok) throw Error(engine + " failed: " + r.message);
+  return r.flow;
+}
+
 /// A grid graph of `topology` with random capacities of the given profile.
 inline StGraph GridFlowCase(std::mt19937_64& rng, const Topology& topology, CapacityProfile profile) {
   StGraph g(topology);

@@ -66,12 +66,6 @@ inline void ExpectStatesCertifiedAfterRepairsPassEverywhere(
     const std::function<std::unique_ptr<PushRelabelEngine>(const PushRelabelTuning&)>& make_engine,
     std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  auto boost_flow = [](const StGraph& g) {
-    StGraph copy(g.topology());
-    for (NodeId v = 0; v < g.num_nodes(); ++v) copy.add_tweights(v, g.source_cap(v), g.sink_cap(v));
-    g.topology().ForEachEdge([&](EdgeId e, NodeId, NodeId) { copy.add_to_edge_slot(e, g.edge_cap(e), g.edge_rev_cap(e)); });
-    return copy.maxflow("boost-bk").flow;
-  };
   int repaired = 0, resolves = 0;
   for (const bool small_tiles : {true, false})
   for (const Topology& shape : {Topology::Grid2D(41, 33, 4), Topology::Grid2D(29, 26, 8), Topology::Grid3D(11, 9, 8),
@@ -103,7 +97,7 @@ inline void ExpectStatesCertifiedAfterRepairsPassEverywhere(
         engine->Resolve(g, &again);
         g.MarkSolved();
         ++resolves;
-        ASSERT_EQ(again.flow, boost_flow(g)) << what << ": " << again.message;
+        ASSERT_EQ(again.flow, ReferenceFlow(g)) << what << ": " << again.message;
         if (!RepairedFailingNodes(again.message, true)) continue;
         ++repaired;
         const PushRelabelState state = engine->DownloadState();
