@@ -62,6 +62,7 @@ std::string PushRelabelTuning::Describe() const {
                              : "")
     << (repair_violations == 0 ? ", no repairs after a failed certificate" : "");
   if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
+  if (trace) s << ", device timeline traced";
   return s.str();
 }
 
@@ -94,11 +95,12 @@ void PushRelabelTuning::Parse(const std::string& overrides) {
     else if (name == "wave_push") wave_push = v != 0;
     else if (name == "repair_violations") repair_violations = v;
     else if (name == "max_push_rounds") max_push_rounds = v;
+    else if (name == "trace") trace = v != 0;
     else
       throw Error("push-relabel tuning: unknown name '" + name +
                   "' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, local_iterations, "
                   "rounds_per_global_relabel, bfs_check_every, cuda_graphs, fused_bfs_start, incremental_relabel, "
-                  "wave_relabel, wave_push, local_resolve, repair_violations, max_push_rounds)");
+                  "wave_relabel, wave_push, local_resolve, repair_violations, max_push_rounds, trace)");
   }
   std::string error;
   if (!IsValid(&error)) throw Error(error);

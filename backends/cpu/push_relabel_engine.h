@@ -88,6 +88,9 @@ struct PushRelabelTuning {
   /// nodes in vain and got slower; the 1% edits were the same (docs/benchmarks.md).
   int repair_violations = 1024;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
+  /// cuda-pr: after each solve, print its device timeline on stderr (an event after every launch and
+  /// before every host wait; microseconds between them), to see where the host keeps the GPU idle.
+  bool trace = false;
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.
   bool IsValid(std::string* error) const;

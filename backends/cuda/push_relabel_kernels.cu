@@ -172,6 +172,14 @@ __global__ void ApplyNodeDeltasKernel(DeviceState s, const NodeDelta* deltas, in
   s.touched[s.layout.TileOfNode(deltas[i].node)] = 1;
 }
 
+// The cut, a bit per node (bit i % 32 of word i / 32 is node i's side), for a download an eighth
+// the size of the byte per node the kernels write: 2 instead of 16 MB at 4096 x 4096.
+__global__ void PackCutKernel(const std::uint8_t* labels, std::int64_t n, std::uint32_t* bits) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::uint32_t word = __ballot_sync(0xffffffffu, i < n && labels[i] != 0);
+  if ((threadIdx.x & 31) == 0 && i < n) bits[i >> 5] = word;
+}
+
 // Keeps the edge's flow where the new capacities allow it; the excess of a flow that no longer
 // fits goes back to the sending node and is taken from the receiving one (the netted excess
 // stands for Kohli and Torr's reparametrisation of the terminal edges).
@@ -582,6 +590,14 @@ cudaError_t LaunchKillRound(const DeviceState& s, int counter, Gate gate, const 
 
 cudaError_t LaunchCensus(const DeviceState& s, Gate gate, cudaStream_t stream) {
   return Dispatch(s.layout, CensusLaunch{s, gate, stream});
+}
+
+cudaError_t LaunchPackCut(const DeviceState& s, std::uint32_t* bits, cudaStream_t stream) {
+  const std::int64_t n = s.layout.num_nodes;
+  if (n == 0) return cudaSuccess;
+  cudaGetLastError();
+  PackCutKernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(s.labels, n, bits);
+  return cudaGetLastError();
 }
 
 cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream) {

@@ -369,6 +369,11 @@ TEST(TbbPushRelabel, TuningIsValidatedAndParsed) {
   EXPECT_THROW(parsed.Parse("local_iterations=abc"), Error);
   EXPECT_THROW(parsed.Parse("bfs_check_every=3"), Error);
   EXPECT_NE(parsed.Describe().find("3 local iterations"), std::string::npos) << parsed.Describe();
+  PushRelabelTuning traced;
+  EXPECT_EQ(traced.Describe().find("timeline"), std::string::npos) << traced.Describe();
+  traced.Parse("trace=1");
+  EXPECT_TRUE(traced.trace);
+  EXPECT_NE(traced.Describe().find("device timeline traced"), std::string::npos) << traced.Describe();
 }
 
 TEST(TbbPushRelabel, RegistryEntries) {
