@@ -310,10 +310,12 @@ __global__ void __launch_bounds__(TX* TY* TZ)
 #pragma unroll
     for (int d = 0; d < D; ++d) r[d] = s.r[d * N + v];
     mask = pr::ResidualMask<D>(r);
-    s.mask[v] = mask;  // fresh for the relabels after a failed certificate
   }
   const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
   LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
+  // Stored after the halo's loads: a byte store may alias them, so before them it would make the
+  // halo wait for this node's loads (two trips to memory instead of one).
+  if (in_grid) s.mask[v] = mask;  // fresh for the relabels after a failed certificate
   sh_h[hc] = h;
   __syncthreads();
   const int first_h = h;

@@ -303,10 +303,10 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
   if (in_grid) {
     x = s.x[v];
     h = s.h[v];
-    if (census) s.labels[v] = pr::CutSide(h, inf);
   }
   const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
   LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
+  if (census && in_grid) s.labels[v] = pr::CutSide(h, inf);  // after the halo's loads, which a byte store may alias
   sh_h[hc] = h;
   const int active_nodes = __syncthreads_count(pr::IsActive(x, h, inf));
   if (census && tid == 0 && active_nodes) atomicAdd(work, static_cast<std::uint32_t>(active_nodes));
@@ -483,7 +483,6 @@ __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, in
 #pragma unroll
       for (int d = 0; d < D; ++d) r[d] = s.r[d * N + v];
       mask = pr::ResidualMask<D>(r);
-      s.mask[v] = mask;
       h = pr::BfsInitStep(s.x[v], inf);
     }
     constexpr int NT = TX * TY * TZ, HZ = TZ + 2 * ZP;
@@ -494,6 +493,7 @@ __device__ __forceinline__ void BfsTile(const DeviceState& s, int tx, int ty, in
       const int hx = tx * TX + cx - 1, hy = ty * TY + cy - 1, hz = tz * TZ + cz - ZP;
       sh_h[i] = L.InGrid(hx, hy, hz) ? pr::BfsInitStep(s.x[L.Node(hx, hy, hz)], inf) : inf;
     }
+    if (in_grid) s.mask[v] = mask;  // after the halo's loads, which a byte store may alias
   }
   sh_h[hc] = h;
   __syncthreads();
@@ -553,13 +553,13 @@ __device__ __forceinline__ void KillTile(const DeviceState& s, int tx, int ty, i
 #pragma unroll
       for (int d = 0; d < D; ++d) r[d] = s.r[d * N + v];
       mask = pr::ResidualMask<D>(r);
-      s.mask[v] = mask;
     } else {
       mask = s.mask[v];
     }
   }
   const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
   LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
+  if (refresh_masks && in_grid) s.mask[v] = mask;  // after the halo's loads, which a byte store may alias
   sh_h[hc] = h;
   bool changed_any = false;
   if constexpr (WAVE && HasWave<KIND, TX, TZ>()) {
