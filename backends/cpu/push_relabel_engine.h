@@ -90,6 +90,8 @@ struct PushRelabelTuning {
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
   /// cuda-pr: after each solve, print its device timeline on stderr (an event after every launch and
   /// before every host wait; microseconds between them), to see where the host keeps the GPU idle.
+  /// A diagnostic: one line per solve, an event per launch (long solves make long lines); tbb-pr
+  /// ignores it.
   bool trace = false;
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.

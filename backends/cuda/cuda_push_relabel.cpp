@@ -480,9 +480,10 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   }
 
   // Grows the pinned buffer the re-solve's changes are written into (freed on its own, like the
-  // device buffers above; the last upload from it has ended: every solve ends with a wait).
+  // device buffers above).
   void GrowPinnedBuffer(char** buffer, std::size_t* bytes_held, std::size_t bytes) {
     if (bytes <= *bytes_held) return;
+    if (*buffer) Sync("waiting for the GPU");  // the last upload may still read the old buffer
     if (*buffer) cudaFreeHost(*buffer);
     *buffer = nullptr;
     *bytes_held = 0;
@@ -590,6 +591,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
         stats_.launches -= launches;  // counted when replayed
       }
       Check(cudaGraphLaunch(found->second, stream_), "launching a CUDA graph");
+      if (tuning_.trace) Mark("CUDA graph");  // (launches inside a graph record no marks)
       stats_.launches += launches;
     }
     if (wait)
