@@ -96,7 +96,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       const std::size_t tiles = static_cast<std::size_t>(layout.num_tiles());
       // The whole workspace is estimated first, so a grid that cannot fit is refused with both figures before
       // anything is allocated (the allocations below add their own message if memory runs out anyway).
-      const std::size_t words = (n + 31) / 32;
+      const std::size_t words = static_cast<std::size_t>(cuda_pr::PackedCutWords(layout.num_nodes));
       const std::size_t needed = n * (sizeof(std::int64_t) + sizeof(std::int32_t) + 2) + words * 4 + n * dirs * sizeof(std::uint32_t) +
                                  n * dirs / 2 * 2 * sizeof(std::int32_t) + 7 * tiles + tiles * sizeof(unsigned long long) +
                                  kMaxBatch * sizeof(std::uint32_t) + cuda_pr::kNumTotals * sizeof(unsigned long long);
@@ -333,7 +333,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     // included, took 0.06 ms instead of 0.31 for 16 MB (H200 machine).
     Record(kDownloadStart);
     Launched(cuda_pr::LaunchPackCut(dev_, cut_bits_, stream_), "PackCut");
-    Check(cudaMemcpyAsync(host_cut_bits_, cut_bits_, static_cast<std::size_t>((n + 31) / 32) * 4,
+    Check(cudaMemcpyAsync(host_cut_bits_, cut_bits_, static_cast<std::size_t>(cuda_pr::PackedCutWords(n)) * 4,
                           cudaMemcpyDeviceToHost, stream_), "downloading the cut");
     Record(kDownloadEnd);
     Sync("downloading the cut");

@@ -611,7 +611,7 @@ cudaError_t LaunchPackCut(const DeviceState& s, std::uint32_t* bits, cudaStream_
   const std::int64_t n = s.layout.num_nodes;
   if (n == 0) return cudaSuccess;
   cudaGetLastError();
-  const std::int64_t words = (n + 31) / 32;
+  const std::int64_t words = PackedCutWords(n);
   PackCutKernel<<<static_cast<unsigned>((words + 255) / 256), 256, 0, stream>>>(s.labels, n, bits);
   return cudaGetLastError();
 }

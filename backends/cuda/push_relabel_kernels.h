@@ -95,9 +95,11 @@ cudaError_t LaunchKillRound(const DeviceState& s, int counter, Gate gate, const 
 /// Tile flags, active nodes, the cut and the sink residual (totals kActiveNodes, kSinkResidual,
 /// cleared before), if the gate is open.
 cudaError_t LaunchCensus(const DeviceState& s, Gate gate, cudaStream_t stream);
-/// Re-solve: terminal changes, then edge changes; both flag the tiles they touch.
-/// The cut (s.labels) packed into (num_nodes + 31) / 32 words, bit i % 32 of word i / 32 for node i.
+/// Words of the packed cut of a grid of `nodes` nodes (a bit per node).
+constexpr std::int64_t PackedCutWords(std::int64_t nodes) { return (nodes + 31) / 32; }
+/// The cut (s.labels) packed into PackedCutWords(num_nodes) words, bit i % 32 of word i / 32 for node i.
 cudaError_t LaunchPackCut(const DeviceState& s, std::uint32_t* bits, cudaStream_t stream);
+/// Re-solve: terminal changes, then edge changes; both flag the tiles they touch.
 cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream);
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream);
 /// Local re-solve, one colour of the repair schedule: a thread per group repairs its changes in
