@@ -168,6 +168,30 @@ MRF_HD int IndexIn(const std::int64_t* list, int n, std::int64_t u) {
   return -1;
 }
 
+// A node's neighbours with their heights and the residuals between them (`incoming`: of the edges
+// from each neighbour into u; otherwise of u's edges out). Every load is issued before any is used:
+// a repair is one thread's chain of dependent loads, and its launch lasts as long as the longest
+// chain, so a direction's height is read whether or not its residual turns out to be 0.
+// Past the grid's edge: residual 0, height inf.
+template <int KIND, class Ops>
+struct Around {
+  static constexpr int D = NumDirs(KIND);
+  std::int64_t w[D];
+  std::uint32_t r[D];
+  int h[D];
+  MRF_HD Around(const LocalState& s, std::int64_t u, bool incoming) {
+    const TileLayout& L = s.layout;
+    bool in[D];
+MRF_UNROLL
+    for (int d = 0; d < D; ++d) {
+      w[d] = u;
+      in[d] = NeighbourOf(L, u, d, &w[d]);
+      r[d] = in[d] ? Ops::Load(incoming ? s.r + Opposite(KIND, d) * L.num_nodes + w[d] : s.r + d * L.num_nodes + u) : 0u;
+      h[d] = in[d] ? Ops::Load(s.h + w[d]) : L.inf;
+    }
+  }
+};
+
 // Adds u to the nodes to re-check unless it waits there already (entries from `from` on are not
 // checked yet); false when the list is full.
 MRF_HD bool NoteCheck(std::int64_t u, std::int64_t* check, int& checks, int from = 0) {
@@ -182,13 +206,10 @@ MRF_HD bool NoteCheck(std::int64_t u, std::int64_t* check, int& checks, int from
 template <int KIND, class Ops>
 MRF_HD bool QueueDependants(const LocalState& s, std::int64_t u, int old_h, std::int64_t* check, int& checks,
                             int from = 0) {
-  const TileLayout& L = s.layout;
-  for (int d = 0; d < NumDirs(KIND); ++d) {
-    std::int64_t w;
-    if (!NeighbourOf(L, u, d, &w) || Ops::Load(s.r + Opposite(KIND, d) * L.num_nodes + w) == 0) continue;
-    const int hw = Ops::Load(s.h + w);
-    if (hw < L.inf && hw > old_h && !NoteCheck(w, check, checks, from)) return false;
-  }
+  const Around<KIND, Ops> n(s, u, /*incoming=*/true);
+  for (int d = 0; d < NumDirs(KIND); ++d)
+    if (n.r[d] != 0 && n.h[d] < s.layout.inf && n.h[d] > old_h && !NoteCheck(n.w[d], check, checks, from))
+      return false;
   return true;
 }
 
@@ -200,7 +221,6 @@ template <int KIND, class Ops>
 MRF_HD bool DropClosedRegion(const LocalState& s, std::int64_t u, std::int64_t* check, int& checks, bool* full) {
   constexpr int D = NumDirs(KIND);
   const TileLayout& L = s.layout;
-  const std::int64_t N = L.num_nodes;
   std::int64_t node[kLocalMaxRegion];
   int old_h[kLocalMaxRegion];
   int size = 1;
@@ -208,15 +228,14 @@ MRF_HD bool DropClosedRegion(const LocalState& s, std::int64_t u, std::int64_t* 
   old_h[0] = Ops::Load(s.h + u);
   for (int head = 0; head < size; ++head) {
     const std::int64_t a = node[head];
-    if (Ops::Load(s.x + a) < 0) return false;  // reaches sink capacity
+    const std::int64_t xa = Ops::Load(s.x + a);
+    const Around<KIND, Ops> n(s, a, /*incoming=*/false);
+    if (xa < 0) return false;  // reaches sink capacity
     for (int d = 0; d < D; ++d) {
-      std::int64_t w;
-      if (!NeighbourOf(L, a, d, &w) || Ops::Load(s.r + d * N + a) == 0) continue;
-      const int hw = Ops::Load(s.h + w);
-      if (hw >= L.inf || IndexIn(node, size, w) >= 0) continue;
+      if (n.r[d] == 0 || n.h[d] >= L.inf || IndexIn(node, size, n.w[d]) >= 0) continue;
       if (size == kLocalMaxRegion) return false;
-      node[size] = w;
-      old_h[size] = hw;
+      node[size] = n.w[d];
+      old_h[size] = n.h[d];
       ++size;
     }
   }
@@ -249,20 +268,14 @@ MRF_HD bool DischargeLocally(const LocalState& s, std::int64_t v, std::int64_t* 
     std::int64_t xu = Ops::Load(s.x + u);
     int hu = Ops::Load(s.h + u);
     if (xu <= 0 || hu >= inf) continue;
-    std::int64_t w[D];
-    int hw[D];
-    std::uint32_t ru[D];
+    const Around<KIND, Ops> n(s, u, /*incoming=*/false);
+    const std::int64_t* w = n.w;
+    const std::uint32_t* ru = n.r;
+    const int* hw = n.h;
     int lowest = inf;
 MRF_UNROLL
-    for (int d = 0; d < D; ++d) {
-      hw[d] = inf;
-      ru[d] = 0;
-      if (!NeighbourOf(L, u, d, &w[d])) continue;
-      ru[d] = Ops::Load(s.r + d * N + u);
-      if (ru[d] == 0) continue;
-      hw[d] = Ops::Load(s.h + w[d]);
-      lowest = hw[d] < lowest ? hw[d] : lowest;
-    }
+    for (int d = 0; d < D; ++d)
+      if (ru[d] != 0 && hw[d] < lowest) lowest = hw[d];
     if (lowest >= hu) {  // relabel
       if (IndexIn(queue, head - 1, u) >= 0) {  // it had a turn before and must rise again: is it cut off?
         bool full = false;
@@ -335,17 +348,18 @@ MRF_HD bool FillFromDeadRegion(const LocalState& s, std::int64_t v) {
     depth[0] = 0;
     int size = 1, found = -1;
     for (int head = 0; head < size && found < 0; ++head) {
-      const std::int64_t u = node[head];
+      const Around<KIND, Ops> n(s, node[head], /*incoming=*/true);
+      std::int64_t xw[D];  // loaded with the rest: only the nodes that join need it
+MRF_UNROLL
+      for (int d = 0; d < D; ++d) xw[d] = n.r[d] != 0 ? Ops::Load(s.x + n.w[d]) : 0;
       for (int d = 0; d < D && found < 0; ++d) {
-        std::int64_t w;
-        if (!NeighbourOf(L, u, d, &w) || Ops::Load(s.r + Opposite(KIND, d) * N + w) == 0) continue;
-        if (Ops::Load(s.h + w) < inf || IndexIn(node, size, w) >= 0) continue;
+        if (n.r[d] == 0 || n.h[d] < inf || IndexIn(node, size, n.w[d]) >= 0) continue;
         if (size == kLocalMaxRegion) return false;
-        node[size] = w;
+        node[size] = n.w[d];
         parent[size] = head;
         dir[size] = Opposite(KIND, d);  // w -> u
         depth[size] = depth[head] + 1;
-        if (Ops::Load(s.x + w) > 0) found = size;
+        if (xw[d] > 0) found = size;
         ++size;
       }
     }
@@ -354,13 +368,11 @@ MRF_HD bool FillFromDeadRegion(const LocalState& s, std::int64_t v) {
       // holds excess. The region gets heights base + depth: each node one above its parent, and the
       // base high enough that no finite node pointing into the region is more than one above it.
       int base = 1;
-      for (int i = 0; i < size; ++i)
-        for (int d = 0; d < D; ++d) {
-          std::int64_t w;
-          if (!NeighbourOf(L, node[i], d, &w) || Ops::Load(s.r + Opposite(KIND, d) * N + w) == 0) continue;
-          const int hw = Ops::Load(s.h + w);
-          if (hw < inf && hw - 1 - depth[i] > base) base = hw - 1 - depth[i];
-        }
+      for (int i = 0; i < size; ++i) {
+        const Around<KIND, Ops> n(s, node[i], /*incoming=*/true);
+        for (int d = 0; d < D; ++d)
+          if (n.r[d] != 0 && n.h[d] < inf && n.h[d] - 1 - depth[i] > base) base = n.h[d] - 1 - depth[i];
+      }
       if (base + depth[size - 1] >= inf) return false;
       for (int i = 0; i < size; ++i) {
         Ops::Store(s.h + node[i], base + depth[i]);
@@ -400,21 +412,18 @@ MRF_HD bool FillFromDeadRegion(const LocalState& s, std::int64_t v) {
 template <int KIND, class Ops>
 MRF_HD bool RestoreSupport(const LocalState& s, std::int64_t* check, int checks) {
   constexpr int D = NumDirs(KIND);
-  const TileLayout& L = s.layout;
-  const std::int64_t N = L.num_nodes;
-  const int inf = L.inf;
+  const int inf = s.layout.inf;
   std::int64_t dropped[kLocalMaxDropped];
   int dropped_count = 0;
   for (int head = 0; head < checks; ++head) {
     const std::int64_t u = check[head];
     const int hu = Ops::Load(s.h + u);
+    const std::int64_t xu = Ops::Load(s.x + u);
     if (hu >= inf) continue;
-    bool supported = Ops::Load(s.x + u) < 0;
+    const Around<KIND, Ops> n(s, u, /*incoming=*/false);
+    bool supported = xu < 0;
 MRF_UNROLL
-    for (int d = 0; d < D; ++d) {
-      std::int64_t w;
-      if (!supported && NeighbourOf(L, u, d, &w) && Ops::Load(s.r + d * N + u) > 0) supported = Ops::Load(s.h + w) < hu;
-    }
+    for (int d = 0; d < D; ++d) supported |= n.r[d] > 0 && n.h[d] < hu;
     if (supported) continue;
     if (dropped_count == kLocalMaxDropped) return false;
     dropped[dropped_count++] = u;
@@ -429,13 +438,12 @@ MRF_UNROLL
   for (int round = 0; round <= dropped_count; ++round) {
     bool changed = false;
     for (int i = 0; i < dropped_count; ++i) {
-      const std::int64_t u = dropped[i];
+      const Around<KIND, Ops> n(s, dropped[i], /*incoming=*/false);
       int lowest = inf;
       for (int d = 0; d < D; ++d) {
-        std::int64_t w;
-        if (!NeighbourOf(L, u, d, &w) || Ops::Load(s.r + d * N + u) == 0) continue;
-        const int j = IndexIn(dropped, dropped_count, w);
-        const int hw = j >= 0 ? height[j] : Ops::Load(s.h + w);
+        if (n.r[d] == 0) continue;
+        const int j = IndexIn(dropped, dropped_count, n.w[d]);
+        const int hw = j >= 0 ? height[j] : n.h[d];
         lowest = hw < lowest ? hw : lowest;
       }
       const int candidate = lowest >= inf - 1 ? inf : lowest + 1;
