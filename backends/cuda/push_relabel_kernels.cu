@@ -96,8 +96,19 @@ __device__ bool Open(const DeviceState& s, Gate gate) {
 }
 
 // ---- Push: up to `iterations` synchronous push / pull / relabel iterations on one tile ----------
+
+// Resident blocks per SM the compiler must allow for push visits. 4-connected tiles: a full SM (2048
+// threads: 32 registers, 8 bytes spilled, 56-68 with wave pushes), against three 512-node tiles with
+// the 40 registers the compiler takes by itself. A visit waits on its barriers more than on memory,
+// so more tiles in flight hide more of it: push rounds 7% faster on the 4096 scene (32x16 tiles,
+// H200; docs/benchmarks.md). Other grids would spill 70-120 bytes a thread: the compiler's choice.
+template <int KIND, int TX, int TY, int TZ>
+constexpr int PushMinBlocks() {
+  return KIND == pr::kKindGrid4 ? 2048 / (TX * TY * TZ) : 1;
+}
+
 template <int KIND, int TX, int TY, int TZ, bool WAVE>
-__global__ void __launch_bounds__(TX* TY* TZ)
+__global__ void __launch_bounds__(TX* TY* TZ, PushMinBlocks<KIND, TX, TY, TZ>())
     PushTilesKernel(DeviceState s, int colour, int counter, Gate gate, int iterations) {
   if (!Open(s, gate)) return;  // decided the same way by every block: nothing to do costs one launch
   int tx, ty, tz;
