@@ -32,6 +32,8 @@ bool PushRelabelTuning::IsValid(std::string* error) const {
                 std::to_string(tile3d_y) + "x" + std::to_string(tile3d_z) + ")");
   if (local_iterations < 1 || local_iterations > 100000)
     return fail("local_iterations must be in 1..100000 (got " + std::to_string(local_iterations) + ")");
+  if (resolve_local_iterations < 1 || resolve_local_iterations > 100000)
+    return fail("resolve_local_iterations must be in 1..100000 (got " + std::to_string(resolve_local_iterations) + ")");
   if (rounds_per_global_relabel < 1 || rounds_per_global_relabel > 512)
     return fail("rounds_per_global_relabel must be in 1..512 (got " + std::to_string(rounds_per_global_relabel) + ")");
   if (bfs_check_every < 2 || bfs_check_every > 512 || bfs_check_every % 2 != 0)
@@ -48,7 +50,8 @@ bool PushRelabelTuning::IsValid(std::string* error) const {
 std::string PushRelabelTuning::Describe() const {
   std::ostringstream s;
   s << "tile " << tile_x << "x" << tile_y << " (3-D " << tile3d_x << "x" << tile3d_y << "x" << tile3d_z << "), "
-    << local_iterations << " local iterations, global relabel every " << rounds_per_global_relabel
+    << local_iterations << " local iterations (" << resolve_local_iterations
+    << " in a re-solve's first push rounds), global relabel every " << rounds_per_global_relabel
     << " push rounds, BFS batches of " << bfs_check_every << " rounds, CUDA graphs "
     << (cuda_graphs ? "on" : "off") << (fused_bfs_start ? ", fused BFS start" : "")
     << (incremental_relabel == 0   ? ", full relabels"
@@ -85,6 +88,7 @@ void PushRelabelTuning::Parse(const std::string& overrides) {
     else if (name == "tile3d_y") tile3d_y = v;
     else if (name == "tile3d_z") tile3d_z = v;
     else if (name == "local_iterations") local_iterations = v;
+    else if (name == "resolve_local_iterations") resolve_local_iterations = v;
     else if (name == "rounds_per_global_relabel") rounds_per_global_relabel = v;
     else if (name == "bfs_check_every") bfs_check_every = v;
     else if (name == "cuda_graphs") cuda_graphs = v != 0;
@@ -99,7 +103,7 @@ void PushRelabelTuning::Parse(const std::string& overrides) {
     else
       throw Error("push-relabel tuning: unknown name '" + name +
                   "' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, local_iterations, "
-                  "rounds_per_global_relabel, bfs_check_every, cuda_graphs, fused_bfs_start, incremental_relabel, "
+                  "resolve_local_iterations, rounds_per_global_relabel, bfs_check_every, cuda_graphs, fused_bfs_start, incremental_relabel, "
                   "wave_relabel, wave_push, local_resolve, repair_violations, max_push_rounds, trace)");
   }
   std::string error;
@@ -517,7 +521,8 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve, 
   // they guide the flow of the changed nodes at once, and the relabels after start from them.
   bool full = resolve ? tuning_.incremental_relabel == 0 : true;
   if (resolve) {
-    Cycle(tuning_.rounds_per_global_relabel, Relabel::kNone, /*wait=*/!certify_first);
+    Cycle(tuning_.rounds_per_global_relabel, tuning_.resolve_local_iterations, Relabel::kNone,
+          /*wait=*/!certify_first);
     stats_.push_rounds += tuning_.rounds_per_global_relabel;
     // After local fills, the push rounds often leave a state that the certificate proves optimal
     // once the nodes they left without support have risen: no global relabel is needed then.
@@ -549,7 +554,8 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve, 
   for (;;) {
     int rounds = tuning_.rounds_per_global_relabel;
     if (max_push_rounds > 0) rounds = static_cast<int>(std::min<std::int64_t>(rounds, max_push_rounds - stats_.push_rounds));
-    const CycleResult cycle = Cycle(rounds, full ? Relabel::kFull : Relabel::kIncremental, true);
+    const CycleResult cycle =
+        Cycle(rounds, tuning_.local_iterations, full ? Relabel::kFull : Relabel::kIncremental, true);
     full = resolve ? tuning_.incremental_relabel == 0 : tuning_.incremental_relabel < 2;
     ++stats_.global_relabels;
     stats_.bfs_rounds += cycle.bfs_rounds;

@@ -41,6 +41,11 @@ struct PushRelabelTuning {
   int tile3d_y = 8;            ///< 3-D tile size y.
   int tile3d_z = 8;            ///< 3-D tile size z.
   int local_iterations = 8;    ///< Push/relabel iterations per tile visit.
+  /// The same in a re-solve's first push rounds, which start from the kept heights (and, with
+  /// local_resolve = 3, come before the certificate). Their tiles hold a few changed nodes whose
+  /// excess settles nearby, so longer visits leave fewer nodes failing the certificate without the
+  /// cost they have in a fresh solve (16: see docs/benchmarks.md for the sweep on the H200).
+  int resolve_local_iterations = 16;
   int rounds_per_global_relabel = 2;  ///< Push rounds between two global relabels (one cycle).
   int bfs_check_every = 8;     ///< BFS rounds per batch before the host checks convergence (even).
   bool cuda_graphs = false;    ///< cuda-pr: replay each batch of launches as one CUDA graph (measured no faster).
@@ -210,11 +215,12 @@ class PushRelabelEngine : public MaxFlowEngine {
   };
   /// One cycle: a global relabel (exact distances, dead nodes, tile flags, the cut, the active
   /// nodes) and then, if any node is active, `push_rounds` push rounds (stopping after a round
-  /// without work); with Relabel::kNone only the push rounds (active_nodes is then not counted).
+  /// without work) of up to `iterations` local iterations a tile visit; with Relabel::kNone only
+  /// the push rounds (active_nodes is then not counted).
   /// Adds to stats_ (launches, syncs, visits, phase times).
   /// Without `wait` (Relabel::kNone only), the host does not wait for the push rounds: what it
   /// enqueues next (the certificate) waits for them, and collects their counts.
-  virtual CycleResult Cycle(int push_rounds, Relabel relabel, bool wait) = 0;
+  virtual CycleResult Cycle(int push_rounds, int iterations, Relabel relabel, bool wait) = 0;
   /// Copies the cut of the last global relabel (1 = sink side) and returns the total residual
   /// capacity left on the sink edges.
   virtual std::int64_t Finish(std::vector<Label>* sink_side) = 0;

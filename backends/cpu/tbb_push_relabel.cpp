@@ -140,7 +140,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     times_.solve_ms += MsSince(start);
   }
 
-  CycleResult Cycle(int push_rounds, Relabel relabel, bool /*wait: the loops here always finish*/) override {
+  CycleResult Cycle(int push_rounds, int iterations, Relabel relabel,
+                    bool /*wait: the loops here always finish*/) override {
     CycleResult result;
     if (relabel != Relabel::kNone) {
       const bool incremental = relabel == Relabel::kIncremental;
@@ -157,9 +158,9 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     }
     const auto push_start = std::chrono::steady_clock::now();
     switch (layout_.kind) {
-      case pr::kKindGrid4: PushRoundsT<pr::kKindGrid4>(push_rounds); break;
-      case pr::kKindGrid8: PushRoundsT<pr::kKindGrid8>(push_rounds); break;
-      default: PushRoundsT<pr::kKindGrid3D6>(push_rounds); break;
+      case pr::kKindGrid4: PushRoundsT<pr::kKindGrid4>(push_rounds, iterations); break;
+      case pr::kKindGrid8: PushRoundsT<pr::kKindGrid8>(push_rounds, iterations); break;
+      default: PushRoundsT<pr::kKindGrid3D6>(push_rounds, iterations); break;
     }
     const double push_ms = MsSince(push_start);
     stats_.push_ms += push_ms;
@@ -359,11 +360,11 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     }
   }
 
-  // One visit of a tile: up to local_iterations push/pull/relabel iterations, the same steps as the
+  // One visit of a tile: up to max_iterations push/pull/relabel iterations, the same steps as the
   // CUDA block's loop. The GPU runs every node each iteration; here only the active nodes and those
   // that received flow are touched, which changes nothing (the steps are no-ops on the others).
   template <int KIND>
-  bool PushTile(int tx, int ty, int tz, TileScratch& s) {
+  bool PushTile(int tx, int ty, int tz, int max_iterations, TileScratch& s) {
     constexpr int D = pr::NumDirs(KIND);
     const TileLayout& L = layout_;
     const int tile = L.TileIndex(tx, ty, tz);
@@ -395,7 +396,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     }
     auto neighbour_heights = [&](int l, int (&nh)[D]) { f.NeighbourHeights<KIND>(s.halo_h, f.HaloOf(l), nh); };
     int iterations = 0;
-    while (iterations < tuning_.local_iterations) {
+    while (iterations < max_iterations) {
       ++iterations;
       const bool wave = KIND == pr::kKindGrid4 && tuning_.wave_push;
       if (wave) {
@@ -489,14 +490,14 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
   }
 
   template <int KIND>
-  std::int64_t PushRoundsT(int rounds) {
+  std::int64_t PushRoundsT(int rounds, int iterations) {
     std::int64_t busy = 0;
     stats_.launches += static_cast<std::int64_t>(rounds) * layout_.num_colours();
     for (int round = 0; round < rounds; ++round) {
       std::atomic<std::int64_t> count{0};
       for (int colour = 0; colour < layout_.num_colours(); ++colour) {
         ForEachTileOfColour(colour, [&](int tx, int ty, int tz) {
-          if (PushTile<KIND>(tx, ty, tz, scratch_.local())) count.fetch_add(1, std::memory_order_relaxed);
+          if (PushTile<KIND>(tx, ty, tz, iterations, scratch_.local())) count.fetch_add(1, std::memory_order_relaxed);
         });
       }
       busy = count.load();

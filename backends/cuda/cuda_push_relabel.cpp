@@ -277,11 +277,11 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     Sync(what);
   }
 
-  CycleResult Cycle(int push_rounds, Relabel relabel, bool wait) override {
+  CycleResult Cycle(int push_rounds, int iterations, Relabel relabel, bool wait) override {
     CycleResult result;
     Record(kCycleStart);
     if (relabel == Relabel::kNone) {
-      RunCycleBatch(kPushOnly, push_rounds, wait);
+      RunCycleBatch(kPushOnly, push_rounds, iterations, wait);
       push_unread_ = !wait;
       if (wait) CollectPushRounds();
       return result;
@@ -298,7 +298,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     };
     bool converged = false;
     if (relabel == Relabel::kIncremental) {
-      RunCycleBatch(kIncremental, push_rounds);
+      RunCycleBatch(kIncremental, push_rounds, iterations);
       bool killed = false;
       result.bfs_rounds += rounds_until_zero(0, &killed);
       if (killed) {
@@ -306,17 +306,17 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       } else {
         // The first phase needs more rounds than a batch has: start from scratch instead (the
         // same distances come out).
-        RunCycleBatch(kFirst, push_rounds);
+        RunCycleBatch(kFirst, push_rounds, iterations);
         result.bfs_rounds += rounds_until_zero(0, &converged);
       }
     } else {
-      RunCycleBatch(kFirst, push_rounds);
+      RunCycleBatch(kFirst, push_rounds, iterations);
       result.bfs_rounds += rounds_until_zero(0, &converged);
     }
     while (!converged) {
       if (result.bfs_rounds > 4 * layout_.num_nodes + 64)
         throw Error("cuda-pr: the breadth-first search did not converge (internal error)");
-      RunCycleBatch(kMoreBfs, push_rounds);  // more BFS rounds, then the census and the push rounds
+      RunCycleBatch(kMoreBfs, push_rounds, iterations);  // more BFS rounds, then the census and the push rounds
       result.bfs_rounds += rounds_until_zero(0, &converged);
     }
     result.active_nodes = static_cast<std::int64_t>(host_totals_[cuda_pr::kActiveNodes]);
@@ -560,21 +560,21 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     return relabel + push * layout_.num_colours();
   }
 
-  void RunCycleBatch(BatchKind kind, int push, bool wait = true) {
+  void RunCycleBatch(BatchKind kind, int push, int iterations, bool wait = true) {
     const int launches = BatchLaunches(kind, push);
     if (!tuning_.cuda_graphs || debug_sync_) {
-      EnqueueCycleBatch(kind, push);
+      EnqueueCycleBatch(kind, push, iterations);
     } else {
       const auto key = std::make_tuple(static_cast<int>(kind) + (tuning_.fused_bfs_start ? 8 : 0) +
                                            (tuning_.wave_relabel ? 16 : 0) + (tuning_.wave_push ? 32 : 0),
-                                       tuning_.bfs_check_every, push, tuning_.local_iterations);
+                                       tuning_.bfs_check_every, push, iterations);
       auto found = graphs_.find(key);
       if (found == graphs_.end()) {
         cudaGraph_t graph = nullptr;
         Check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capturing a CUDA graph");
         capturing_ = true;
         try {
-          EnqueueCycleBatch(kind, push);
+          EnqueueCycleBatch(kind, push, iterations);
         } catch (...) {
           capturing_ = false;
           cudaStreamEndCapture(stream_, &graph);
@@ -598,7 +598,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       Sync(kind == kPushOnly ? "push rounds" : kind == kMoreBfs ? "more BFS rounds" : "a global relabel and its push rounds");
   }
 
-  void EnqueueCycleBatch(BatchKind kind, int push) {
+  void EnqueueCycleBatch(BatchKind kind, int push, int iterations) {
     using cuda_pr::Gate;
     const int bfs = kind == kPushOnly ? 0 : tuning_.bfs_check_every;
     const int kill = kind == kIncremental ? bfs : 0;
@@ -647,7 +647,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       Gate gate{Gate::kIfPreviousChanged, counter - 1, 1};
       if (k == 0) gate = kind == kPushOnly ? Gate{} : Gate{Gate::kIfConvergedAndActive, kill, bfs};
       for (int colour = 0; colour < layout_.num_colours(); ++colour)
-        Launched(cuda_pr::LaunchPushColour(dev_, colour, counter, gate, tuning_.local_iterations, tuning_.wave_push,
+        Launched(cuda_pr::LaunchPushColour(dev_, colour, counter, gate, iterations, tuning_.wave_push,
                                            stream_),
                  "PushTiles");
     }

@@ -257,6 +257,47 @@ TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {
   EXPECT_THROW(repairs.Parse("repair_violations=-1"), Error);
 }
 
+// A re-solve's first push rounds take resolve_local_iterations, not local_iterations: with 1, each
+// tile visit of a re-solve certified after them (no relabel, no repairs) is one iteration; with 8,
+// some visit takes more. Both re-solves equal Boost.
+TEST(PushRelabelLocal, ResolvePushRoundsTakeTheirOwnIterations) {
+  std::mt19937_64 rng(12);
+  std::int64_t longer_visits = 0;
+  int certified = 0;
+  for (const int resolve_iterations : {1, 8}) {
+    PushRelabelTuning tuning;
+    tuning.local_resolve = 3;
+    tuning.repair_violations = 0;
+    tuning.local_iterations = 8;
+    tuning.resolve_local_iterations = resolve_iterations;
+    for (const Topology& shape : kShapes) {
+      StGraph g = test::GridFlowCase(rng, shape, CapacityProfile::kSegmentation);
+      auto engine = MakeTbbPushRelabelEngine(tuning);
+      Result result;
+      engine->Solve(g, &result);
+      g.MarkSolved();
+      auto pick = [&](std::int64_t k) { return std::uniform_int_distribution<std::int64_t>(0, k - 1)(rng); };
+      for (int step = 0; step < 6; ++step) {
+        for (std::int64_t i = 0; i < 1 + shape.num_nodes() / 100; ++i)
+          g.set_tweights(static_cast<NodeId>(pick(shape.num_nodes())), pick(1000), pick(1000));
+        Result again;
+        engine->Resolve(g, &again);
+        g.MarkSolved();
+        const std::string what = shape.Describe() + ", " + std::to_string(resolve_iterations) + " iterations, step " +
+                                 std::to_string(step) + ": " + again.message;
+        ASSERT_EQ(again.flow, ReferenceFlow(g)) << what;
+        if (again.message.rfind(kLocalPrefix, 0) != 0 || engine->stats().global_relabels > 0) continue;
+        ++certified;
+        const PushRelabelStats& stats = engine->stats();
+        if (resolve_iterations == 1) EXPECT_EQ(stats.tile_iterations, stats.tile_visits) << what;
+        else longer_visits += stats.tile_iterations - stats.tile_visits;
+      }
+    }
+  }
+  EXPECT_GT(certified, 10) << "too few re-solves were certified after their push rounds";
+  EXPECT_GT(longer_visits, 0) << "with 8 iterations no visit of a re-solve took more than one";
+}
+
 // A re-solve reads a large edit's changed nodes through a bitmap, in chunks on all cores: the
 // edited graph's flow must equal Boost's; a weight above what the engine accepts names the lowest
 // such node, and the re-solve after it is fixed starts afresh and is right again.

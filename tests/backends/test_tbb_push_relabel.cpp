@@ -368,7 +368,13 @@ TEST(TbbPushRelabel, TuningIsValidatedAndParsed) {
   EXPECT_THROW(parsed.Parse("no_such=1"), Error);
   EXPECT_THROW(parsed.Parse("local_iterations=abc"), Error);
   EXPECT_THROW(parsed.Parse("bfs_check_every=3"), Error);
-  EXPECT_NE(parsed.Describe().find("3 local iterations"), std::string::npos) << parsed.Describe();
+  EXPECT_NE(parsed.Describe().find("3 local iterations (16 in a re-solve's first push rounds)"), std::string::npos)
+      << parsed.Describe();
+  PushRelabelTuning resolving;  // (parsed now holds the invalid bfs_check_every)
+  resolving.Parse("resolve_local_iterations=5");
+  EXPECT_EQ(resolving.resolve_local_iterations, 5);
+  EXPECT_NE(resolving.Describe().find("(5 in a re-solve's"), std::string::npos) << resolving.Describe();
+  EXPECT_THROW(resolving.Parse("resolve_local_iterations=0"), Error);
   PushRelabelTuning traced;
   EXPECT_EQ(traced.Describe().find("timeline"), std::string::npos) << traced.Describe();
   traced.Parse("trace=1");
