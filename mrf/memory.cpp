@@ -113,4 +113,10 @@ void AssignLabeling(Labeling* to, const Labeling& from) {
   ForPiecesOfLabels(from.size(), [&](std::size_t begin, std::size_t end) { std::copy(in + begin, in + end, out + begin); });
 }
 
+std::string MiB(double bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return text;
+}
+
 }  // namespace mrf

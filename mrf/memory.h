@@ -26,6 +26,9 @@ std::string MemoryShortfall(double bytes, const std::string& what);
 /// Throws mrf::Error with MemoryShortfall()'s reason when `bytes` do not fit.
 void CheckFitsInMemory(double bytes, const std::string& what);
 
+/// "12.3 MiB": an amount of memory for messages (the GPU backends' allocation errors).
+std::string MiB(double bytes);
+
 #if defined(__SANITIZE_ADDRESS__)
 inline constexpr bool kAddressSanitizer = true;
 #elif defined(__has_feature)

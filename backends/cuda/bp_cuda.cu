@@ -16,6 +16,7 @@
 #include "backends/common/bp_fast_tile.h"
 #include "backends/cuda/staged_upload.h"
 #include "mrf/device.h"
+#include "mrf/memory.h"
 
 namespace cg = cooperative_groups;
 
@@ -54,11 +55,6 @@ void CheckLaunch(const char* kernel, cudaStream_t stream, bool capturing, const 
   if (DebugSync() && !capturing) Check(cudaStreamSynchronize(stream), kernel, file, line);
 }
 
-std::string MiB(std::size_t bytes) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return text;
-}
 #define MRF_CHECK_LAUNCH(name, stream, capturing) CheckLaunch(name, stream, capturing, __FILE__, __LINE__)
 
 // One cudaMalloc for all of a runner's buffers, handed out in 256-byte aligned pieces: the 68 separate

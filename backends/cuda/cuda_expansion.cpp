@@ -29,6 +29,7 @@
 #include "inference/iteration_control.h"
 #include "inference/move_graph.h"
 #include "mrf/device.h"
+#include "mrf/memory.h"
 
 namespace mrf {
 namespace {
@@ -45,11 +46,6 @@ double MsSince(Clock::time_point start) {
 // Milliseconds between two device clock stamps (%globaltimer, nanoseconds).
 double StampMs(std::int64_t from, std::int64_t to) { return 1e-6 * static_cast<double>(to - from); }
 
-std::string MiB(std::int64_t bytes) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return text;
-}
 
 // Streams, device and pinned memory kept between solves of one process (allocation and stream
 // creation cost as much as a small solve); one solve at a time uses them, others make their own.

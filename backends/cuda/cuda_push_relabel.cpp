@@ -24,11 +24,6 @@ namespace {
 
 using cuda_pr::DeviceState;
 
-std::string MiB(std::size_t bytes) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return text;
-}
 
 std::string GetEnv(const char* name) {
   const char* value = std::getenv(name);
@@ -452,15 +447,21 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
 
   template <class T>
   T* AllocateHost(std::size_t count, const std::string& what) {
-    void* p = nullptr;
-    const cudaError_t status = cudaMallocHost(&p, count * sizeof(T));
-    if (status != cudaSuccess) {
-      cudaGetLastError();
-      throw Error("cuda-pr: cannot allocate " + MiB(count * sizeof(T)) + " of pinned host memory for " + what + " (" +
-                  cudaGetErrorString(status) + ")");
-    }
+    void* p = MallocPinned(count * sizeof(T), what);
     host_blocks_.push_back(p);
     return static_cast<T*>(p);
+  }
+
+  // Pinned host memory, or an Error that says how much and what for.
+  static void* MallocPinned(std::size_t bytes, const std::string& what) {
+    void* p = nullptr;
+    const cudaError_t status = cudaMallocHost(&p, bytes);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("cuda-pr: cannot allocate " + MiB(bytes) + " of pinned host memory for " + what + " (" +
+                  cudaGetErrorString(status) + ")");
+    }
+    return p;
   }
 
   // Grows a buffer that lives apart from the workspace (re-solve inputs, freed on its own) to hold
@@ -487,14 +488,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     if (*buffer) cudaFreeHost(*buffer);
     *buffer = nullptr;
     *bytes_held = 0;
-    void* p = nullptr;
-    const cudaError_t status = cudaMallocHost(&p, bytes);
-    if (status != cudaSuccess) {
-      cudaGetLastError();
-      throw Error("cuda-pr: cannot allocate " + MiB(bytes) + " of pinned host memory for the capacity changes (" +
-                  cudaGetErrorString(status) + ")");
-    }
-    *buffer = static_cast<char*>(p);
+    *buffer = static_cast<char*>(MallocPinned(bytes, "the capacity changes"));
     *bytes_held = bytes;
   }
 
