@@ -86,8 +86,9 @@ struct CudaExpansionTuning {
   /// incremental relabels (1: in re-solves, 2: also in fresh solves after the first), wave
   /// relabels (wave_relabel: 4-connected tiles relax a row or column per step), wave pushes
   /// (wave_push, off: measured slower, docs/benchmarks.md; not on 32x32 tiles). Its
-  /// bfs_check_every, fused_bfs_start, cuda_graphs and max_push_rounds fields are not used (the
-  /// solve kernel runs BFS rounds to their fixpoint and starts a fresh BFS fused). The defaults
+  /// bfs_check_every, fused_bfs_start, cuda_graphs, max_push_rounds and resolve_local_iterations
+  /// fields are not used (the solve kernel runs BFS rounds to their fixpoint and starts a fresh BFS
+  /// fused; its re-solves have their own push rounds, resolve_push_rounds). The defaults
   /// differ from cuda-pr's: 32 local iterations per tile visit and wave relabels (1.1-1.2x faster
   /// than hop-by-hop ones on Tsukuba and Venus, which made 2 push rounds per global relabel 1.04-1.1x
   /// faster than the 4 measured best before); docs/benchmarks.md has the sweeps.

@@ -1,6 +1,6 @@
 /// @file memory.h
 /// @brief A check, before a large allocation, that it can fit in the memory this process may use at all;
-/// and large labellings made and copied on all cores.
+/// large labellings made and copied on all cores; and "12.3 MiB" for messages.
 #pragma once
 
 #include <cstddef>

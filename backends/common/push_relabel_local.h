@@ -186,7 +186,8 @@ MRF_UNROLL
     for (int d = 0; d < D; ++d) {
       w[d] = u;
       in[d] = NeighbourOf(L, u, d, &w[d]);
-      r[d] = in[d] ? Ops::Load(incoming ? s.r + Opposite(KIND, d) * L.num_nodes + w[d] : s.r + d * L.num_nodes + u) : 0u;
+      const std::uint32_t* slot = incoming ? s.r + Opposite(KIND, d) * L.num_nodes + w[d] : s.r + d * L.num_nodes + u;
+      r[d] = in[d] ? Ops::Load(slot) : 0u;
       h[d] = in[d] ? Ops::Load(s.h + w[d]) : L.inf;
     }
   }

@@ -33,7 +33,8 @@ bool PushRelabelTuning::IsValid(std::string* error) const {
   if (local_iterations < 1 || local_iterations > 100000)
     return fail("local_iterations must be in 1..100000 (got " + std::to_string(local_iterations) + ")");
   if (resolve_local_iterations < 1 || resolve_local_iterations > 100000)
-    return fail("resolve_local_iterations must be in 1..100000 (got " + std::to_string(resolve_local_iterations) + ")");
+    return fail("resolve_local_iterations must be in 1..100000 (got " + std::to_string(resolve_local_iterations) +
+                ")");
   if (rounds_per_global_relabel < 1 || rounds_per_global_relabel > 512)
     return fail("rounds_per_global_relabel must be in 1..512 (got " + std::to_string(rounds_per_global_relabel) + ")");
   if (bfs_check_every < 2 || bfs_check_every > 512 || bfs_check_every % 2 != 0)

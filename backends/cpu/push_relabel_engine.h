@@ -42,9 +42,12 @@ struct PushRelabelTuning {
   int tile3d_z = 8;            ///< 3-D tile size z.
   int local_iterations = 8;    ///< Push/relabel iterations per tile visit.
   /// The same in a re-solve's first push rounds, which start from the kept heights (and, with
-  /// local_resolve = 3, come before the certificate). Their tiles hold a few changed nodes whose
-  /// excess settles nearby, so longer visits leave fewer nodes failing the certificate without the
-  /// cost they have in a fresh solve (16: see docs/benchmarks.md for the sweep on the H200).
+  /// local_resolve = 3, come before the certificate); every re-solve of both engines takes them.
+  /// The tiles of a small edit hold a few changed nodes whose excess settles nearby, so longer
+  /// visits leave fewer nodes failing the certificate without the cost they have in a fresh solve.
+  /// 16 was measured on cuda-pr only, with local_resolve = 3, on the 1% edits and the brush stroke
+  /// of the segmentation scene (docs/benchmarks.md has the sweep on the H200); tbb-pr's re-solves
+  /// and edits of edge capacities take it untested for speed (their results stay exact).
   int resolve_local_iterations = 16;
   int rounds_per_global_relabel = 2;  ///< Push rounds between two global relabels (one cycle).
   int bfs_check_every = 8;     ///< BFS rounds per batch before the host checks convergence (even).
@@ -101,7 +104,8 @@ struct PushRelabelTuning {
 
   /// True when every value is usable; otherwise `error` names the field and the constraint.
   bool IsValid(std::string* error) const;
-  /// "tile 32x16 (3-D 8x8x8), 8 local iterations, ..." for logs and benchmark tables.
+  /// "tile 32x16 (3-D 8x8x8), 8 local iterations (16 in a re-solve's first push rounds), ..." for
+  /// logs and benchmark tables.
   std::string Describe() const;
   /// Applies overrides "name=value,name=value" (names as the fields); throws mrf::Error on bad input.
   void Parse(const std::string& overrides);

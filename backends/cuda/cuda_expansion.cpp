@@ -46,7 +46,6 @@ double MsSince(Clock::time_point start) {
 // Milliseconds between two device clock stamps (%globaltimer, nanoseconds).
 double StampMs(std::int64_t from, std::int64_t to) { return 1e-6 * static_cast<double>(to - from); }
 
-
 // Streams, device and pinned memory kept between solves of one process (allocation and stream
 // creation cost as much as a small solve); one solve at a time uses them, others make their own.
 struct Context {
@@ -311,7 +310,7 @@ class Runner {
     if (base > available)
       throw Error(name_ + ": not enough GPU memory: the model and the move workspace need " + MiB(base) + ", " +
                   MiB(available) + " available" + (t_.memory_limit > 0 ? " (memory_limit)" : "") + " of " +
-                  MiB(static_cast<std::int64_t>(total_bytes)) + " (" + describe_ + ")");
+                  MiB(total_bytes) + " (" + describe_ + ")");
     std::int64_t slots = 0;
     // Swap keeps no graphs: a pair's graph holds only the nodes labelled with one of its two labels,
     // and there are L(L-1)/2 pairs.

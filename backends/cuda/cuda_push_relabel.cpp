@@ -24,7 +24,6 @@ namespace {
 
 using cuda_pr::DeviceState;
 
-
 std::string GetEnv(const char* name) {
   const char* value = std::getenv(name);
   return value ? value : "";

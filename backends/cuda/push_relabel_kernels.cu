@@ -99,9 +99,10 @@ __device__ bool Open(const DeviceState& s, Gate gate) {
 
 // Resident blocks per SM the compiler must allow for push visits. 4-connected tiles: a full SM (2048
 // threads: 32 registers, 8 bytes spilled, 56-68 with wave pushes), against three 512-node tiles with
-// the 40 registers the compiler takes by itself. A visit waits on its barriers more than on memory,
-// so more tiles in flight hide more of it: push rounds 7% faster on the 4096 scene (32x16 tiles,
-// H200; docs/benchmarks.md). Other grids would spill 70-120 bytes a thread: the compiler's choice.
+// the 40 registers the compiler takes by itself (figures for 32x16; 32x8 and 32x32 get 32 registers
+// too). A visit waits on its barriers more than on memory, so more tiles in flight hide more of it:
+// push rounds 7% faster on the 4096 scene (32x16 tiles, H200; docs/benchmarks.md). Other grids
+// would spill 70-120 bytes a thread: the compiler's choice. (2048 threads an SM: sm_80 and sm_90.)
 template <int KIND, int TX, int TY, int TZ>
 constexpr int PushMinBlocks() {
   return KIND == pr::kKindGrid4 ? 2048 / (TX * TY * TZ) : 1;
