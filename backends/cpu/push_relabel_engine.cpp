@@ -104,8 +104,9 @@ void PushRelabelTuning::Parse(const std::string& overrides) {
     else
       throw Error("push-relabel tuning: unknown name '" + name +
                   "' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, local_iterations, "
-                  "resolve_local_iterations, rounds_per_global_relabel, bfs_check_every, cuda_graphs, fused_bfs_start, incremental_relabel, "
-                  "wave_relabel, wave_push, local_resolve, repair_violations, max_push_rounds, trace)");
+                  "resolve_local_iterations, rounds_per_global_relabel, bfs_check_every, cuda_graphs, "
+                  "fused_bfs_start, incremental_relabel, wave_relabel, wave_push, local_resolve, repair_violations, "
+                  "max_push_rounds, trace)");
   }
   std::string error;
   if (!IsValid(&error)) throw Error(error);
