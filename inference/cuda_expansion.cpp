@@ -8,6 +8,7 @@
 
 #include "inference/move_graph.h"
 #include "mrf/config.h"
+#include "mrf/name_values.h"
 
 namespace mrf {
 
@@ -79,59 +80,73 @@ std::int64_t ParseBytes(const std::string& name, const std::string& text) {
   return static_cast<std::int64_t>(value * scale);
 }
 
+int ParseCount(const std::string& name, const std::string& text) {
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value < 0 || value > 1000000)
+    throw Error("cuda-expansion tuning: " + name + "='" + text + "' is not a non-negative integer");
+  return static_cast<int>(value);
+}
+
+double ParseNumber(const std::string& name, const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') throw Error("cuda-expansion tuning: " + name + "='" + text + "' is not a number");
+  return value;  // ranges are IsValid()'s
+}
+
+using T = CudaExpansionTuning;
+template <bool T::*kField>
+void ReadFlag(T& tuning, const std::string& name, const std::string& text) {
+  tuning.*kField = ParseBool(name, text);
+}
+template <int T::*kField>
+void ReadCount(T& tuning, const std::string& name, const std::string& text) {
+  tuning.*kField = ParseCount(name, text);
+}
+template <double T::*kField>
+void ReadNumber(T& tuning, const std::string& name, const std::string& text) {
+  tuning.*kField = ParseNumber(name, text);
+}
+void ReadEarlyCycles(T& tuning, const std::string& name, const std::string& text) {
+  tuning.early_cycles = text == "auto" ? -1 : ParseCount(name, text);
+}
+void ReadMemoryLimit(T& tuning, const std::string& name, const std::string& text) {
+  tuning.memory_limit = ParseBytes(name, text);
+}
+
+// cuda-expansion's own names; the others go to its push-relabel tuning.
+const NamedSetting<T> kTuningNames[] = {
+    {"reuse_flow", ReadFlag<&T::reuse_flow>},
+    {"update_fraction", ReadNumber<&T::update_fraction>},
+    {"device_loop", ReadFlag<&T::device_loop>},
+    {"resolve_push_rounds", ReadCount<&T::resolve_push_rounds>},
+    {"async_relabel", ReadFlag<&T::async_relabel>},
+    {"fused_census", ReadFlag<&T::fused_census>},
+    {"cooperative_launch", ReadFlag<&T::cooperative_launch>},
+    {"early_cycles", ReadEarlyCycles},
+    {"early_fraction", ReadNumber<&T::early_fraction>},
+    {"solve_blocks", ReadCount<&T::solve_blocks>},
+    {"memory_limit", ReadMemoryLimit},
+    {"check_energy", ReadFlag<&T::check_energy>},
+    {"trace_moves", ReadFlag<&T::trace_moves>},
+};
+
 }  // namespace
 
 void CudaExpansionTuning::Parse(const std::string& overrides) {
-  std::stringstream list(overrides);
-  std::string item, engine;
-  while (std::getline(list, item, ',')) {
-    if (item.empty()) continue;
-    const auto eq = item.find('=');
-    if (eq == std::string::npos) throw Error("cuda-expansion tuning: '" + item + "' is not name=value");
-    const std::string name = item.substr(0, eq), text = item.substr(eq + 1);
-    if (name == "reuse_flow") {
-      reuse_flow = ParseBool(name, text);
-    } else if (name == "device_loop") {
-      device_loop = ParseBool(name, text);
-    } else if (name == "check_energy") {
-      check_energy = ParseBool(name, text);
-    } else if (name == "trace_moves") {
-      trace_moves = ParseBool(name, text);
-    } else if (name == "async_relabel") {
-      async_relabel = ParseBool(name, text);
-    } else if (name == "fused_census") {
-      fused_census = ParseBool(name, text);
-    } else if (name == "cooperative_launch") {
-      cooperative_launch = ParseBool(name, text);
-    } else if (name == "early_cycles" && text == "auto") {
-      early_cycles = -1;
-    } else if (name == "resolve_push_rounds" || name == "solve_blocks" || name == "early_cycles") {
-      char* end = nullptr;
-      const long value = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || value < 0 || value > 1000000)
-        throw Error("cuda-expansion tuning: " + name + "='" + text + "' is not a non-negative integer");
-      (name == "solve_blocks" ? solve_blocks : name == "early_cycles" ? early_cycles : resolve_push_rounds) =
-          static_cast<int>(value);
-    } else if (name == "memory_limit") {
-      memory_limit = ParseBytes(name, text);
-    } else if (name == "update_fraction" || name == "early_fraction") {
-      char* end = nullptr;
-      const double value = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end != '\0')
-        throw Error("cuda-expansion tuning: " + name + "='" + text + "' is not a number");
-      (name == "update_fraction" ? update_fraction : early_fraction) = value;
-    } else {
-      engine += (engine.empty() ? "" : ",") + item;  // a push-relabel name (its parser names unknown ones)
-    }
+  std::string engine;
+  for (const auto& [name, text] : SplitNameValues(overrides, "cuda-expansion tuning")) {
+    if (const NamedSetting<CudaExpansionTuning>* setting = FindSetting(kTuningNames, name))
+      setting->read(*this, name, text);
+    else
+      engine += (engine.empty() ? "" : ",") + name + "=" + text;  // a push-relabel name (its parser names unknown ones)
   }
   if (!engine.empty()) {
     try {
       push_relabel.Parse(engine);
     } catch (const Error& e) {
-      throw Error(std::string(e.what()) +
-                  "; cuda-expansion's own names: reuse_flow, update_fraction, device_loop, resolve_push_rounds, "
-                  "async_relabel, fused_census, cooperative_launch, early_cycles, early_fraction, solve_blocks, memory_limit, check_energy, "
-                  "trace_moves");
+      throw Error(std::string(e.what()) + "; cuda-expansion's own names: " + JoinSettingNames(kTuningNames));
     }
   }
   std::string error;

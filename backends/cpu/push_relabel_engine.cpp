@@ -12,6 +12,7 @@
 
 #include "backends/common/push_relabel_local.h"
 #include "mrf/model.h"
+#include "mrf/name_values.h"
 
 namespace mrf {
 
@@ -70,43 +71,56 @@ std::string PushRelabelTuning::Describe() const {
   return s.str();
 }
 
+namespace {
+
+int ParseTuningInteger(const std::string& name, const std::string& text) {
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value < -1000000000L || value > 1000000000L)
+    throw Error("push-relabel tuning: " + name + "='" + text + "' is not an integer");
+  return static_cast<int>(value);
+}
+
+// A field that takes an integer (ranges are IsValid()'s), or a flag (any integer but 0 turns it on).
+template <int PushRelabelTuning::*kField>
+void ReadInteger(PushRelabelTuning& tuning, const std::string& name, const std::string& text) {
+  tuning.*kField = ParseTuningInteger(name, text);
+}
+template <bool PushRelabelTuning::*kField>
+void ReadFlag(PushRelabelTuning& tuning, const std::string& name, const std::string& text) {
+  tuning.*kField = ParseTuningInteger(name, text) != 0;
+}
+
+using T = PushRelabelTuning;
+const NamedSetting<T> kTuningNames[] = {
+    {"tile_x", ReadInteger<&T::tile_x>},
+    {"tile_y", ReadInteger<&T::tile_y>},
+    {"tile3d_x", ReadInteger<&T::tile3d_x>},
+    {"tile3d_y", ReadInteger<&T::tile3d_y>},
+    {"tile3d_z", ReadInteger<&T::tile3d_z>},
+    {"local_iterations", ReadInteger<&T::local_iterations>},
+    {"resolve_local_iterations", ReadInteger<&T::resolve_local_iterations>},
+    {"rounds_per_global_relabel", ReadInteger<&T::rounds_per_global_relabel>},
+    {"bfs_check_every", ReadInteger<&T::bfs_check_every>},
+    {"cuda_graphs", ReadFlag<&T::cuda_graphs>},
+    {"fused_bfs_start", ReadFlag<&T::fused_bfs_start>},
+    {"incremental_relabel", ReadInteger<&T::incremental_relabel>},
+    {"wave_relabel", ReadFlag<&T::wave_relabel>},
+    {"wave_push", ReadFlag<&T::wave_push>},
+    {"local_resolve", ReadInteger<&T::local_resolve>},
+    {"repair_violations", ReadInteger<&T::repair_violations>},
+    {"max_push_rounds", ReadInteger<&T::max_push_rounds>},
+    {"trace", ReadFlag<&T::trace>},
+};
+
+}  // namespace
+
 void PushRelabelTuning::Parse(const std::string& overrides) {
-  std::stringstream list(overrides);
-  std::string item;
-  while (std::getline(list, item, ',')) {
-    if (item.empty()) continue;
-    const auto eq = item.find('=');
-    if (eq == std::string::npos) throw Error("push-relabel tuning: '" + item + "' is not name=value");
-    const std::string name = item.substr(0, eq), text = item.substr(eq + 1);
-    char* end = nullptr;
-    const long value = std::strtol(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || value < -1000000000L || value > 1000000000L)
-      throw Error("push-relabel tuning: " + name + "='" + text + "' is not an integer");
-    const int v = static_cast<int>(value);
-    if (name == "tile_x") tile_x = v;
-    else if (name == "tile_y") tile_y = v;
-    else if (name == "tile3d_x") tile3d_x = v;
-    else if (name == "tile3d_y") tile3d_y = v;
-    else if (name == "tile3d_z") tile3d_z = v;
-    else if (name == "local_iterations") local_iterations = v;
-    else if (name == "resolve_local_iterations") resolve_local_iterations = v;
-    else if (name == "rounds_per_global_relabel") rounds_per_global_relabel = v;
-    else if (name == "bfs_check_every") bfs_check_every = v;
-    else if (name == "cuda_graphs") cuda_graphs = v != 0;
-    else if (name == "fused_bfs_start") fused_bfs_start = v != 0;
-    else if (name == "incremental_relabel") incremental_relabel = v;
-    else if (name == "wave_relabel") wave_relabel = v != 0;
-    else if (name == "local_resolve") local_resolve = v;
-    else if (name == "wave_push") wave_push = v != 0;
-    else if (name == "repair_violations") repair_violations = v;
-    else if (name == "max_push_rounds") max_push_rounds = v;
-    else if (name == "trace") trace = v != 0;
-    else
-      throw Error("push-relabel tuning: unknown name '" + name +
-                  "' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, local_iterations, "
-                  "resolve_local_iterations, rounds_per_global_relabel, bfs_check_every, cuda_graphs, "
-                  "fused_bfs_start, incremental_relabel, wave_relabel, wave_push, local_resolve, repair_violations, "
-                  "max_push_rounds, trace)");
+  for (const auto& [name, text] : SplitNameValues(overrides, "push-relabel tuning")) {
+    const NamedSetting<PushRelabelTuning>* setting = FindSetting(kTuningNames, name);
+    if (!setting)
+      throw Error("push-relabel tuning: unknown name '" + name + "' (known: " + JoinSettingNames(kTuningNames) + ")");
+    setting->read(*this, name, text);
   }
   std::string error;
   if (!IsValid(&error)) throw Error(error);
