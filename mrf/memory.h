@@ -43,6 +43,8 @@ inline constexpr bool kAddressSanitizer = false;
 
 /// Writes one byte of every 4 KB page of `storage` on all cores when it is large (4 MB or more), so
 /// that the kernel maps and zeroes the pages there rather than on the one core that fills them next.
+/// It first asks for transparent huge pages (madvise; honoured where the kernel's mode is "madvise"
+/// or "always"): fewer faults and a cheaper free.
 void FirstTouchOnAllCores(void* storage, std::size_t bytes);
 
 /// A vector of `n` zeros (T a number type). A large one has its pages first touched on all cores

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <string>
 
 #include "mrf/binary_graph.h"
 #include "mrf/memory.h"
@@ -277,6 +279,33 @@ TEST(StGraph, LabellingsMadeAndCopiedOnAllCoresEqualPlainOnes) {
     });
     EXPECT_TRUE(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; })) << n;
   }
+}
+
+// The process's anonymous memory in huge pages (kB), or -1 where the kernel does not say.
+long AnonHugePagesKb() {
+  std::ifstream rollup("/proc/self/smaps_rollup");
+  for (std::string line; std::getline(rollup, line);)
+    if (line.rfind("AnonHugePages:", 0) == 0) return std::stol(line.substr(14));
+  return -1;
+}
+
+// Where transparent huge pages are given to regions that ask (the kernel's "madvise" mode, Debian's
+// default), a large labelling asks: its 64 MB fault in as 2 MB pages (a fresh 4096 x 4096 labelling
+// took 4.9-6.1 instead of 7.1-8.5 ms on the GPU machine's 16 cores). Without the request it gets none.
+TEST(StGraph, LargeLabellingsAskForHugePages) {
+  if (kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer builds do not first-touch labellings";
+  std::ifstream mode_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(mode_file, mode);
+  if (mode.find("[madvise]") == std::string::npos)
+    GTEST_SKIP() << "transparent huge pages are not in madvise mode here ('" << mode << "')";
+  const long before = AnonHugePagesKb();
+  if (before < 0) GTEST_SKIP() << "/proc/self/smaps_rollup does not report AnonHugePages";
+  const Labeling labels = NewLabeling(std::size_t{16} << 20);
+  const long gained = AnonHugePagesKb() - before;
+  // All but the unaligned ends (at most 4 MB of the 64) unless memory is too fragmented for them.
+  EXPECT_GE(gained, 32 * 1024) << "kB in huge pages gained by a 64 MB labelling";
+  EXPECT_EQ(labels[labels.size() / 2], 0);
 }
 
 // Rows rewritten on all cores record exactly the nodes whose capacities changed, whatever piece of
