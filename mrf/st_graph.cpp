@@ -308,16 +308,26 @@ Energy StGraph::CutCapacity(const Labeling& sink_side) const {
           const Label* in_row = labels + first;
           const Energy* source = source_cap_.data() + first;
           const Energy* sink = sink_cap_.data() + first;
-          for (int x = 0; x < width; ++x) total += in_row[x] != 0 ? source[x] : sink[x];
+          // Without branches (masks instead): a cut with many short runs mispredicts them. Random
+          // labels at 4096 x 4096: 200-228 ms with branches, 65-66 without, 2-core machine (a
+          // disc: 33-35 and 32-33; the segmentation scene on the H200 machine: about 9 either way).
+          for (int x = 0; x < width; ++x) {
+            const Energy to_source = source[x], to_sink = sink[x];
+            total += to_sink + ((to_source - to_sink) & -static_cast<Energy>(in_row[x] != 0));
+          }
           for (int d = 0; d < directions; ++d) {
             const Topology::RowSpan span = t.ForwardSpan(row, d);
             const Label* neighbours = in_row + span.offset;
             const Cost* cap = cap_.data() + EdgeId{d} * n + first;
             const Cost* rev = rev_cap_.data() + EdgeId{d} * n + first;
+            Energy crossing = 0;
             for (int x = span.x_begin; x < span.x_end; ++x) {
-              const bool p_sink = in_row[x] != 0;
-              if (p_sink != (neighbours[x] != 0)) total += p_sink ? rev[x] : cap[x];
+              const bool p_sink = in_row[x] != 0, q_sink = neighbours[x] != 0;
+              const Cost forward = cap[x], backward = rev[x];
+              const Cost cut = forward + ((backward - forward) & -static_cast<Cost>(p_sink));
+              crossing += cut & -static_cast<Cost>(p_sink != q_sink);
             }
+            total += crossing;
           }
         }
         return total;
