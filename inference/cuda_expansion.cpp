@@ -97,17 +97,11 @@ double ParseNumber(const std::string& name, const std::string& text) {
 
 using T = CudaExpansionTuning;
 template <bool T::*kField>
-void ReadFlag(T& tuning, const std::string& name, const std::string& text) {
-  tuning.*kField = ParseBool(name, text);
-}
+constexpr auto* ReadFlag = &ReadInto<T, bool, kField, ParseBool>;
 template <int T::*kField>
-void ReadCount(T& tuning, const std::string& name, const std::string& text) {
-  tuning.*kField = ParseCount(name, text);
-}
+constexpr auto* ReadCount = &ReadInto<T, int, kField, ParseCount>;
 template <double T::*kField>
-void ReadNumber(T& tuning, const std::string& name, const std::string& text) {
-  tuning.*kField = ParseNumber(name, text);
-}
+constexpr auto* ReadNumber = &ReadInto<T, double, kField, ParseNumber>;
 void ReadEarlyCycles(T& tuning, const std::string& name, const std::string& text) {
   tuning.early_cycles = text == "auto" ? -1 : ParseCount(name, text);
 }

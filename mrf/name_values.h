@@ -19,6 +19,12 @@ struct NamedSetting {
   void (*read)(Settings& settings, const std::string& name, const std::string& text);
 };
 
+/// A NamedSetting reader that stores kParse(name, text) in the field kField of the settings.
+template <class Settings, class Value, Value Settings::*kField, Value (*kParse)(const std::string&, const std::string&)>
+void ReadInto(Settings& settings, const std::string& name, const std::string& text) {
+  settings.*kField = kParse(name, text);
+}
+
 /// The items of `list` split at commas (empty ones skipped) into name and value. Throws mrf::Error
 /// "<owner>: 'item' is not name=value" for an item without '='.
 std::vector<std::pair<std::string, std::string>> SplitNameValues(const std::string& list, const std::string& owner);

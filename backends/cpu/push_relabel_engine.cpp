@@ -81,17 +81,15 @@ int ParseTuningInteger(const std::string& name, const std::string& text) {
   return static_cast<int>(value);
 }
 
-// A field that takes an integer (ranges are IsValid()'s), or a flag (any integer but 0 turns it on).
-template <int PushRelabelTuning::*kField>
-void ReadInteger(PushRelabelTuning& tuning, const std::string& name, const std::string& text) {
-  tuning.*kField = ParseTuningInteger(name, text);
-}
-template <bool PushRelabelTuning::*kField>
-void ReadFlag(PushRelabelTuning& tuning, const std::string& name, const std::string& text) {
-  tuning.*kField = ParseTuningInteger(name, text) != 0;
-}
+bool ParseTuningFlag(const std::string& name, const std::string& text) { return ParseTuningInteger(name, text) != 0; }
 
+// A field that takes an integer (ranges are IsValid()'s), or a flag (any integer but 0 turns it on).
 using T = PushRelabelTuning;
+template <int T::*kField>
+constexpr auto* ReadInteger = &ReadInto<T, int, kField, ParseTuningInteger>;
+template <bool T::*kField>
+constexpr auto* ReadFlag = &ReadInto<T, bool, kField, ParseTuningFlag>;
+
 const NamedSetting<T> kTuningNames[] = {
     {"tile_x", ReadInteger<&T::tile_x>},
     {"tile_y", ReadInteger<&T::tile_y>},
