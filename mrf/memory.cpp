@@ -86,9 +86,6 @@ namespace {
 // Below this many labels (4 MB) one core is as quick as starting the others.
 constexpr std::size_t kParallelLabels = std::size_t{1} << 20;
 constexpr std::size_t kLabelsPerPiece = std::size_t{1} << 16;
-}  // namespace
-
-namespace {
 
 // Asks the kernel to back the 2 MB-aligned part of [storage, storage + bytes) with huge pages, where
 // transparent huge pages are on for regions that ask ("madvise", Debian's default): a fresh 64 MB
