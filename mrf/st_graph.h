@@ -20,6 +20,7 @@
 /// cut), no lower bound, and a message beginning "stopped early".
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -145,7 +146,8 @@ class StGraph {
   /// With `reuse`, a graph solved before by the same engine whose capacities changed since is
   /// re-solved incrementally. Never throws: errors end up in the result (ok = false, message).
   /// result.flow is the max-flow value; result.energy is the capacity of the cut that was found,
-  /// computed independently from the graph; for a correct engine the two are equal.
+  /// computed independently from the graph (from the last cut's capacity and the nodes that changed
+  /// sides, once there is a last cut: see last_cut_capacity()); for a correct engine the two are equal.
   /// A solve stopped by set_limits() returns ok = true, the engine's current cut (result.energy is its
   /// capacity, result.flow the flow routed so far), has_lower_bound = false and a message beginning
   /// "stopped early"; the next maxflow() with `reuse` continues from the flow routed so far when the
@@ -184,11 +186,25 @@ class StGraph {
   /// Capacity of the cut whose sink side is given (1 = sink side, one entry per node),
   /// constant() included. Independent of any engine: used to check them.
   Energy CutCapacity(const Labeling& sink_side) const;
+  /// Capacity of the last computed cut (the one what_segment() reports) under the capacities as
+  /// they are now, constant() included: CutCapacity() of that cut, without reading the graph. Every
+  /// capacity change since that maxflow() keeps it up to date, which is how maxflow() checks a
+  /// re-solve's cut by reading only where it differs from the last one. Throws mrf::Error when
+  /// there is no such cut (no successful maxflow() since the graph was built, nodes or edges were
+  /// added, ResetCapacities(), or a failed UpdateTweightsByRows()).
+  Energy last_cut_capacity() const;
 
  private:
   void MarkNode(NodeId node);
   void MarkEdge(EdgeId edge);
   void CheckNode(NodeId node, const char* call) const;
+  // Keeping last_cut_capacity() up to date: each capacity change adds what it changes in the
+  // capacity of the last cut (sink_side_), in wrap-around arithmetic (exact once summed).
+  void TrackTerminalChange(NodeId node, Energy old_source, Energy old_sink);
+  void TrackEdgeChange(EdgeId slot, Cost old_cap, Cost old_rev_cap);
+  // CutCapacity(sink_side) from last_cut_capacity(), reading the labels of both cuts everywhere but
+  // capacities only where a node changed sides.
+  Energy CutCapacityFromLastCut(const Labeling& sink_side) const;
 
   Topology topology_;
   CapacityArray<Energy> source_cap_, sink_cap_;
@@ -197,6 +213,8 @@ class StGraph {
   GraphChanges changes_;
   std::unique_ptr<MaxFlowEngine> engine_;  // kept for re-solves
   Labeling sink_side_;
+  bool last_cut_tracked_ = false;  // last_cut_capacity_ holds the capacity of sink_side_
+  std::uint64_t last_cut_capacity_ = 0;
   Energy flow_ = -1;
   double time_limit_s_ = 0;                                  // set_limits()
   std::function<bool(const IterationRecord&)> callback_;     // set_limits()

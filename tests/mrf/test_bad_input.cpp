@@ -271,6 +271,9 @@ TEST(BadOptions, StGraphCalls) {
   EXPECT_EQ(ErrorOf([&] { g.add_tweights(5, 1, 1); }), "add_tweights: node 5 does not exist (graph has 2 nodes)");
   EXPECT_EQ(ErrorOf([&] { g.add_edge(0, 1, -1, 0); }), "edge 0->1 has a negative capacity (-1, 0)");
   EXPECT_EQ(ErrorOf([&] { g.what_segment(0); }), "what_segment: maxflow() has not computed a cut yet");
+  EXPECT_EQ(ErrorOf([&] { g.last_cut_capacity(); }),
+            "last_cut_capacity: there is no cut to price (no maxflow() since the graph's nodes, edges or capacities "
+            "were last reset)");
   EXPECT_EQ(g.maxflow("cpu-icm").message,
             "backend 'cpu-icm' runs icm, not maxflow (maxflow backends: " +
                 Registry::Global().NameList(Algorithm::kMaxFlow) + ")");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "mrf/binary_graph.h"
@@ -306,6 +307,95 @@ TEST(StGraph, LargeLabellingsAskForHugePages) {
   // All but the unaligned ends (at most 4 MB of the 64) unless memory is too fragmented for them.
   EXPECT_GE(gained, 32 * 1024) << "kB in huge pages gained by a 64 MB labelling";
   EXPECT_EQ(labels[labels.size() / 2], 0);
+}
+
+// last_cut_capacity() is the last cut's capacity kept up to date by every capacity change, and
+// maxflow() prices a new cut from it: after each change of every kind (terminals added, with
+// negative amounts that shift the constant, or replaced, one by one or by rows; edges added through
+// either end, added to or replaced by slot, slots off the grid included) it must equal CutCapacity()
+// of that cut, and every solve's energy CutCapacity() of its own cut, on grids of every kind, strips
+// and edge lists, re-solved and solved afresh.
+TEST(StGraph, LastCutCapacityFollowsEveryCapacityChange) {
+  std::mt19937_64 rng(29);
+  auto random = [&rng](std::int64_t below) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(below)); };
+  StGraph general;
+  general.add_node(40);
+  for (int e = 0; e < 120; ++e) {
+    const auto p = static_cast<NodeId>(random(40)), q = static_cast<NodeId>(random(40));
+    if (p != q) general.add_edge(p, q, static_cast<Cost>(random(50)), static_cast<Cost>(random(50)));
+  }
+  std::vector<StGraph> graphs;
+  graphs.push_back(std::move(general));
+  for (const Topology& t : {Topology::Grid2D(23, 19, 4), Topology::Grid2D(17, 21, 8), Topology::Grid3D(7, 6, 5),
+                            Topology::Grid2D(1, 60, 4), Topology::Grid2D(60, 1, 8)})
+    graphs.emplace_back(t);
+  std::int64_t moved_nodes = 0;
+  for (StGraph& g : graphs) {
+    const Topology& t = g.topology();
+    const NodeId n = g.num_nodes();
+    const EdgeId slots = g.num_edge_slots();
+    EXPECT_THROW(g.last_cut_capacity(), Error) << "no cut before the first maxflow()";
+    for (NodeId v = 0; v < n; ++v) g.add_tweights(v, random(1000) - 300, random(1000));
+    for (EdgeId e = 0; e < slots; ++e) g.add_to_edge_slot(e, static_cast<Cost>(random(100)), static_cast<Cost>(random(100)));
+    for (const std::string backend : {"cpu-bk", t.is_grid() ? "tbb-pr" : "boost-bk", "cpu-bk"}) {
+      Result first = g.maxflow(backend);
+      ASSERT_TRUE(first.ok) << first.message;
+      Labeling cut = first.labels;
+      for (int round = 0; round < 8; ++round) {
+        for (int change = 0; change < 12; ++change) {
+          const auto v = static_cast<NodeId>(random(n));
+          const EdgeId e = static_cast<EdgeId>(random(slots));
+          const auto cap = static_cast<Cost>(random(200)), rev_cap = static_cast<Cost>(random(200));
+          NodeId p = -1, q = -1;
+          switch (random(t.is_grid() ? 7 : 6)) {
+            case 0: g.add_tweights(v, random(3000) - 1500, random(3000) - 1500); break;
+            case 1: g.set_tweights(v, random(std::int64_t{1} << 40), random(2000)); break;
+            case 2: g.add_to_edge_slot(e, cap, rev_cap); break;
+            case 3: g.set_edge_slot(e, cap, rev_cap); break;
+            case 4:
+              if (t.edge_endpoints(e, &p, &q)) g.set_edge(e, cap, rev_cap);
+              break;
+            case 5:
+              if (t.is_grid() && t.edge_endpoints(e, &p, &q)) {
+                if (random(2)) std::swap(p, q);
+                g.add_edge(p, q, cap, rev_cap);
+              } else {
+                g.set_tweights(v, 0, 0);
+              }
+              break;
+            default:
+              g.UpdateTweightsByRows([&](std::int64_t row_begin, std::int64_t row_end, Energy* source, Energy* sink) {
+                for (std::int64_t p = row_begin * t.width(); p < row_end * t.width(); ++p)
+                  if (p % 7 == round) source[p] += 400, sink[p] = sink[p] / 2;
+              });
+          }
+          ASSERT_EQ(g.last_cut_capacity(), g.CutCapacity(cut)) << t.Describe() << ", " << backend << ", round "
+                                                               << round << ", change " << change;
+        }
+        Result r = g.maxflow(backend, round % 3 != 2);
+        ASSERT_TRUE(r.ok) << t.Describe() << ", " << backend << ": " << r.message;
+        EXPECT_EQ(r.energy, g.CutCapacity(r.labels)) << t.Describe() << ", " << backend << ", round " << round;
+        EXPECT_EQ(r.energy, r.flow);
+        EXPECT_EQ(g.last_cut_capacity(), r.energy);
+        for (NodeId v = 0; v < n; ++v) moved_nodes += (cut[v] != 0) != (r.labels[v] != 0);
+        cut = r.labels;
+      }
+    }
+    g.ResetCapacities();
+    EXPECT_THROW(g.last_cut_capacity(), Error) << "no cut after ResetCapacities()";
+  }
+  EXPECT_GT(moved_nodes, 1000) << "the solves hardly moved any node: the pricing from the last cut went untested";
+  StGraph grown;
+  grown.add_node(2);
+  grown.add_tweights(0, 5, 1);
+  ASSERT_TRUE(grown.maxflow("cpu-bk").ok);
+  EXPECT_EQ(grown.last_cut_capacity(), 1);
+  grown.add_node(1);
+  EXPECT_THROW(grown.last_cut_capacity(), Error) << "no cut after nodes were added";
+  StGraph grid(Topology::Grid2D(8, 8, 4));
+  ASSERT_TRUE(grid.maxflow("cpu-bk").ok);
+  EXPECT_THROW(grid.UpdateTweightsByRows([](std::int64_t, std::int64_t, Energy*, Energy* sink) { sink[0] = -1; }), Error);
+  EXPECT_THROW(grid.last_cut_capacity(), Error) << "no cut after a failed rewrite";
 }
 
 // Rows rewritten on all cores record exactly the nodes whose capacities changed, whatever piece of
