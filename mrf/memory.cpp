@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <system_error>
 #include <vector>
 
 #include "mrf/types.h"
@@ -118,6 +119,22 @@ void ForPiecesOfLabels(std::size_t n, const std::function<void(std::size_t begin
   }
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, kLabelsPerPiece),
                     [&](const tbb::blocked_range<std::size_t>& r) { body(r.begin(), r.end()); });
+}
+
+void LabelingAhead::Start(std::size_t n) {
+  if (n < kParallelLabels || (making_.valid() && n_ == n)) return;
+  try {
+    making_ = std::async(std::launch::async, [n] { return NewLabeling(n); });
+    n_ = n;
+  } catch (const std::system_error&) {  // no thread to be had: Take() makes it
+    making_ = {};
+  }
+}
+
+Labeling LabelingAhead::Take(std::size_t n) {
+  if (making_.valid() && n_ == n) return making_.get();
+  making_ = {};
+  return NewLabeling(n);
 }
 
 void AssignLabeling(Labeling* to, const Labeling& from) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -70,5 +71,26 @@ void ForPiecesOfLabels(std::size_t n, const std::function<void(std::size_t begin
 
 /// Makes *to a copy of `from`, on all cores: in place when the sizes match, else in NewLabeling's memory.
 void AssignLabeling(Labeling* to, const Labeling& from);
+
+/// A NewLabeling made on another thread while its caller does other work: an engine starts one when
+/// a solve begins and takes it for the cut, so that the vector's zeroing (one core, about 5 ms for
+/// the 64 MB of a 4096 x 4096 labelling on the H200 machine) overlaps with the host's part of the
+/// solve. Labellings below 4 MB are made when taken.
+class LabelingAhead {
+ public:
+  /// Begins making NewLabeling(n) in the background when it is large (and not already begun).
+  void Start(std::size_t n);
+  /// Waits until the labelling begun is made: before work that it would slow down. cuda-pr's
+  /// device re-solve at 4096 x 4096 took 4.3-6.2 instead of 1.4-1.5 ms while one was being made.
+  void Wait() const {
+    if (making_.valid()) making_.wait();
+  }
+  /// The labelling begun for `n` (waiting for it; rethrows its failure), else NewLabeling(n) now.
+  Labeling Take(std::size_t n);
+
+ private:
+  std::future<Labeling> making_;
+  std::size_t n_ = 0;
+};
 
 }  // namespace mrf

@@ -286,8 +286,10 @@ void PushRelabelEngine::Solve(const StGraph& graph, Result* out) {
   ClearStop();
   solved_ = false;
   layout_ = MakeLayout(graph.topology());
+  cut_labels_.Start(static_cast<std::size_t>(layout_.num_nodes));
   Prepare(layout_);
   PrepareHost(graph);
+  cut_labels_.Wait();  // made by now, or it would slow the device's solve (LabelingAhead)
   out->timings.setup_ms = MsSince(start);
   Upload(graph);
   RunLoop(out, 0, false);
@@ -316,6 +318,7 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   }
   const auto start = std::chrono::steady_clock::now();
   solved_ = false;
+  cut_labels_.Start(static_cast<std::size_t>(layout.num_nodes));
   const std::vector<NodeId> nodes = SortedUnique(graph.changes().nodes, layout.num_nodes, &changed_bits_);
   std::int64_t* x0 = HostExcessBuffer();
   // Each changed node costs a cache miss per array (scattered nodes): chunks of them on all cores,
@@ -368,6 +371,7 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   const int mode = edge_changes.empty() ? (tuning_.local_resolve < 0 ? DefaultLocalResolve() : tuning_.local_resolve) : 0;
   RepairSchedule schedule;  // mode 3 fills each change on its own (no order needed: races fail the certificate)
   if (mode == 1 || mode == 2) schedule = ScheduleRepairs(&node_changes);
+  cut_labels_.Wait();  // host time too: it would slow the device's re-solve (LabelingAhead)
   out->timings.setup_ms = MsSince(start);
   ApplyChanges(node_changes, edge_changes);
   if (mode > 0) {
@@ -624,7 +628,8 @@ bool PushRelabelEngine::RepairViolations() {
 }
 
 void PushRelabelEngine::FinishResult(Result* out, const std::string& message) {
-  std::vector<Label> sink_side;
+  // Made while the solve ran (Finish() writes every entry of a labelling of the right size).
+  std::vector<Label> sink_side = cut_labels_.Take(static_cast<std::size_t>(layout_.num_nodes));
   const std::int64_t residual = Finish(&sink_side);
   out->labels = std::move(sink_side);
   out->flow = sum_sink_caps_ - residual;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "backends/common/push_relabel_steps.h"
+#include "mrf/memory.h"
 #include "mrf/st_graph.h"
 
 namespace mrf {
@@ -299,6 +300,7 @@ class PushRelabelEngine : public MaxFlowEngine {
   // 4096 x 4096 spent 70-80 ms in setup on the GPU machine, against 11-12 ms now).
   CapacityArray<std::int64_t> sink_caps_;
   std::vector<std::uint64_t> changed_bits_;  // SortedUnique's bitmap
+  LabelingAhead cut_labels_;  // the cut's labelling, made while the solve runs
   std::int64_t sum_sink_caps_ = 0;
   bool solved_ = false;
 };

@@ -279,6 +279,19 @@ TEST(StGraph, LabellingsMadeAndCopiedOnAllCoresEqualPlainOnes) {
       for (std::size_t i = begin; i < end; ++i) ++covered[i];
     });
     EXPECT_TRUE(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; })) << n;
+    // Made in the background: what is taken has the size asked for and holds zeros, whether it was
+    // begun for that size, begun twice, begun for another size, or not begun at all.
+    LabelingAhead ahead;
+    auto all_zeros = [](const Labeling& l, std::size_t size) {
+      return l.size() == size && std::all_of(l.begin(), l.end(), [](Label x) { return x == 0; });
+    };
+    ahead.Start(n);
+    { Labeling garbage(n, -1); }
+    ahead.Start(n);
+    EXPECT_TRUE(all_zeros(ahead.Take(n), n)) << n;
+    EXPECT_TRUE(all_zeros(ahead.Take(n), n)) << n << ", not begun";
+    ahead.Start(n);
+    EXPECT_TRUE(all_zeros(ahead.Take(n + 1), n + 1)) << n << ", begun for another size";
   }
 }
 
