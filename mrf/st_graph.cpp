@@ -397,9 +397,7 @@ Energy StGraph::CutCapacity(const Labeling& sink_side) const {
 }
 
 Energy StGraph::CutCapacityFromLastCut(const Labeling& sink_side) const {
-  if (sink_side.size() != sink_side_.size())
-    throw Error("cut has " + std::to_string(sink_side.size()) + " entries for " + std::to_string(num_nodes()) +
-                " nodes");
+  if (!last_cut_tracked_ || sink_side.size() != sink_side_.size()) return CutCapacity(sink_side);
   const Label* now = sink_side.data();
   const Label* before = sink_side_.data();
   auto moved = [now, before](NodeId p) { return (now[p] != 0) != (before[p] != 0); };
@@ -412,7 +410,13 @@ Energy StGraph::CutCapacityFromLastCut(const Labeling& sink_side) const {
     return Wrapped(CrossingCapacity(now[p] != 0, now[q] != 0, cap_[e], rev_cap_[e])) -
            Wrapped(CrossingCapacity(before[p] != 0, before[q] != 0, cap_[e], rev_cap_[e]));
   };
+  // Past this many moved nodes the full check is quicker: on the 2-core machine (2048 x 2048) the
+  // pricing took 7.6 ms at 0.5% of the nodes moved and 30 at 5%, CutCapacity 16 either way.
+  const std::int64_t most_moved = std::int64_t{num_nodes()} / 64;
   if (!topology_.is_grid()) {
+    std::int64_t moved_nodes = 0;
+    for (NodeId p = 0; p < num_nodes(); ++p) moved_nodes += moved(p);
+    if (moved_nodes > most_moved) return CutCapacity(sink_side);
     std::uint64_t change = 0;
     for (NodeId p = 0; p < num_nodes(); ++p)
       if (moved(p)) change += terminal_change(p);
@@ -421,26 +425,22 @@ Energy StGraph::CutCapacityFromLastCut(const Labeling& sink_side) const {
     });
     return static_cast<Energy>(last_cut_capacity_ + change);
   }
-  // Grids: rows on all cores, scanned 16 labels at a time for nodes that changed sides (a 1% edit
-  // at 4096 x 4096 moves about one node in 200, scattered). Each moved node prices its terminal
-  // edges, its forward edges, and its backward edges whose other end did not move (a moved
-  // neighbour prices those as its forward ones). Those reads miss the caches, a dozen lines per
-  // node, so a piece of rows first lists its moved nodes and then prefetches a few nodes ahead of
-  // the one it prices. 4096 x 4096, one node in 250 moved: 2.4 ms against 5.3-5.4 for CutCapacity
-  // on the H200 machine's 16 cores (1.4 against 5.5 when none moved, 4.1 against 6.2 for one in 100);
-  // on the 2-core machine, one in 200 moved: 106-119 ms scanning node by node, 37-43 with the
-  // blocks of 16, 25-32 with the prefetching, against 40-53 for CutCapacity.
+  // Grids: pieces of rows on all cores list their nodes that changed sides, comparing 16 labels at
+  // a time (a 1% edit at 4096 x 4096 moves about one node in 200, scattered), and stop once too
+  // many have. Then each moved node prices its terminal edges, its forward edges, and its backward
+  // edges whose other end did not move (a moved neighbour prices those as its forward ones). Those
+  // reads miss the caches, a dozen lines per node, so each piece prefetches a few nodes ahead of
+  // the one it prices. 4096 x 4096, one node in 250 moved: 2.3-2.5 ms against 5.9-6.4 for
+  // CutCapacity on the H200 machine's 16 cores (1.1-1.2 against 5.5-5.6 when none moved, 4.0-4.3
+  // against 6.6-6.8 for one in 100); on the 2-core machine, one in 200 moved: 106-119 ms comparing
+  // node by node, 37-43 with the blocks of 16, 25-32 with the prefetching, against 40-53.
   const Topology& t = topology_;
   const NodeId n = num_nodes();
   const int width = t.width(), directions = t.num_directions();
   const std::int64_t rows = std::int64_t{t.height()} * t.depth();
-  NodeId step[4] = {};  // forward neighbour's offset per direction (at most 4)
-  for (int d = 0; d < directions; ++d) {
-    const auto off = Topology::GridOffset(t.kind(), d);
-    step[d] = static_cast<NodeId>(off[0] + std::int64_t{width} * (off[1] + std::int64_t{t.height()} * off[2]));
-  }
+  constexpr std::int64_t kRowsPerPiece = 16;
+  const std::int64_t pieces = (rows + kRowsPerPiece - 1) / kRowsPerPiece;
   constexpr int kBlock = 16;  // labels compared at once, as 64-bit words
-  constexpr std::size_t kAhead = 8;  // nodes prefetched ahead of the one priced
   auto block_differs = [now, before](std::int64_t first) {
     std::uint64_t differ = 0;
     for (int k = 0; k < kBlock; k += 2) {
@@ -451,6 +451,28 @@ Energy StGraph::CutCapacityFromLastCut(const Labeling& sink_side) const {
     }
     return differ != 0;
   };
+  std::vector<std::vector<NodeId>> moved_in(static_cast<std::size_t>(pieces));
+  std::atomic<std::int64_t> moved_nodes{0};
+  tbb::parallel_for(std::int64_t{0}, pieces, [&](std::int64_t piece) {
+    if (moved_nodes.load(std::memory_order_relaxed) > most_moved) return;
+    std::vector<NodeId>& list = moved_in[static_cast<std::size_t>(piece)];
+    const std::int64_t row_end = std::min(rows, (piece + 1) * kRowsPerPiece);
+    for (std::int64_t row = piece * kRowsPerPiece; row < row_end; ++row) {
+      const std::int64_t first = row * width;
+      for (int x = 0; x < width; x += kBlock) {
+        if (x + kBlock <= width && !block_differs(first + x)) continue;
+        for (int k = x; k < std::min(width, x + kBlock); ++k)
+          if (moved(static_cast<NodeId>(first + k))) list.push_back(static_cast<NodeId>(first + k));
+      }
+    }
+    moved_nodes += static_cast<std::int64_t>(list.size());
+  });
+  if (moved_nodes.load() > most_moved) return CutCapacity(sink_side);
+  NodeId step[4] = {};  // forward neighbour's offset per direction (at most 4)
+  for (int d = 0; d < directions; ++d) {
+    const auto off = Topology::GridOffset(t.kind(), d);
+    step[d] = static_cast<NodeId>(off[0] + std::int64_t{width} * (off[1] + std::int64_t{t.height()} * off[2]));
+  }
   const EdgeId last_slot = num_edge_slots() - 1;
   auto prefetch = [&](NodeId p) {
     __builtin_prefetch(source_cap_.data() + p);
@@ -463,42 +485,35 @@ Energy StGraph::CutCapacityFromLastCut(const Labeling& sink_side) const {
       __builtin_prefetch(rev_cap_.data() + std::min(back, last_slot));
     }
   };
-  tbb::enumerable_thread_specific<std::vector<NodeId>> moved_lists;
+  constexpr std::size_t kAhead = 8;  // nodes prefetched ahead of the one priced
   const std::uint64_t change = tbb::parallel_reduce(
-      tbb::blocked_range<std::int64_t>(0, rows, 16), std::uint64_t{0},
+      tbb::blocked_range<std::int64_t>(0, pieces), std::uint64_t{0},
       [&](const tbb::blocked_range<std::int64_t>& range, std::uint64_t total) {
-        std::vector<NodeId>& moved_nodes = moved_lists.local();
-        moved_nodes.clear();
-        for (std::int64_t row = range.begin(); row < range.end(); ++row) {
-          const std::int64_t first = row * width;
-          for (int x = 0; x < width; x += kBlock) {
-            if (x + kBlock <= width && !block_differs(first + x)) continue;
-            for (int k = x; k < std::min(width, x + kBlock); ++k)
-              if (moved(static_cast<NodeId>(first + k))) moved_nodes.push_back(static_cast<NodeId>(first + k));
-          }
-        }
         Topology::RowSpan forward[4], backward[4];
         std::int64_t spans_row = -1;
-        for (std::size_t i = 0; i < std::min(kAhead, moved_nodes.size()); ++i) prefetch(moved_nodes[i]);
-        for (std::size_t i = 0; i < moved_nodes.size(); ++i) {
-          if (i + kAhead < moved_nodes.size()) prefetch(moved_nodes[i + kAhead]);
-          const NodeId p = moved_nodes[i];
-          const std::int64_t row = p / width;
-          const int x = static_cast<int>(p - row * width);
-          if (row != spans_row) {
-            for (int d = 0; d < directions; ++d) {
-              forward[d] = t.ForwardSpan(row, d);
-              backward[d] = t.BackwardSpan(row, d);
+        for (std::int64_t piece = range.begin(); piece < range.end(); ++piece) {
+          const std::vector<NodeId>& list = moved_in[static_cast<std::size_t>(piece)];
+          for (std::size_t i = 0; i < std::min(kAhead, list.size()); ++i) prefetch(list[i]);
+          for (std::size_t i = 0; i < list.size(); ++i) {
+            if (i + kAhead < list.size()) prefetch(list[i + kAhead]);
+            const NodeId p = list[i];
+            const std::int64_t row = p / width;
+            const int x = static_cast<int>(p - row * width);
+            if (row != spans_row) {
+              for (int d = 0; d < directions; ++d) {
+                forward[d] = t.ForwardSpan(row, d);
+                backward[d] = t.BackwardSpan(row, d);
+              }
+              spans_row = row;
             }
-            spans_row = row;
-          }
-          total += terminal_change(p);
-          for (int d = 0; d < directions; ++d) {
-            const Topology::RowSpan& f = forward[d];
-            if (x >= f.x_begin && x < f.x_end) total += edge_change(EdgeId{d} * n + p, p, p + f.offset);
-            const Topology::RowSpan& b = backward[d];
-            const NodeId a = p + b.offset;
-            if (x >= b.x_begin && x < b.x_end && !moved(a)) total += edge_change(EdgeId{d} * n + a, a, p);
+            total += terminal_change(p);
+            for (int d = 0; d < directions; ++d) {
+              const Topology::RowSpan& f = forward[d];
+              if (x >= f.x_begin && x < f.x_end) total += edge_change(EdgeId{d} * n + p, p, p + f.offset);
+              const Topology::RowSpan& b = backward[d];
+              const NodeId a = p + b.offset;
+              if (x >= b.x_begin && x < b.x_end && !moved(a)) total += edge_change(EdgeId{d} * n + a, a, p);
+            }
           }
         }
         return total;
@@ -569,8 +584,11 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
     result.flow += constant_;
     // A re-solve's cut mostly equals the last one: priced from it, the check reads the labels of
     // both cuts but capacities only where they differ.
-    result.energy = last_cut_tracked_ ? CutCapacityFromLastCut(result.labels) : CutCapacity(result.labels);
     const std::string stopped = engine_->stop_reason();
+    result.energy = CutCapacityFromLastCut(result.labels);
+    // The full sum decides when the two disagree, or when there is no flow to compare with: a slip
+    // in the graph's own bookkeeping must not pass for an engine's error, nor give a wrong energy.
+    if (result.energy != result.flow || !stopped.empty()) result.energy = CutCapacity(result.labels);
     engine_->set_stop_check({});  // the check refers to this call's clock and callback
     if (!stopped.empty()) {
       // A valid cut, but not a minimum one: no bound is claimed, and the flow only counts what was

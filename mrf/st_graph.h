@@ -193,6 +193,11 @@ class StGraph {
   /// there is no such cut (no successful maxflow() since the graph was built, nodes or edges were
   /// added, ResetCapacities(), or a failed UpdateTweightsByRows()).
   Energy last_cut_capacity() const;
+  /// CutCapacity(sink_side), computed from last_cut_capacity() when there is a last cut: it compares
+  /// the two labellings and reads capacities only around the nodes that changed sides, so it is
+  /// quick for cuts near the last one (maxflow() checks its cuts with it). When more than 1/64 of
+  /// the nodes moved, or there is no last cut, it is CutCapacity() itself.
+  Energy CutCapacityFromLastCut(const Labeling& sink_side) const;
 
  private:
   void MarkNode(NodeId node);
@@ -202,9 +207,6 @@ class StGraph {
   // capacity of the last cut (sink_side_), in wrap-around arithmetic (exact once summed).
   void TrackTerminalChange(NodeId node, Energy old_source, Energy old_sink);
   void TrackEdgeChange(EdgeId slot, Cost old_cap, Cost old_rev_cap);
-  // CutCapacity(sink_side) from last_cut_capacity(), reading the labels of both cuts everywhere but
-  // capacities only where a node changed sides.
-  Energy CutCapacityFromLastCut(const Labeling& sink_side) const;
 
   Topology topology_;
   CapacityArray<Energy> source_cap_, sink_cap_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -403,12 +404,104 @@ TEST(StGraph, LastCutCapacityFollowsEveryCapacityChange) {
   grown.add_tweights(0, 5, 1);
   ASSERT_TRUE(grown.maxflow("cpu-bk").ok);
   EXPECT_EQ(grown.last_cut_capacity(), 1);
+  grown.add_edge(0, 1, 2, 2);
+  EXPECT_THROW(grown.last_cut_capacity(), Error) << "no cut after an edge was added to an edge list";
+  ASSERT_TRUE(grown.maxflow("cpu-bk").ok);
   grown.add_node(1);
   EXPECT_THROW(grown.last_cut_capacity(), Error) << "no cut after nodes were added";
   StGraph grid(Topology::Grid2D(8, 8, 4));
   ASSERT_TRUE(grid.maxflow("cpu-bk").ok);
   EXPECT_THROW(grid.UpdateTweightsByRows([](std::int64_t, std::int64_t, Energy*, Energy* sink) { sink[0] = -1; }), Error);
   EXPECT_THROW(grid.last_cut_capacity(), Error) << "no cut after a failed rewrite";
+}
+
+// Changes refused part way leave the last cut's capacity as it was, and a stopped solve's cut (no
+// flow to compare it with) is priced in full and kept as the last cut.
+TEST(StGraph, LastCutCapacitySurvivesRefusedChangesAndStoppedSolves) {
+  const Topology t = Topology::Grid2D(30, 20, 8);
+  StGraph g(t);
+  std::mt19937_64 rng(31);
+  for (NodeId v = 0; v < t.num_nodes(); ++v) g.add_tweights(v, static_cast<Energy>(rng() % 900), static_cast<Energy>(rng() % 900));
+  t.ForEachEdge([&](EdgeId e, NodeId, NodeId) { g.add_to_edge_slot(e, static_cast<Cost>(rng() % 90), static_cast<Cost>(rng() % 90)); });
+  Result r = g.maxflow("cpu-bk");
+  ASSERT_TRUE(r.ok) << r.message;
+  NodeId p = -1, q = -1;
+  ASSERT_TRUE(t.edge_endpoints(0, &p, &q));
+  g.set_tweights(p, 1, 1);
+  g.set_edge_slot(0, 5, 5);
+  ASSERT_EQ(g.last_cut_capacity(), g.CutCapacity(r.labels));
+  EXPECT_THROW(g.add_tweights(p, std::numeric_limits<Energy>::max(), 0), Error);
+  EXPECT_THROW(g.add_tweights(p, std::numeric_limits<Energy>::min(), 0), Error);  // the shift overflows
+  EXPECT_THROW(g.set_tweights(p, -1, 0), Error);
+  EXPECT_THROW(g.add_to_edge_slot(0, 1, std::numeric_limits<Cost>::max()), Error);  // the reverse sum overflows
+  EXPECT_THROW(g.add_edge(p, q, std::numeric_limits<Cost>::max(), 0), Error);
+  EXPECT_THROW(g.set_edge(0, 1, -1), Error);
+  EXPECT_EQ(g.edge_cap(0), 5) << "a refused change must change nothing";
+  EXPECT_EQ(g.last_cut_capacity(), g.CutCapacity(r.labels)) << "after refused changes";
+  EXPECT_THROW(g.UpdateTweightsByRows([](std::int64_t, std::int64_t, Energy*, Energy*) { throw Error("fill failed"); }),
+               Error);
+  EXPECT_THROW(g.last_cut_capacity(), Error) << "a failed rewrite leaves no cut to price";
+  r = g.maxflow("cpu-bk");
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(g.last_cut_capacity(), r.energy);
+  for (NodeId v = 0; v < t.num_nodes(); v += 3) g.set_tweights(v, static_cast<Energy>(rng() % 900), 0);
+  g.set_limits(0, [](const IterationRecord&) { return false; });
+  const Result stopped = g.maxflow("cpu-bk");
+  g.set_limits(0);
+  ASSERT_TRUE(stopped.ok) << stopped.message;
+  EXPECT_EQ(stopped.message.rfind("stopped early", 0), 0u) << stopped.message;
+  EXPECT_EQ(stopped.energy, g.CutCapacity(stopped.labels));
+  EXPECT_EQ(g.last_cut_capacity(), stopped.energy);
+}
+
+// Cuts priced from the last one equal the full sum: labellings that differ from the last cut in
+// a few scattered nodes, in a block, in many (past the point where the full sum is used) or in
+// all, with labels other than 0 and 1 (any non-zero label is the sink side), on grids of every
+// kind, widths that are and are not multiples of the 16 labels compared at once, strips and edge
+// lists; before any solve there is no last cut and the full sum is used.
+TEST(StGraph, CutsPricedFromTheLastCutEqualTheFullSum) {
+  std::mt19937_64 rng(37);
+  StGraph general;
+  general.add_node(300);
+  for (int e = 0; e < 900; ++e) {
+    const auto p = static_cast<NodeId>(rng() % 300), q = static_cast<NodeId>(rng() % 300);
+    if (p != q) general.add_edge(p, q, static_cast<Cost>(rng() % 50), static_cast<Cost>(rng() % 50));
+  }
+  std::vector<StGraph> graphs;
+  graphs.push_back(std::move(general));
+  for (const Topology& t : {Topology::Grid2D(23, 19, 4), Topology::Grid2D(64, 40, 4), Topology::Grid2D(48, 37, 8),
+                            Topology::Grid2D(70, 61, 8), Topology::Grid3D(7, 6, 5), Topology::Grid3D(32, 9, 8),
+                            Topology::Grid2D(1, 300, 8), Topology::Grid2D(300, 1, 4), Topology::Grid2D(16, 1, 8)})
+    graphs.emplace_back(t);
+  for (StGraph& g : graphs) {
+    const Topology& t = g.topology();
+    const NodeId n = g.num_nodes();
+    for (NodeId v = 0; v < n; ++v)
+      g.add_tweights(v, static_cast<Energy>(rng() % 1000) - 200, static_cast<Energy>(rng() % 1000));
+    for (EdgeId e = 0; e < g.num_edge_slots(); ++e)
+      g.add_to_edge_slot(e, static_cast<Cost>(rng() % 100), static_cast<Cost>(rng() % 100));
+    Labeling any(n);
+    for (Label& l : any) l = static_cast<Label>(rng() % 2);
+    EXPECT_EQ(g.CutCapacityFromLastCut(any), g.CutCapacity(any)) << t.Describe() << ": no last cut yet";
+    const Result r = g.maxflow(t.is_grid() ? "cpu-bk" : "boost-bk");
+    ASSERT_TRUE(r.ok) << r.message;
+    for (const double share : {0.0, 0.001, 0.005, 0.012, 0.05, 0.5, 1.0}) {
+      for (int trial = 0; trial < 4; ++trial) {
+        Labeling x = r.labels;
+        for (NodeId v = 0; v < n; ++v) {
+          if (static_cast<double>(rng() % 100000) < share * 100000) x[v] = !x[v];
+          if (x[v] && rng() % 4 == 0) x[v] = static_cast<Label>(2 + rng() % 5);
+        }
+        if (trial == 3 && share > 0) {  // a block of moved nodes, about the same share
+          const NodeId span = std::max<NodeId>(1, static_cast<NodeId>(share * n));
+          const NodeId first = static_cast<NodeId>(rng() % static_cast<std::uint64_t>(n));
+          x = r.labels;
+          for (NodeId v = first; v < std::min(n, first + span); ++v) x[v] = !x[v];
+        }
+        EXPECT_EQ(g.CutCapacityFromLastCut(x), g.CutCapacity(x)) << t.Describe() << ", share " << share << ", trial " << trial;
+      }
+    }
+  }
 }
 
 // Rows rewritten on all cores record exactly the nodes whose capacities changed, whatever piece of
