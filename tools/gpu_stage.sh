@@ -19,7 +19,8 @@ done
 cp -P "$build"/libmrf.so* "$stage/lib/"
 cp -P /usr/lib/x86_64-linux-gnu/libtbb.so.12* /usr/lib/x86_64-linux-gnu/libstb.so* /usr/lib/x86_64-linux-gnu/libjpeg.so.62* "$stage/lib/"
 # Kolmogorov's max-flow, an optional baseline that mrf-bench links when the build found it.
-if ldd "$build/bin/mrf-bench" | grep -q libmaxflow; then cp -P /usr/lib/x86_64-linux-gnu/libmaxflow.so* "$stage/lib/"; fi
+# (grep reads all of ldd's output: with -q it could stop early, and pipefail would fail ldd's write.)
+if ldd "$build/bin/mrf-bench" | grep libmaxflow >/dev/null; then cp -P /usr/lib/x86_64-linux-gnu/libmaxflow.so* "$stage/lib/"; fi
 [ -d ../shared/data/middlebury ] && cp -r ../shared/data/middlebury "$stage/data/"
 aloe=/usr/share/doc/opencv-doc/examples/data
 if [ -f $aloe/aloeL.jpg ]; then
