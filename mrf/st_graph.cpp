@@ -96,6 +96,11 @@ namespace {
 // exact as long as the true one fits an Energy (as CutCapacity's own sum must).
 std::uint64_t Wrapped(Energy value) { return static_cast<std::uint64_t>(value); }
 
+// What a node's terminal edges add to a cut that puts it on the given side.
+Energy TerminalCapacity(bool on_sink_side, Energy source_cap, Energy sink_cap) {
+  return on_sink_side ? source_cap : sink_cap;
+}
+
 // What the edge slot with these capacities adds to a cut whose sides of its two ends are given.
 Cost CrossingCapacity(bool from_sink, bool to_sink, Cost cap, Cost rev_cap) {
   return from_sink == to_sink ? 0 : from_sink ? rev_cap : cap;
@@ -104,8 +109,9 @@ Cost CrossingCapacity(bool from_sink, bool to_sink, Cost cap, Cost rev_cap) {
 
 void StGraph::TrackTerminalChange(NodeId node, Energy old_source, Energy old_sink) {
   if (!last_cut_tracked_) return;
-  last_cut_capacity_ += sink_side_[node] ? Wrapped(source_cap_[node]) - Wrapped(old_source)
-                                         : Wrapped(sink_cap_[node]) - Wrapped(old_sink);
+  const bool on_sink_side = sink_side_[node] != 0;
+  last_cut_capacity_ += Wrapped(TerminalCapacity(on_sink_side, source_cap_[node], sink_cap_[node])) -
+                        Wrapped(TerminalCapacity(on_sink_side, old_source, old_sink));
 }
 
 void StGraph::TrackEdgeChange(EdgeId slot, Cost old_cap, Cost old_rev_cap) {
@@ -216,7 +222,8 @@ void StGraph::UpdateTweightsByRows(
       changed[p] = differs;
       changes += differs;
       if (differs && last_cut)
-        cut_change += last_cut[p] ? Wrapped(source_cap_[p]) - Wrapped(old[i]) : Wrapped(sink_cap_[p]) - Wrapped(old[count + i]);
+        cut_change += Wrapped(TerminalCapacity(last_cut[p] != 0, source_cap_[p], sink_cap_[p])) -
+                      Wrapped(TerminalCapacity(last_cut[p] != 0, old[i], old[count + i]));
     }
     changed_in[piece + 1] = changes;
     last_cut_change[piece] = cut_change;
@@ -403,7 +410,8 @@ Energy StGraph::CutCapacityFromLastCut(const Labeling& sink_side) const {
   auto moved = [now, before](NodeId p) { return (now[p] != 0) != (before[p] != 0); };
   // What a node that changed sides changes in the terminal part of the cut.
   auto terminal_change = [&](NodeId p) {
-    return now[p] ? Wrapped(source_cap_[p]) - Wrapped(sink_cap_[p]) : Wrapped(sink_cap_[p]) - Wrapped(source_cap_[p]);
+    return Wrapped(TerminalCapacity(now[p] != 0, source_cap_[p], sink_cap_[p])) -
+           Wrapped(TerminalCapacity(before[p] != 0, source_cap_[p], sink_cap_[p]));
   };
   // What the edge slot changes in the cut when either end changed sides.
   auto edge_change = [&](EdgeId e, NodeId p, NodeId q) {
@@ -415,11 +423,13 @@ Energy StGraph::CutCapacityFromLastCut(const Labeling& sink_side) const {
   const std::int64_t most_moved = std::int64_t{num_nodes()} / 64;
   if (!topology_.is_grid()) {
     std::int64_t moved_nodes = 0;
-    for (NodeId p = 0; p < num_nodes(); ++p) moved_nodes += moved(p);
-    if (moved_nodes > most_moved) return CutCapacity(sink_side);
     std::uint64_t change = 0;
     for (NodeId p = 0; p < num_nodes(); ++p)
-      if (moved(p)) change += terminal_change(p);
+      if (moved(p)) {
+        ++moved_nodes;
+        change += terminal_change(p);
+      }
+    if (moved_nodes > most_moved) return CutCapacity(sink_side);
     topology_.ForEachEdge([&](EdgeId e, NodeId p, NodeId q) {
       if (moved(p) || moved(q)) change += edge_change(e, p, q);
     });
@@ -468,11 +478,10 @@ Energy StGraph::CutCapacityFromLastCut(const Labeling& sink_side) const {
     moved_nodes += static_cast<std::int64_t>(list.size());
   });
   if (moved_nodes.load() > most_moved) return CutCapacity(sink_side);
-  NodeId step[4] = {};  // forward neighbour's offset per direction (at most 4)
-  for (int d = 0; d < directions; ++d) {
-    const auto off = Topology::GridOffset(t.kind(), d);
-    step[d] = static_cast<NodeId>(off[0] + std::int64_t{width} * (off[1] + std::int64_t{t.height()} * off[2]));
-  }
+  // Forward neighbour's offset per direction (at most 4), for the prefetches only: where the first
+  // row has no neighbour in a direction it reads 0, and those prefetches fetch the node's own slot.
+  NodeId step[4] = {};
+  for (int d = 0; d < directions; ++d) step[d] = t.ForwardSpan(0, d).offset;
   const EdgeId last_slot = num_edge_slots() - 1;
   auto prefetch = [&](NodeId p) {
     __builtin_prefetch(source_cap_.data() + p);
@@ -582,13 +591,13 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
       throw Error(result.backend_used + " returned a cut of " + std::to_string(result.labels.size()) +
                   " nodes for a graph of " + std::to_string(num_nodes()));
     result.flow += constant_;
-    // A re-solve's cut mostly equals the last one: priced from it, the check reads the labels of
-    // both cuts but capacities only where they differ.
     const std::string stopped = engine_->stop_reason();
-    result.energy = CutCapacityFromLastCut(result.labels);
-    // The full sum decides when the two disagree, or when there is no flow to compare with: a slip
-    // in the graph's own bookkeeping must not pass for an engine's error, nor give a wrong energy.
-    if (result.energy != result.flow || !stopped.empty()) result.energy = CutCapacity(result.labels);
+    // A re-solve's cut mostly equals the last one: priced from it, the check reads the labels of
+    // both cuts but capacities only where they differ. The full sum decides when the two disagree,
+    // or when a stopped solve leaves no flow to compare with: a slip in the graph's own bookkeeping
+    // must not pass for an engine's error, nor give a wrong energy.
+    if (stopped.empty()) result.energy = CutCapacityFromLastCut(result.labels);
+    if (!stopped.empty() || result.energy != result.flow) result.energy = CutCapacity(result.labels);
     engine_->set_stop_check({});  // the check refers to this call's clock and callback
     if (!stopped.empty()) {
       // A valid cut, but not a minimum one: no bound is claimed, and the flow only counts what was
