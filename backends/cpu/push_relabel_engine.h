@@ -139,6 +139,9 @@ struct PushRelabelState {
   std::vector<std::int64_t> x;   ///< Netted excess per node.
   std::vector<std::int32_t> h;   ///< Height per node.
   std::vector<std::uint32_t> r;  ///< Residual capacity per direction and node (direction-major).
+  /// cuda-pr only (empty for tbb-pr): each node's residual bitmask as the device holds it, and
+  /// whether the node's tile is flagged touched (where the masks may be stale).
+  std::vector<std::uint8_t> mask, in_touched_tile;
 };
 
 /// The device-independent part of the grid push-relabel engines.

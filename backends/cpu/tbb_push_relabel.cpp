@@ -55,7 +55,13 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
   explicit TbbPushRelabelEngine(const PushRelabelTuning& tuning) : PushRelabelEngine(tuning) {}
   std::string name() const override { return "tbb-pr"; }
 
-  PushRelabelState DownloadState() override { return {x_, h_, r_}; }
+  PushRelabelState DownloadState() override {
+    PushRelabelState state;
+    state.x = x_;
+    state.h = h_;
+    state.r = r_;
+    return state;
+  }
 
  protected:
   void Prepare(const TileLayout& layout) override {

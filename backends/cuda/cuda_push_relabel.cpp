@@ -54,6 +54,12 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     Check(cudaMemcpy(state.x.data(), dev_.x, n * 8, cudaMemcpyDeviceToHost), "downloading the excess");
     Check(cudaMemcpy(state.h.data(), dev_.h, n * 4, cudaMemcpyDeviceToHost), "downloading the heights");
     Check(cudaMemcpy(state.r.data(), dev_.r, state.r.size() * 4, cudaMemcpyDeviceToHost), "downloading the residuals");
+    state.mask.resize(n);
+    Check(cudaMemcpy(state.mask.data(), dev_.mask, n, cudaMemcpyDeviceToHost), "downloading the residual bitmasks");
+    std::vector<std::uint8_t> touched(static_cast<std::size_t>(layout_.num_tiles()));
+    Check(cudaMemcpy(touched.data(), dev_.touched, touched.size(), cudaMemcpyDeviceToHost), "downloading the tile flags");
+    state.in_touched_tile.resize(n);
+    for (std::int64_t v = 0; v < n; ++v) state.in_touched_tile[v] = touched[layout_.TileOfNode(v)];
     return state;
   }
 
@@ -157,6 +163,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     dev_deltas_ = reinterpret_cast<cuda_pr::NodeDelta*>(change_buffer_);
     auto* dev_updates = reinterpret_cast<cuda_pr::EdgeUpdate*>(change_buffer_ + delta_bytes);
     push_unread_ = false;  // (a re-solve that failed part way may have left it set)
+    masks_fresh_ = masks_kept_ = false;
     Record(kUploadStart);
     if (bytes > 0)
       Check(cudaMemcpyAsync(change_buffer_, host_changes_, bytes, cudaMemcpyHostToDevice, stream_),
@@ -213,10 +220,15 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     // The kill rounds' flags (C) are free until the next relabel, whose first kill round (ungated,
     // over every tile) writes them all again.
     std::uint8_t* const settled = dev_.dirty + 2 * static_cast<std::size_t>(layout_.num_tiles());
+    // Bitmasks can be stale only in tiles flagged touched. Push rounds that kept them left none
+    // stale; otherwise the first pass, which visits every touched tile, stores their masks. Then
+    // the later passes and the certificate read the masks, not the residuals.
     for (int pass = 0; pass < pr::kSettlePasses; ++pass)
       for (int colour = 0; colour < layout_.num_colours(); ++colour)
-        Launched(cuda_pr::LaunchSettleColour(dev_, colour, pass == 0 ? dev_.touched : settled, settled, stream_),
+        Launched(cuda_pr::LaunchSettleColour(dev_, colour, pass == 0 ? dev_.touched : settled, settled,
+                                             /*masks_fresh=*/pass > 0 || masks_kept_, stream_),
                  "SettleTiles");
+    masks_fresh_ = true;
   }
 
   // The totals it reads were cleared by ApplyChanges; since then only repairs (kLocalFailures) and
@@ -232,6 +244,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     request.failed_nodes = listed > 0 ? failed_buffer_ : nullptr;
     request.capacity = listed;
     request.tile_residual = tile_residual_;
+    request.masks_fresh = masks_fresh_;
+    masks_fresh_ = false;  // until the next settling: repairs change residuals, not masks
     Launched(cuda_pr::LaunchCertify(dev_, request, stream_), "CertifyTiles");
     ReadTotals("checking the local repairs");
     if (push_unread_) CollectPushRounds();
@@ -548,10 +562,16 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
 
   int BatchLaunches(BatchKind kind, int push) const {
     const int bfs = tuning_.bfs_check_every;
-    const int relabel = kind == kPushOnly ? 0 : bfs + 1 + (kind == kIncremental ? bfs : 0) +
-                                                 (kind == kFirst && !tuning_.fused_bfs_start ? 1 : 0);
+    const int relabel = kind == kPushOnly ? (MasksKeepable() ? 1 : 0)
+                                          : bfs + 1 + (kind == kIncremental ? bfs : 0) +
+                                                (kind == kFirst && !tuning_.fused_bfs_start ? 1 : 0);
     return relabel + push * layout_.num_colours();
   }
+
+  // Push rounds before a re-solve's relabels (kPushOnly) keep the residual bitmasks current where
+  // a word of masks holds the nodes of one tile only (PushTile): then settling and the certificate
+  // read the masks instead of the residuals.
+  bool MasksKeepable() const { return layout_.width % 4 == 0; }
 
   void RunCycleBatch(BatchKind kind, int push, int iterations, bool wait = true) {
     const int launches = BatchLaunches(kind, push);
@@ -587,6 +607,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       if (tuning_.trace) Mark("CUDA graph");  // (launches inside a graph record no marks)
       stats_.launches += launches;
     }
+    masks_kept_ = kind == kPushOnly && MasksKeepable();
     if (wait)
       Sync(kind == kPushOnly ? "push rounds" : kind == kMoreBfs ? "more BFS rounds" : "a global relabel and its push rounds");
   }
@@ -635,12 +656,14 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       Launched(cuda_pr::LaunchCensus(dev_, Gate{Gate::kIfConverged, kill, bfs}, stream_), "Census");
       Record(kCensusDone);
     }
+    const bool keep_masks = kind == kPushOnly && MasksKeepable();
+    if (keep_masks) Launched(cuda_pr::LaunchMarkTouchedActive(dev_, stream_), "MarkTouchedActive");
     for (int k = 0; k < push; ++k) {
       const int counter = kill + bfs + k;
       Gate gate{Gate::kIfPreviousChanged, counter - 1, 1};
       if (k == 0) gate = kind == kPushOnly ? Gate{} : Gate{Gate::kIfConvergedAndActive, kill, bfs};
       for (int colour = 0; colour < layout_.num_colours(); ++colour)
-        Launched(cuda_pr::LaunchPushColour(dev_, colour, counter, gate, iterations, tuning_.wave_push,
+        Launched(cuda_pr::LaunchPushColour(dev_, colour, counter, gate, iterations, tuning_.wave_push, keep_masks,
                                            stream_),
                  "PushTiles");
     }
@@ -675,6 +698,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   std::int64_t sink_residual_ = 0;
   std::map<std::tuple<int, int, int, int>, cudaGraphExec_t> graphs_;
   bool push_unread_ = false;  // push rounds enqueued without a wait: their counts are not read yet
+  bool masks_fresh_ = false;  // settled since the last change of residuals: every bitmask is current
+  bool masks_kept_ = false;   // the last batch was push rounds that kept the bitmasks current
   bool debug_sync_ = false;
   bool capturing_ = false;
   std::vector<cudaEvent_t> trace_events_;  // tuning_.trace: marks of the solve's timeline, reused

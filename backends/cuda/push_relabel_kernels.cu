@@ -108,13 +108,22 @@ constexpr int PushMinBlocks() {
   return KIND == pr::kKindGrid4 ? 2048 / (TX * TY * TZ) : 1;
 }
 
-template <int KIND, int TX, int TY, int TZ, bool WAVE>
+// KEEP_MASKS: PushTile's keep_masks, compiled apart: as a run-time flag its code made ptxas spill
+// more in the 32-register push loop of fresh solves, which never keep the masks.
+template <int KIND, int TX, int TY, int TZ, bool WAVE, bool KEEP_MASKS>
 __global__ void __launch_bounds__(TX* TY* TZ, PushMinBlocks<KIND, TX, TY, TZ>())
     PushTilesKernel(DeviceState s, int colour, int counter, Gate gate, int iterations) {
   if (!Open(s, gate)) return;  // decided the same way by every block: nothing to do costs one launch
   int tx, ty, tz;
   if (!s.layout.ColourTile(colour, blockIdx.x, blockIdx.y, blockIdx.z, &tx, &ty, &tz)) return;
-  PushTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, iterations, &s.counters[counter]);
+  PushTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, iterations, &s.counters[counter], false, KEEP_MASKS);
+}
+
+// Tiles flagged touched (the only ones whose residual bitmasks may be stale) are flagged active too,
+// so that push rounds that keep the masks visit and refresh every one of them.
+__global__ void MarkTouchedActiveKernel(DeviceState s) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < s.layout.num_tiles() && s.touched[t]) s.active[t] = 1;
 }
 
 // ---- Global relabel ---------------------------------------------------------------------------
@@ -305,9 +314,12 @@ __global__ void RepairGroupsKernel(DeviceState s, const NodeDelta* deltas, const
 // read; the other colours are idle), at most kSettleHops hops; where that did not settle it or
 // excess is left, the regions cut off from the sink inside the tile (AliveStep) take inf and it
 // settles again. `settled`: whether the visit changed the tile. The same steps as tbb-pr's.
+// `masks_fresh` (passes after the first): s.mask holds every node's residual bitmask, so the visit
+// reads a byte a node instead of the residuals' 16 (4-connected).
 template <int KIND, int TX, int TY, int TZ>
 __global__ void __launch_bounds__(TX* TY* TZ)
-    SettleTilesKernel(DeviceState s, int colour, const std::uint8_t* near_flags, std::uint8_t* settled) {
+    SettleTilesKernel(DeviceState s, int colour, const std::uint8_t* near_flags, std::uint8_t* settled,
+                      bool masks_fresh) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
   constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
   __shared__ int sh_h[HX * HY * HZ];
@@ -331,16 +343,21 @@ __global__ void __launch_bounds__(TX* TY* TZ)
   if (in_grid) {
     h = s.h[v];
     x = s.x[v];
-    std::uint32_t r[D];
+    if (masks_fresh) {
+      mask = s.mask[v];
+    } else {
+      std::uint32_t r[D];
 #pragma unroll
-    for (int d = 0; d < D; ++d) r[d] = s.r[d * N + v];
-    mask = pr::ResidualMask<D>(r);
+      for (int d = 0; d < D; ++d) r[d] = s.r[d * N + v];
+      mask = pr::ResidualMask<D>(r);
+    }
   }
   const int hc = (lx + 1) + HX * ((ly + 1) + HY * (lz + ZP));
   LoadHaloRing<KIND, TX, TY, TZ>(s, tx, ty, tz, sh_h);
   // Stored after the halo's loads: a byte store may alias them, so before them it would make the
-  // halo wait for this node's loads (two trips to memory instead of one).
-  if (in_grid) s.mask[v] = mask;  // fresh for the relabels after a failed certificate
+  // halo wait for this node's loads (two trips to memory instead of one). Fresh from here on for
+  // the later passes, the certificate and the relabels after a failed certificate.
+  if (in_grid && !masks_fresh) s.mask[v] = mask;
   sh_h[hc] = h;
   __syncthreads();
   const int first_h = h;
@@ -409,14 +426,18 @@ __global__ void __launch_bounds__(TX* TY* TZ / kCertifyNodesPerThread) CertifyTi
   TileNodes<TX, TY, TZ, K> n;
   n.Load(s, tx, ty, tz);
   int nh[K][D];
-  std::uint32_t r[K][D];
+  std::uint32_t r[K][D];  // only whether each is 0 matters: a mask bit stands for it where masks are fresh
+  std::uint8_t mask[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) mask[k] = q.masks_fresh && n.in_grid[k] ? s.mask[n.v[k]] : 0;
 #pragma unroll
   for (int k = 0; k < K; ++k)
 #pragma unroll
     for (int d = 0; d < D; ++d) {
       const int nx = n.gx[k] + pr::DirX(KIND, d), ny = n.gy[k] + pr::DirY(KIND, d), nz = n.gz[k] + pr::DirZ(KIND, d);
       const bool neighbour = n.in_grid[k] && L.InGrid(nx, ny, nz);
-      r[k][d] = n.in_grid[k] ? s.r[d * N + n.v[k]] : 0;
+      if (q.masks_fresh) r[k][d] = (mask[k] >> d) & 1u;
+      else r[k][d] = n.in_grid[k] ? s.r[d * N + n.v[k]] : 0;
       nh[k][d] = neighbour ? s.h[L.Node(nx, ny, nz)] : inf;
     }
   unsigned long long residual = 0, bad = 0;
@@ -499,13 +520,17 @@ struct PushColourLaunch {
   int colour, counter;
   Gate gate;
   int iterations;
+  bool keep_masks;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z, bool W>
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
     const dim3 grid(L.ColourGridX(), L.ColourGridY(), L.ColourGridZ());
     cudaGetLastError();
-    PushTilesKernel<K, X, Y, Z, W><<<grid, X * Y * Z, 0, stream>>>(s, colour, counter, gate, iterations);
+    if (keep_masks)
+      PushTilesKernel<K, X, Y, Z, W, true><<<grid, X * Y * Z, 0, stream>>>(s, colour, counter, gate, iterations);
+    else
+      PushTilesKernel<K, X, Y, Z, W, false><<<grid, X * Y * Z, 0, stream>>>(s, colour, counter, gate, iterations);
     return cudaGetLastError();
   }
 };
@@ -594,9 +619,16 @@ cudaError_t LaunchBuildResiduals(const DeviceState& s, bool bad_config, cudaStre
 }
 
 cudaError_t LaunchPushColour(const DeviceState& s, int colour, int counter, Gate gate, int local_iterations, bool wave,
-                             cudaStream_t stream) {
-  const PushColourLaunch launch{s, colour, counter, gate, local_iterations, stream};
+                             bool keep_masks, cudaStream_t stream) {
+  const PushColourLaunch launch{s, colour, counter, gate, local_iterations, keep_masks, stream};
   return Dispatch(s.layout, WithWave<PushColourLaunch>{launch, wave});
+}
+
+cudaError_t LaunchMarkTouchedActive(const DeviceState& s, cudaStream_t stream) {
+  const int tiles = s.layout.num_tiles();
+  cudaGetLastError();
+  MarkTouchedActiveKernel<<<(tiles + 255) / 256, 256, 0, stream>>>(s);
+  return cudaGetLastError();
 }
 
 cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream) {
@@ -673,20 +705,21 @@ struct SettleColourLaunch {
   int colour;
   const std::uint8_t* near_flags;
   std::uint8_t* settled;
+  bool masks_fresh;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
     cudaGetLastError();
     SettleTilesKernel<K, X, Y, Z><<<dim3(L.ColourGridX(), L.ColourGridY(), L.ColourGridZ()), X * Y * Z, 0, stream>>>(
-        s, colour, near_flags, settled);
+        s, colour, near_flags, settled, masks_fresh);
     return cudaGetLastError();
   }
 };
 
 cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint8_t* near_flags,
-                               std::uint8_t* settled, cudaStream_t stream) {
-  return Dispatch(s.layout, SettleColourLaunch{s, colour, near_flags, settled, stream});
+                               std::uint8_t* settled, bool masks_fresh, cudaStream_t stream) {
+  return Dispatch(s.layout, SettleColourLaunch{s, colour, near_flags, settled, masks_fresh, stream});
 }
 
 struct CertifyLaunch {

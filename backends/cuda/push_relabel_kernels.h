@@ -76,9 +76,13 @@ bool HasKernels(const pr::TileLayout& layout);
 cudaError_t LaunchBuildResiduals(const DeviceState& s, bool bad_config, cudaStream_t stream);
 /// One colour of a push round whose counter is s.counters[counter] (tiles that had work). With
 /// `wave`, local iterations on tiles of 4-connected grids start with wave pushes
-/// (PushRelabelTuning::wave_push).
+/// (PushRelabelTuning::wave_push). With `keep_masks` the visits keep s.mask current for every
+/// residual they change (PushTile; only on grids whose width is a multiple of 4).
 cudaError_t LaunchPushColour(const DeviceState& s, int colour, int counter, Gate gate, int local_iterations, bool wave,
-                             cudaStream_t stream);
+                             bool keep_masks, cudaStream_t stream);
+/// Flags every tile flagged s.touched active too (before push rounds that keep the masks: they then
+/// refresh the masks of every tile where they may be stale).
+cudaError_t LaunchMarkTouchedActive(const DeviceState& s, cudaStream_t stream);
 /// Start of a global relabel: heights 1 or inf, residual bitmasks.
 cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream);
 /// One BFS round over the tiles flagged in `dirty_in` or next to one; a tile that changes is
@@ -109,9 +113,12 @@ cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updat
 cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, const std::int32_t* group_start,
                                int groups, bool dead_only, cudaStream_t stream);
 /// Settling before the certificate (pr::SettleStep, pr::AliveStep), one colour of a pass: the tiles
-/// flagged in `near_flags` or next to one; `settled` gets whether each tile changed.
+/// flagged in `near_flags` or next to one; `settled` gets whether each tile changed. Visits store
+/// their nodes' residual bitmasks (s.mask); with `masks_fresh` they read them instead, which is
+/// right once every mask is current: bitmasks are stale only in tiles flagged s.touched (see
+/// CertifyRequest::masks_fresh), and a pass from s.touched visits every such tile.
 cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint8_t* near_flags,
-                               std::uint8_t* settled, cudaStream_t stream);
+                               std::uint8_t* settled, bool masks_fresh, cudaStream_t stream);
 /// Nodes per thread of the census's and the certificate's launches (tile sizes are multiples of them).
 constexpr int kCensusNodesPerThread = 4;
 constexpr int kCertifyNodesPerThread = 4;
@@ -130,6 +137,9 @@ struct CertifyRequest {
   int capacity = 0;
   /// Per tile: the sink residual counted there by the last check (written; read with near_touched).
   unsigned long long* tile_residual = nullptr;
+  /// Every node's residual bitmask (s.mask) is current: the check reads a byte a node instead of
+  /// its residuals. True right after settling; repairs change residuals without their masks.
+  bool masks_fresh = false;
 };
 
 /// Local re-solve, then: the certificate with the cut and the sink residual, a block per tile

@@ -275,9 +275,15 @@ __device__ __forceinline__ void WaveColumns(std::int64_t& x, std::uint32_t (&r)[
 // census: the visit also does the census of a global relabel that skipped it (cuda-expansion's
 // fused_census): it looks at the tile whatever its flag, writes the cut from the heights it
 // finds, and counts the tile's active nodes in *work instead.
+// keep_masks (cuda-pr's re-solves): the visit keeps s.mask current for the residuals it changes, its
+// own nodes' and the reverse edges of the flow it sends out of the tile, so that settling and the
+// certificate can read a byte a node instead of the residuals. Those reverse edges only gain
+// capacity: their bits are set with atomicOr on the mask's 32-bit word, which must not hold a node of
+// a tile visited in the same launch (the engine asks for it only on grids whose width is a multiple
+// of 4: then a word's 4 nodes lie in one tile).
 template <int KIND, int TX, int TY, int TZ, bool WAVE = false>
 __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, int tz, int iterations,
-                                         std::uint32_t* work, bool census = false) {
+                                         std::uint32_t* work, bool census = false, bool keep_masks = false) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
   constexpr int NT = TX * TY * TZ, HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
   __shared__ int sh_h[HX * HY * HZ];
@@ -312,6 +318,7 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
   if (census && tid == 0 && active_nodes) atomicAdd(work, static_cast<std::uint32_t>(active_nodes));
   bool any = active_nodes > 0;
   if (!any) {
+    if (keep_masks && in_grid) s.mask[v] = pr::ResidualMask<D>(r);  // it may be a tile a repair changed
     if (tid == 0) s.active[tile] = 0;
     return;
   }
@@ -369,6 +376,7 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
     s.h[v] = h;
 #pragma unroll
     for (int d = 0; d < D; ++d) s.r[d * N + v] = r[d];
+    if (keep_masks) s.mask[v] = pr::ResidualMask<D>(r);
   }
   // Flow pushed out of the tile: the receiving tiles are idle (other colours); several tiles may
   // feed one node, so its excess is added atomically; the residual slot has this node as its only writer.
@@ -379,6 +387,8 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
     const std::int64_t w = L.Node(nx, ny, nz);
     atomicAdd(reinterpret_cast<unsigned long long*>(s.x + w), static_cast<unsigned long long>(acc[d]));
     s.r[pr::Opposite(KIND, d) * N + w] += acc[d];
+    if (keep_masks)
+      atomicOr(reinterpret_cast<unsigned int*>(s.mask) + w / 4, (1u << pr::Opposite(KIND, d)) << (8 * (w % 4)));
     s.active[L.TileIndex(nx / TX, ny / TY, nz / TZ)] = 1;
     s.touched[L.TileIndex(nx / TX, ny / TY, nz / TZ)] = 1;
   }

@@ -613,8 +613,9 @@ TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
     const int m = mode.local_resolve;
     int local = 0, fallback = 0, repaired = 0;
     std::uint64_t seed = 90;
-    for (const Topology& shape : {Topology::Grid2D(130, 97, 4), Topology::Grid2D(300, 1, 4),
-                                  Topology::Grid2D(77, 64, 8), Topology::Grid3D(20, 21, 19)})
+    // (Widths that are multiples of 4 keep the residual bitmasks in the push rounds: 132, 300, 76, 20, 400.)
+    for (const Topology& shape : {Topology::Grid2D(130, 97, 4), Topology::Grid2D(132, 97, 4), Topology::Grid2D(300, 1, 4),
+                                  Topology::Grid2D(77, 64, 8), Topology::Grid2D(76, 64, 8), Topology::Grid3D(20, 21, 19)})
       for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kUniform, CapacityProfile::kSparse,
                                 CapacityProfile::kHuge})
         CheckLocalResolve(shape, p, seed++, &local, &fallback, &repaired);
@@ -627,6 +628,66 @@ TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
     EXPECT_GT(fallback, 0);
     EXPECT_EQ(repaired > 0, mode.repairs) << mode.tuning << ": repairs of the nodes failing the certificate";
   }
+}
+
+// cuda-pr's residual bitmasks may be stale only in tiles flagged touched: relabels refresh the masks
+// of those tiles only, and a re-solve's settling and certificate read masks instead of residuals once
+// its push rounds kept them current (grids whose width is a multiple of 4) or its first settling pass
+// stored them. After every solve and re-solve, each node outside a touched tile must hold the mask of
+// its residuals. Widths 132, 76, 20 and 400 keep masks in the push rounds; 130 does not.
+TEST(CudaPushRelabel, ResidualMasksAreCurrentOutsideTouchedTiles) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(71);
+  auto pick = [&](std::int64_t k) { return std::uniform_int_distribution<std::int64_t>(0, k - 1)(rng); };
+  int certified = 0, resolves = 0;
+  for (const int mode : {3, 0})
+    for (const Topology& shape : {Topology::Grid2D(132, 97, 4), Topology::Grid2D(130, 97, 4),
+                                  Topology::Grid2D(76, 64, 8), Topology::Grid3D(20, 21, 19),
+                                  Topology::Grid2D(400, 300, 4)})
+      for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kSparse}) {
+        PushRelabelTuning tuning;
+        tuning.local_resolve = mode;
+        auto engine = MakeCuda(tuning);
+        StGraph g = test::GridFlowCase(rng, shape, p);
+        const NodeId n = shape.num_nodes();
+        const int dirs = pr::NumDirs(static_cast<int>(shape.kind()));
+        auto expect_current_masks = [&](const std::string& what) {
+          const PushRelabelState state = engine->DownloadState();
+          ASSERT_EQ(state.mask.size(), static_cast<std::size_t>(n));
+          std::int64_t stale = 0, first = -1;
+          for (NodeId v = 0; v < n; ++v) {
+            if (state.in_touched_tile[v]) continue;
+            std::uint8_t mask = 0;
+            for (int d = 0; d < dirs; ++d) mask |= state.r[static_cast<std::size_t>(d) * n + v] > 0 ? 1u << d : 0u;
+            if (mask == state.mask[v]) continue;
+            if (stale++ == 0) first = v;
+          }
+          EXPECT_EQ(stale, 0) << what << ": stale bitmasks outside touched tiles, the first at node " << first;
+        };
+        Result result;
+        engine->Solve(g, &result);
+        ASSERT_TRUE(result.ok) << result.message;
+        g.MarkSolved();
+        expect_current_masks(shape.Describe() + ", solve");
+        for (int step = 0; step < 8; ++step) {
+          const std::string what = shape.Describe() + ", " + test::ToString(p) + ", local_resolve=" +
+                                   std::to_string(mode) + ", step " + std::to_string(step);
+          const std::int64_t count = step % 3 == 0 ? 1 + pick(3) : step % 3 == 1 ? 1 + n / 100 : 1 + n / 30;
+          for (std::int64_t i = 0; i < count; ++i) {
+            const NodeId v = static_cast<NodeId>(pick(n)), donor = static_cast<NodeId>(pick(n));
+            g.set_tweights(v, g.source_cap(donor), g.sink_cap(donor));
+          }
+          Result again;
+          engine->Resolve(g, &again);
+          g.MarkSolved();
+          ASSERT_EQ(again.flow, test::ReferenceFlow(g)) << what << ": " << again.message;
+          ++resolves;
+          certified += again.message.rfind("maximum flow found by local repairs", 0) == 0 ? 1 : 0;
+          expect_current_masks(what + " (" + again.message + ")");
+        }
+      }
+  std::printf("re-solves certified without relabels: %d of %d\n", certified, resolves);
+  EXPECT_GT(certified, 10) << "too few re-solves took the certificate's path";
 }
 
 // cuda-pr's second check after repairs of the failing nodes covers only the tiles around them, and
