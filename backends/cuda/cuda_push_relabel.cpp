@@ -562,15 +562,15 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
 
   int BatchLaunches(BatchKind kind, int push) const {
     const int bfs = tuning_.bfs_check_every;
-    const int relabel = kind == kPushOnly ? (MasksKeepable() ? 1 : 0)
-                                          : bfs + 1 + (kind == kIncremental ? bfs : 0) +
-                                                (kind == kFirst && !tuning_.fused_bfs_start ? 1 : 0);
+    const int relabel = kind == kPushOnly ? 0 : bfs + 1 + (kind == kIncremental ? bfs : 0) +
+                                                 (kind == kFirst && !tuning_.fused_bfs_start ? 1 : 0);
     return relabel + push * layout_.num_colours();
   }
 
   // Push rounds before a re-solve's relabels (kPushOnly) keep the residual bitmasks current where
   // a word of masks holds the nodes of one tile only (PushTile): then settling and the certificate
-  // read the masks instead of the residuals.
+  // read the masks instead of the residuals. They visit every tile whose masks may be stale: those
+  // flagged touched, which ApplyChanges flagged active too (LaunchApplyNodeDeltas).
   bool MasksKeepable() const { return layout_.width % 4 == 0; }
 
   void RunCycleBatch(BatchKind kind, int push, int iterations, bool wait = true) {
@@ -657,7 +657,6 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       Record(kCensusDone);
     }
     const bool keep_masks = kind == kPushOnly && MasksKeepable();
-    if (keep_masks) Launched(cuda_pr::LaunchMarkTouchedActive(dev_, stream_), "MarkTouchedActive");
     for (int k = 0; k < push; ++k) {
       const int counter = kill + bfs + k;
       Gate gate{Gate::kIfPreviousChanged, counter - 1, 1};

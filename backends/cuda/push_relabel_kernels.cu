@@ -1,5 +1,7 @@
 // cuda-pr kernels: one CUDA block per tile, one thread per node; the per-node steps are the ones
 // tbb-pr runs (backends/common/push_relabel_steps.h), in the same phase order.
+#include <algorithm>
+
 #include <cuda_runtime.h>
 
 #include "backends/cuda/push_relabel_kernels.h"
@@ -119,13 +121,6 @@ __global__ void __launch_bounds__(TX* TY* TZ, PushMinBlocks<KIND, TX, TY, TZ>())
   PushTile<KIND, TX, TY, TZ, WAVE>(s, tx, ty, tz, iterations, &s.counters[counter], false, KEEP_MASKS);
 }
 
-// Tiles flagged touched (the only ones whose residual bitmasks may be stale) are flagged active too,
-// so that push rounds that keep the masks visit and refresh every one of them.
-__global__ void MarkTouchedActiveKernel(DeviceState s) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t < s.layout.num_tiles() && s.touched[t]) s.active[t] = 1;
-}
-
 // ---- Global relabel ---------------------------------------------------------------------------
 template <int KIND>
 __global__ void BfsInitKernel(DeviceState s) {
@@ -185,8 +180,12 @@ __global__ void BuildResidualsKernel(DeviceState s) {
   }
 }
 
+// Thread i also flags tile i active where it is flagged touched (the only tiles whose residual
+// bitmasks may be stale), so that the push rounds after it, which keep the masks, visit and refresh
+// every one of them (a launch of its own cost 7 us at 4096, H200).
 __global__ void ApplyNodeDeltasKernel(DeviceState s, const NodeDelta* deltas, int count) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < s.layout.num_tiles() && s.touched[i]) s.active[i] = 1;
   if (i >= count) return;
   s.x[deltas[i].node] += deltas[i].delta;  // nodes are distinct
   s.active[s.layout.TileOfNode(deltas[i].node)] = 1;
@@ -624,13 +623,6 @@ cudaError_t LaunchPushColour(const DeviceState& s, int colour, int counter, Gate
   return Dispatch(s.layout, WithWave<PushColourLaunch>{launch, wave});
 }
 
-cudaError_t LaunchMarkTouchedActive(const DeviceState& s, cudaStream_t stream) {
-  const int tiles = s.layout.num_tiles();
-  cudaGetLastError();
-  MarkTouchedActiveKernel<<<(tiles + 255) / 256, 256, 0, stream>>>(s);
-  return cudaGetLastError();
-}
-
 cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream) {
   return DispatchKind(s.layout.kind, BfsInitLaunch{s, stream});
 }
@@ -661,9 +653,9 @@ cudaError_t LaunchPackCut(const DeviceState& s, std::uint32_t* bits, cudaStream_
 }
 
 cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream) {
-  if (count == 0) return cudaSuccess;
+  const int threads = std::max(count, s.layout.num_tiles());
   cudaGetLastError();
-  ApplyNodeDeltasKernel<<<(count + 255) / 256, 256, 0, stream>>>(s, deltas, count);
+  ApplyNodeDeltasKernel<<<(threads + 255) / 256, 256, 0, stream>>>(s, deltas, count);
   return cudaGetLastError();
 }
 

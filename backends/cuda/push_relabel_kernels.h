@@ -80,9 +80,6 @@ cudaError_t LaunchBuildResiduals(const DeviceState& s, bool bad_config, cudaStre
 /// residual they change (PushTile; only on grids whose width is a multiple of 4).
 cudaError_t LaunchPushColour(const DeviceState& s, int colour, int counter, Gate gate, int local_iterations, bool wave,
                              bool keep_masks, cudaStream_t stream);
-/// Flags every tile flagged s.touched active too (before push rounds that keep the masks: they then
-/// refresh the masks of every tile where they may be stale).
-cudaError_t LaunchMarkTouchedActive(const DeviceState& s, cudaStream_t stream);
 /// Start of a global relabel: heights 1 or inf, residual bitmasks.
 cudaError_t LaunchBfsInit(const DeviceState& s, cudaStream_t stream);
 /// One BFS round over the tiles flagged in `dirty_in` or next to one; a tile that changes is
@@ -103,7 +100,9 @@ cudaError_t LaunchCensus(const DeviceState& s, Gate gate, cudaStream_t stream);
 constexpr std::int64_t PackedCutWords(std::int64_t nodes) { return (nodes + 31) / 32; }
 /// The cut (s.labels) packed into PackedCutWords(num_nodes) words, bit i % 32 of word i / 32 for node i.
 cudaError_t LaunchPackCut(const DeviceState& s, std::uint32_t* bits, cudaStream_t stream);
-/// Re-solve: terminal changes, then edge changes; both flag the tiles they touch.
+/// Re-solve: terminal changes, then edge changes; both flag the tiles they touch. The first also
+/// flags every tile flagged touched active (the masks are stale there at most: the push rounds that
+/// keep the masks then visit all of them); it runs with no changes too.
 cudaError_t LaunchApplyNodeDeltas(const DeviceState& s, const NodeDelta* deltas, int count, cudaStream_t stream);
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream);
 /// Local re-solve, one colour of the repair schedule: a thread per group repairs its changes in
