@@ -249,7 +249,8 @@ class PushRelabelEngine : public MaxFlowEngine {
   /// checked (returns false).
   virtual bool RepairLocally(const std::vector<NodeChange>& nodes, const RepairSchedule& schedule, bool dead_only) = 0;
   /// Settles the tiles that changed and those next to them (pr::SettleStep, colour by colour), before
-  /// CheckCertificate() after push rounds; refreshes the residual bitmasks of the tiles it visits.
+  /// CheckCertificate() after push rounds; leaves every residual bitmask current (cuda-pr: it
+  /// stores those of the tiles it visits, unless the push rounds kept them).
   virtual void Settle() = 0;
   /// Checks the certificate (push_relabel_local.h) on every node, after local repairs (whose failures
   /// count as a failed check) or push rounds; when it holds, writes the cut and the sink residual

@@ -136,6 +136,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
 
   void Upload(const StGraph& graph) override {
     const std::size_t n = static_cast<std::size_t>(layout_.num_nodes), slots = graph.edge_caps().size();
+    masks_fresh_ = masks_kept_ = false;
     Record(kUploadStart);
     Check(cudaMemcpyAsync(dev_.x, host_x0_, n * 8, cudaMemcpyHostToDevice, stream_), "uploading the excess");
     // The two arrays decide the pinned buffer's allocation together (staged_upload.h).
@@ -234,6 +235,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   // The totals it reads were cleared by ApplyChanges; since then only repairs (kLocalFailures) and
   // push rounds (visit counts) have added to them.
   bool CheckCertificate(bool narrow_touched) override {
+    const bool masks_fresh = masks_fresh_;
+    masks_fresh_ = false;  // until the next settling: repairs change residuals, not masks
     const std::size_t tiles = static_cast<std::size_t>(layout_.num_tiles());
     if (narrow_touched) Check(cudaMemsetAsync(dev_.touched, 0, tiles, stream_), "clearing tile marks");
     // After push rounds, the failing nodes are listed for RepairListedViolations() (kFailedListed counts them).
@@ -244,8 +247,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     request.failed_nodes = listed > 0 ? failed_buffer_ : nullptr;
     request.capacity = listed;
     request.tile_residual = tile_residual_;
-    request.masks_fresh = masks_fresh_;
-    masks_fresh_ = false;  // until the next settling: repairs change residuals, not masks
+    request.masks_fresh = masks_fresh;
     Launched(cuda_pr::LaunchCertify(dev_, request, stream_), "CertifyTiles");
     ReadTotals("checking the local repairs");
     if (push_unread_) CollectPushRounds();
@@ -571,7 +573,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   // a word of masks holds the nodes of one tile only (PushTile): then settling and the certificate
   // read the masks instead of the residuals. They visit every tile whose masks may be stale: those
   // flagged touched, which ApplyChanges flagged active too (LaunchApplyNodeDeltas).
-  bool MasksKeepable() const { return layout_.width % 4 == 0; }
+  bool MasksKeepable() const { return layout_.width % 4 == 0 && layout_.tile_x % 4 == 0; }
 
   void RunCycleBatch(BatchKind kind, int push, int iterations, bool wait = true) {
     const int launches = BatchLaunches(kind, push);

@@ -634,19 +634,39 @@ TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
 // of those tiles only, and a re-solve's settling and certificate read masks instead of residuals once
 // its push rounds kept them current (grids whose width is a multiple of 4) or its first settling pass
 // stored them. After every solve and re-solve, each node outside a touched tile must hold the mask of
-// its residuals. Widths 132, 76, 20 and 400 keep masks in the push rounds; 130 does not.
+// its residuals. Widths 132, 76, 20 and 400 keep masks in the push rounds; 130 does not. The tunings
+// cover the push kernels that keep masks (wave pushes, the 32x4x4 3-D tile) and a replayed CUDA graph;
+// a re-solve without changes after one that repaired failing nodes starts from the touched tiles
+// those repairs left, whose masks only the push rounds can refresh before settling reads them.
 TEST(CudaPushRelabel, ResidualMasksAreCurrentOutsideTouchedTiles) {
   MRF_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(71);
   auto pick = [&](std::int64_t k) { return std::uniform_int_distribution<std::int64_t>(0, k - 1)(rng); };
-  int certified = 0, resolves = 0;
-  for (const int mode : {3, 0})
+  struct Case {
+    int local_resolve;
+    const char* name;
+    void (*adjust)(PushRelabelTuning*);
+  };
+  const Case cases[] = {
+      {3, "default", [](PushRelabelTuning*) {}},
+      {3, "cuda_graphs=1", [](PushRelabelTuning* t) { t->cuda_graphs = true; }},
+      {3, "wave_push=1,tile3d 32x4x4",
+       [](PushRelabelTuning* t) {
+         t->wave_push = true;
+         t->tile3d_x = 32;
+         t->tile3d_y = t->tile3d_z = 4;
+       }},
+      {0, "local_resolve=0", [](PushRelabelTuning*) {}},
+  };
+  int certified = 0, resolves = 0, after_repairs = 0;
+  for (const Case& c : cases)
     for (const Topology& shape : {Topology::Grid2D(132, 97, 4), Topology::Grid2D(130, 97, 4),
                                   Topology::Grid2D(76, 64, 8), Topology::Grid3D(20, 21, 19),
                                   Topology::Grid2D(400, 300, 4)})
       for (CapacityProfile p : {CapacityProfile::kSegmentation, CapacityProfile::kSparse}) {
         PushRelabelTuning tuning;
-        tuning.local_resolve = mode;
+        tuning.local_resolve = c.local_resolve;
+        c.adjust(&tuning);
         auto engine = MakeCuda(tuning);
         StGraph g = test::GridFlowCase(rng, shape, p);
         const NodeId n = shape.num_nodes();
@@ -664,19 +684,7 @@ TEST(CudaPushRelabel, ResidualMasksAreCurrentOutsideTouchedTiles) {
           }
           EXPECT_EQ(stale, 0) << what << ": stale bitmasks outside touched tiles, the first at node " << first;
         };
-        Result result;
-        engine->Solve(g, &result);
-        ASSERT_EQ(result.flow, test::ReferenceFlow(g)) << shape.Describe() << ": " << result.message;
-        g.MarkSolved();
-        expect_current_masks(shape.Describe() + ", solve");
-        for (int step = 0; step < 8; ++step) {
-          const std::string what = shape.Describe() + ", " + test::ToString(p) + ", local_resolve=" +
-                                   std::to_string(mode) + ", step " + std::to_string(step);
-          const std::int64_t count = step % 3 == 0 ? 1 + pick(3) : step % 3 == 1 ? 1 + n / 100 : 1 + n / 30;
-          for (std::int64_t i = 0; i < count; ++i) {
-            const NodeId v = static_cast<NodeId>(pick(n)), donor = static_cast<NodeId>(pick(n));
-            g.set_tweights(v, g.source_cap(donor), g.sink_cap(donor));
-          }
+        auto resolve = [&](const std::string& what) {
           Result again;
           engine->Resolve(g, &again);
           g.MarkSolved();
@@ -684,10 +692,32 @@ TEST(CudaPushRelabel, ResidualMasksAreCurrentOutsideTouchedTiles) {
           ++resolves;
           certified += again.message.rfind("maximum flow found by local repairs", 0) == 0 ? 1 : 0;
           expect_current_masks(what + " (" + again.message + ")");
+          if (!test::RepairedFailingNodes(again.message, true)) return;
+          ++after_repairs;
+          Result unchanged;  // from the tiles those repairs left touched
+          engine->Resolve(g, &unchanged);
+          g.MarkSolved();
+          ASSERT_EQ(unchanged.flow, again.flow) << what << ", again without changes: " << unchanged.message;
+          expect_current_masks(what + ", again without changes (" + unchanged.message + ")");
+        };
+        Result result;
+        engine->Solve(g, &result);
+        ASSERT_EQ(result.flow, test::ReferenceFlow(g)) << shape.Describe() << ": " << result.message;
+        g.MarkSolved();
+        expect_current_masks(shape.Describe() + ", " + c.name + ", solve");
+        for (int step = 0; step < 8; ++step) {
+          const std::int64_t count = step % 3 == 0 ? 1 + pick(3) : step % 3 == 1 ? 1 + n / 100 : 1 + n / 30;
+          for (std::int64_t i = 0; i < count; ++i) {
+            const NodeId v = static_cast<NodeId>(pick(n)), donor = static_cast<NodeId>(pick(n));
+            g.set_tweights(v, g.source_cap(donor), g.sink_cap(donor));
+          }
+          resolve(shape.Describe() + ", " + test::ToString(p) + ", " + c.name + ", step " + std::to_string(step));
         }
       }
-  std::printf("re-solves certified without relabels: %d of %d\n", certified, resolves);
+  std::printf("re-solves certified without relabels: %d of %d; after repairs of failing nodes: %d\n", certified,
+              resolves, after_repairs);
   EXPECT_GT(certified, 10) << "too few re-solves took the certificate's path";
+  EXPECT_GT(after_repairs, 3) << "too few re-solves left touched tiles from repairs of failing nodes";
 }
 
 // cuda-pr's second check after repairs of the failing nodes covers only the tiles around them, and
