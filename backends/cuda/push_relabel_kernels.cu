@@ -313,8 +313,9 @@ __global__ void RepairGroupsKernel(DeviceState s, const NodeDelta* deltas, const
 // read; the other colours are idle), at most kSettleHops hops; where that did not settle it or
 // excess is left, the regions cut off from the sink inside the tile (AliveStep) take inf and it
 // settles again. `settled`: whether the visit changed the tile. The same steps as tbb-pr's.
-// `masks_fresh` (passes after the first): s.mask holds every node's residual bitmask, so the visit
-// reads a byte a node instead of the residuals' 16 (4-connected).
+// `masks_fresh` (passes after the first, and the first after push rounds that kept the masks): s.mask
+// holds every node's residual bitmask, so the visit reads a byte a node instead of the residuals' 16
+// (4-connected).
 template <int KIND, int TX, int TY, int TZ>
 __global__ void __launch_bounds__(TX* TY* TZ)
     SettleTilesKernel(DeviceState s, int colour, const std::uint8_t* near_flags, std::uint8_t* settled,

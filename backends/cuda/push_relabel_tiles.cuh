@@ -279,8 +279,8 @@ __device__ __forceinline__ void WaveColumns(std::int64_t& x, std::uint32_t (&r)[
 // own nodes' and the reverse edges of the flow it sends out of the tile, so that settling and the
 // certificate can read a byte a node instead of the residuals. Those reverse edges only gain
 // capacity: their bits are set with atomicOr on the mask's 32-bit word, which must not hold a node of
-// a tile visited in the same launch (the engine asks for it only on grids whose width is a multiple
-// of 4: then a word's 4 nodes lie in one tile).
+// a tile visited in the same launch (the engine asks for it only where the grid's and the tile's
+// widths are multiples of 4: then a word's 4 nodes lie in one tile).
 template <int KIND, int TX, int TY, int TZ, bool WAVE = false>
 __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, int tz, int iterations,
                                          std::uint32_t* work, bool census = false, bool keep_masks = false) {
