@@ -569,11 +569,14 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     return relabel + push * layout_.num_colours();
   }
 
-  // Push rounds before a re-solve's relabels (kPushOnly) keep the residual bitmasks current where
-  // a word of masks holds the nodes of one tile only (PushTile): then settling and the certificate
-  // read the masks instead of the residuals. They visit every tile whose masks may be stale: those
-  // flagged touched, which ApplyChanges flagged active too (LaunchApplyNodeDeltas).
-  bool MasksKeepable() const { return layout_.width % 4 == 0 && layout_.tile_x % 4 == 0; }
+  // Whether a batch of `kind` keeps the residual bitmasks current. Push rounds before a re-solve's
+  // relabels (kPushOnly) do where a word of masks holds the nodes of one tile only (PushTile): then
+  // settling and the certificate read the masks instead of the residuals. They visit every tile
+  // whose masks may be stale: those flagged touched, which ApplyChanges flagged active too
+  // (LaunchApplyNodeDeltas).
+  bool KeepsMasks(BatchKind kind) const {
+    return kind == kPushOnly && layout_.width % 4 == 0 && layout_.tile_x % 4 == 0;
+  }
 
   void RunCycleBatch(BatchKind kind, int push, int iterations, bool wait = true) {
     const int launches = BatchLaunches(kind, push);
@@ -609,7 +612,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       if (tuning_.trace) Mark("CUDA graph");  // (launches inside a graph record no marks)
       stats_.launches += launches;
     }
-    masks_kept_ = kind == kPushOnly && MasksKeepable();
+    masks_kept_ = KeepsMasks(kind);
     if (wait)
       Sync(kind == kPushOnly ? "push rounds" : kind == kMoreBfs ? "more BFS rounds" : "a global relabel and its push rounds");
   }
@@ -658,7 +661,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       Launched(cuda_pr::LaunchCensus(dev_, Gate{Gate::kIfConverged, kill, bfs}, stream_), "Census");
       Record(kCensusDone);
     }
-    const bool keep_masks = kind == kPushOnly && MasksKeepable();
+    const bool keep_masks = KeepsMasks(kind);
     for (int k = 0; k < push; ++k) {
       const int counter = kill + bfs + k;
       Gate gate{Gate::kIfPreviousChanged, counter - 1, 1};

@@ -404,6 +404,15 @@ __global__ void __launch_bounds__(TX* TY* TZ)
   }
 }
 
+// Whether node (gx, gy, gz) of the grid has a neighbour in direction d: only the axes that d moves
+// along are tested (d is a constant once unrolled).
+template <int KIND>
+__device__ __forceinline__ bool HasNeighbour(const TileLayout& L, int gx, int gy, int gz, int d) {
+  const int dx = pr::DirX(KIND, d), dy = pr::DirY(KIND, d), dz = pr::DirZ(KIND, d);
+  return (dx == 0 || (dx < 0 ? gx > 0 : gx < L.width - 1)) && (dy == 0 || (dy < 0 ? gy > 0 : gy < L.height - 1)) &&
+         (dz == 0 || (dz < 0 ? gz > 0 : gz < L.depth - 1));
+}
+
 // The certificate (pr::CertifiedNode) with the cut and the sink residual, a block per tile and
 // kCertifyNodesPerThread nodes per thread, each thread's loads issued before its checks: a thread
 // per node spends its short life waiting on two loads. With q.near_touched, only the tiles flagged
@@ -430,16 +439,21 @@ __global__ void __launch_bounds__(TX* TY* TZ / kCertifyNodesPerThread) CertifyTi
   std::uint8_t mask[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) mask[k] = q.masks_fresh && n.in_grid[k] ? s.mask[n.v[k]] : 0;
+  // The kernel is bound by its instructions (ncu), so each neighbour costs a compare per axis it
+  // moves along and an add to the node's address, not the grid test and index of its coordinates.
+  const std::int64_t row = L.width, plane = row * L.height;
 #pragma unroll
-  for (int k = 0; k < K; ++k)
+  for (int k = 0; k < K; ++k) {
+    const int* const h_at = s.h + n.v[k];
+    const std::uint32_t* const r_at = s.r + n.v[k];
 #pragma unroll
     for (int d = 0; d < D; ++d) {
-      const int nx = n.gx[k] + pr::DirX(KIND, d), ny = n.gy[k] + pr::DirY(KIND, d), nz = n.gz[k] + pr::DirZ(KIND, d);
-      const bool neighbour = n.in_grid[k] && L.InGrid(nx, ny, nz);
+      const bool neighbour = n.in_grid[k] && HasNeighbour<KIND>(L, n.gx[k], n.gy[k], n.gz[k], d);
       if (q.masks_fresh) r[k][d] = (mask[k] >> d) & 1u;
-      else r[k][d] = n.in_grid[k] ? s.r[d * N + n.v[k]] : 0;
-      nh[k][d] = neighbour ? s.h[L.Node(nx, ny, nz)] : inf;
+      else r[k][d] = n.in_grid[k] ? r_at[d * N] : 0;
+      nh[k][d] = neighbour ? h_at[pr::DirX(KIND, d) + row * pr::DirY(KIND, d) + plane * pr::DirZ(KIND, d)] : inf;
     }
+  }
   unsigned long long residual = 0, bad = 0;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
