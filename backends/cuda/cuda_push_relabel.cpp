@@ -120,6 +120,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       dev_.counters = Allocate<std::uint32_t>(kMaxBatch, "the round counters");
       dev_.totals = Allocate<unsigned long long>(cuda_pr::kNumTotals, "the totals");
       tile_residual_ = Allocate<unsigned long long>(tiles, "the tiles' sink residuals");
+      settle_work_ = Allocate<std::uint32_t>(1, "the settling's work counter");
       // Written by every full certificate before a second check reads it; zero until then, so that a
       // misuse shows as a wrong flow rather than as garbage.
       Check(cudaMemset(tile_residual_, 0, tiles * sizeof(unsigned long long)), "clearing the tiles' sink residuals");
@@ -227,7 +228,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     for (int pass = 0; pass < pr::kSettlePasses; ++pass)
       for (int colour = 0; colour < layout_.num_colours(); ++colour)
         Launched(cuda_pr::LaunchSettleColour(dev_, colour, pass == 0 ? dev_.touched : settled, settled,
-                                             /*masks_fresh=*/pass > 0 || masks_kept_, stream_),
+                                             /*masks_fresh=*/pass > 0 || masks_kept_, settle_work_, stream_),
                  "SettleTiles");
     masks_fresh_ = true;
   }
@@ -529,6 +530,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     cudaGetLastError();  // frees report nothing useful; clear what they may have left
     dev_ = DeviceState{};
     tile_residual_ = nullptr;
+    settle_work_ = nullptr;
     host_x0_ = nullptr;
     host_cut_bits_ = nullptr;
     cut_bits_ = nullptr;
@@ -692,6 +694,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
   std::int32_t* group_buffer_ = nullptr;
   std::size_t group_bytes_ = 0;
   unsigned long long* tile_residual_ = nullptr;  // per tile: the sink residual the last certificate counted there
+  std::uint32_t* settle_work_ = nullptr;         // how a settling launch deals out its tiles
   cuda_pr::NodeDelta* failed_buffer_ = nullptr;  // the nodes that failed the certificate (delta unused)
   std::size_t failed_bytes_ = 0;
   std::int64_t* host_x0_ = nullptr;

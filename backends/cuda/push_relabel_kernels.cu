@@ -308,29 +308,23 @@ __global__ void RepairGroupsKernel(DeviceState s, const NodeDelta* deltas, const
   if (failed) atomicAdd(&s.totals[kLocalFailures], failed);
 }
 
-// Settling before the certificate (local_resolve = 3), one colour of one pass: every tile flagged
-// in `near_flags` or next to one rises by SettleStep hop by hop to its local fixpoint (the halo as
-// read; the other colours are idle), at most kSettleHops hops; where that did not settle it or
+// Settling before the certificate (local_resolve = 3), one tile's visit in a colour's pass (the
+// tiles flagged in `near_flags` or next to one: SettleTilesKernel): the tile rises by SettleStep
+// hop by hop to its local fixpoint (the halo as read; the other colours are idle), at most
+// kSettleHops hops; where that did not settle it or
 // excess is left, the regions cut off from the sink inside the tile (AliveStep) take inf and it
 // settles again. `settled`: whether the visit changed the tile. The same steps as tbb-pr's.
 // `masks_fresh` (passes after the first, and the first after push rounds that kept the masks): s.mask
 // holds every node's residual bitmask, so the visit reads a byte a node instead of the residuals' 16
 // (4-connected).
 template <int KIND, int TX, int TY, int TZ>
-__global__ void __launch_bounds__(TX* TY* TZ)
-    SettleTilesKernel(DeviceState s, int colour, const std::uint8_t* near_flags, std::uint8_t* settled,
-                      bool masks_fresh) {
+__device__ __forceinline__ void SettleTile(const DeviceState& s, int tx, int ty, int tz, std::uint8_t* settled,
+                                           bool masks_fresh) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
   constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
   __shared__ int sh_h[HX * HY * HZ];
   const TileLayout& L = s.layout;
-  int tx, ty, tz;
-  if (!L.ColourTile(colour, blockIdx.x, blockIdx.y, blockIdx.z, &tx, &ty, &tz)) return;
   const int tile = L.TileIndex(tx, ty, tz);
-  if (!FlaggedNear<KIND>(L, near_flags, tx, ty, tz)) {  // (near_flags may be `settled`: read before written)
-    if (threadIdx.x == 0) settled[tile] = 0;
-    return;
-  }
   const int tid = threadIdx.x;
   const int lx = tid % TX, ly = (tid / TX) % TY, lz = tid / (TX * TY);
   const int gx = tx * TX + lx, gy = ty * TY + ly, gz = tz * TZ + lz;
@@ -402,6 +396,63 @@ __global__ void __launch_bounds__(TX* TY* TZ)
     settled[tile] = changed ? 1 : 0;
     if (changed) s.touched[tile] = 1;
   }
+}
+
+// Positions of a colour's launch that a block of a launch over flagged tiles takes at a time.
+constexpr int kTilesPerGrab = 8;
+
+// A launch over the tiles of one colour flagged in `flags` or next to one, by blocks that stay:
+// each block takes the next kTilesPerGrab of the colour's launch positions from *work (zero at the
+// start), tests them at once (FlaggedNear), gives each tile left out 0 in `unvisited`, visits
+// visit(tx, ty, tz) the flagged ones one after another, and takes more until none are left. In
+// place of a block per tile, most of which would read the flags and return: at 4096 x 4096
+// (16384 tiles a colour) those took settling's second pass some 45 microseconds a colour when
+// under 2000 tiles had work (H200). Small takes keep the blocks busy alike where a few tiles take
+// long (with every position dealt out in advance, the first pass took 16% longer). `unvisited`
+// may be `flags`: a tile's own flag is read by the thread that writes it, and no tile of the
+// colour borders another.
+template <int KIND, class Visit>
+__device__ __forceinline__ void VisitFlaggedColourTiles(const TileLayout& L, int colour, const std::uint8_t* flags,
+                                                        std::uint8_t* unvisited, std::uint32_t* work, Visit visit) {
+  __shared__ int listed[kTilesPerGrab];
+  __shared__ int count, first;
+  const int px = L.ColourGridX(), py = L.ColourGridY();
+  const int positions = px * py * L.ColourGridZ();  // (at most the tile count, an int)
+  auto tile_at = [&](int j, int* tx, int* ty, int* tz) {
+    return L.ColourTile(colour, j % px, j / px % py, j / px / py, tx, ty, tz);
+  };
+  for (;;) {
+    if (threadIdx.x == 0) {
+      first = static_cast<int>(atomicAdd(work, 1u)) * kTilesPerGrab;
+      count = 0;
+    }
+    __syncthreads();
+    if (first >= positions) return;
+    const int j = first + threadIdx.x;
+    int tx, ty, tz;
+    if (threadIdx.x < kTilesPerGrab && j < positions && tile_at(j, &tx, &ty, &tz)) {
+      if (FlaggedNear<KIND>(L, flags, tx, ty, tz)) listed[atomicAdd(&count, 1)] = j;
+      else unvisited[L.TileIndex(tx, ty, tz)] = 0;
+    }
+    __syncthreads();
+    const int n = count;
+    for (int i = 0; i < n; ++i) {  // (in the order the atomics gave: tiles of one colour are independent)
+      tile_at(listed[i], &tx, &ty, &tz);
+      visit(tx, ty, tz);
+      __syncthreads();  // the visit's shared memory is free again
+    }
+    __syncthreads();  // every thread has read `first` and `count`
+  }
+}
+
+// A full SM of resident threads (32 registers): as many as the launch per tile had.
+template <int KIND, int TX, int TY, int TZ>
+__global__ void __launch_bounds__(TX* TY* TZ, 2048 / (TX * TY * TZ))
+    SettleTilesKernel(DeviceState s, int colour, const std::uint8_t* near_flags, std::uint8_t* settled,
+                      bool masks_fresh, std::uint32_t* work) {
+  VisitFlaggedColourTiles<KIND>(s.layout, colour, near_flags, settled, work, [&](int tx, int ty, int tz) {
+    SettleTile<KIND, TX, TY, TZ>(s, tx, ty, tz, settled, masks_fresh);
+  });
 }
 
 // Whether node (gx, gy, gz) of the grid has a neighbour in direction d: only the axes that d moves
@@ -707,26 +758,45 @@ struct RepairGroupsLaunch {
   }
 };
 
+// Blocks of `kernel` (of `threads` threads) the device holds at once, at most `work` (at least 1).
+template <class Kernel>
+cudaError_t ResidentBlocks(Kernel kernel, int threads, std::int64_t work, int* blocks) {
+  int device = 0, sms = 0, per_sm = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status == cudaSuccess) status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (status == cudaSuccess) status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0);
+  const std::int64_t resident = static_cast<std::int64_t>(sms) * std::max(per_sm, 1);
+  *blocks = static_cast<int>(std::max<std::int64_t>(1, std::min(resident, work)));
+  return status;
+}
+
 struct SettleColourLaunch {
   const DeviceState& s;
   int colour;
   const std::uint8_t* near_flags;
   std::uint8_t* settled;
   bool masks_fresh;
+  std::uint32_t* work;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z>
   cudaError_t operator()() const {
     const TileLayout& L = s.layout;
     cudaGetLastError();
-    SettleTilesKernel<K, X, Y, Z><<<dim3(L.ColourGridX(), L.ColourGridY(), L.ColourGridZ()), X * Y * Z, 0, stream>>>(
-        s, colour, near_flags, settled, masks_fresh);
+    int blocks = 0;
+    const cudaError_t status =
+        ResidentBlocks(SettleTilesKernel<K, X, Y, Z>, X * Y * Z,
+                       static_cast<std::int64_t>(L.ColourGridX()) * L.ColourGridY() * L.ColourGridZ(), &blocks);
+    if (status != cudaSuccess) return status;
+    if (const cudaError_t cleared = cudaMemsetAsync(work, 0, sizeof(std::uint32_t), stream); cleared != cudaSuccess)
+      return cleared;
+    SettleTilesKernel<K, X, Y, Z><<<blocks, X * Y * Z, 0, stream>>>(s, colour, near_flags, settled, masks_fresh, work);
     return cudaGetLastError();
   }
 };
 
 cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint8_t* near_flags,
-                               std::uint8_t* settled, bool masks_fresh, cudaStream_t stream) {
-  return Dispatch(s.layout, SettleColourLaunch{s, colour, near_flags, settled, masks_fresh, stream});
+                               std::uint8_t* settled, bool masks_fresh, std::uint32_t* work, cudaStream_t stream) {
+  return Dispatch(s.layout, SettleColourLaunch{s, colour, near_flags, settled, masks_fresh, work, stream});
 }
 
 struct CertifyLaunch {

@@ -115,9 +115,10 @@ cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, co
 /// flagged in `near_flags` or next to one; `settled` gets whether each tile changed. Visits store
 /// their nodes' residual bitmasks (s.mask); with `masks_fresh` they read them instead, which is
 /// right once every mask is current: bitmasks are stale only in tiles flagged s.touched (see
-/// CertifyRequest::masks_fresh), and a pass from s.touched visits every such tile.
+/// CertifyRequest::masks_fresh), and a pass from s.touched visits every such tile. `work`: a word
+/// of device memory by which the launch's resident blocks deal out the tiles (cleared by the launcher).
 cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint8_t* near_flags,
-                               std::uint8_t* settled, bool masks_fresh, cudaStream_t stream);
+                               std::uint8_t* settled, bool masks_fresh, std::uint32_t* work, cudaStream_t stream);
 /// Nodes per thread of the census's and the certificate's launches (tile sizes are multiples of them).
 constexpr int kCensusNodesPerThread = 4;
 constexpr int kCertifyNodesPerThread = 4;
