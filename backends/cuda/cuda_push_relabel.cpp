@@ -99,7 +99,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       const std::size_t words = static_cast<std::size_t>(cuda_pr::PackedCutWords(layout.num_nodes));
       const std::size_t needed = n * (sizeof(std::int64_t) + sizeof(std::int32_t) + 2) + words * 4 + n * dirs * sizeof(std::uint32_t) +
                                  n * dirs / 2 * 2 * sizeof(std::int32_t) + 7 * tiles + tiles * sizeof(unsigned long long) +
-                                 kMaxBatch * sizeof(std::uint32_t) + cuda_pr::kNumTotals * sizeof(unsigned long long);
+                                 (kMaxBatch + 1) * sizeof(std::uint32_t) + cuda_pr::kNumTotals * sizeof(unsigned long long);
       std::size_t free_bytes = 0, total_bytes = 0;
       Check(cudaMemGetInfo(&free_bytes, &total_bytes), "querying the free GPU memory");
       if (needed > free_bytes)
