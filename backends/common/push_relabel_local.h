@@ -114,8 +114,8 @@ MRF_UNROLL
   return lowest >= inf - 1 ? inf : lowest + 1;
 }
 
-/// Hops of one tile's settling (SettleStep to the tile's fixpoint, the halo as read). A region
-/// still rising after them may be cut off from the sink: see AliveStep.
+/// Hops of one tile's settling by default (SettleStep to the tile's fixpoint, the halo as read; the
+/// tuning's settle_hops). A region still rising after them may be cut off from the sink: see AliveStep.
 constexpr int kSettleHops = 32;
 /// Passes of settling over the tiles, all colours each: a tile's heights may rise after its
 /// neighbours have settled (and regions cut off across two tiles are found one tile after the other).

@@ -43,6 +43,8 @@ bool PushRelabelTuning::IsValid(std::string* error) const {
   if (max_push_rounds < 0) return fail("max_push_rounds must not be negative");
   if (local_resolve < -1 || local_resolve > 3)
     return fail("local_resolve must be -1, 0, 1, 2 or 3 (got " + std::to_string(local_resolve) + ")");
+  if (settle_hops < 1 || settle_hops > 4096)
+    return fail("settle_hops must be in 1..4096 (got " + std::to_string(settle_hops) + ")");
   if (repair_violations < 0) return fail("repair_violations must not be negative (got " + std::to_string(repair_violations) + ")");
   if (incremental_relabel < 0 || incremental_relabel > 2)
     return fail("incremental_relabel must be 0, 1 or 2 (got " + std::to_string(incremental_relabel) + ")");
@@ -65,7 +67,8 @@ std::string PushRelabelTuning::Describe() const {
         : local_resolve == 2 ? ", local fills before re-solves"
         : local_resolve == 3 ? ", local fills and push rounds checked by the certificate before re-solves"
                              : "")
-    << (repair_violations == 0 ? ", no repairs after a failed certificate" : "");
+    << (repair_violations == 0 ? ", no repairs after a failed certificate" : "")
+    << (settle_hops != pr::kSettleHops ? ", " + std::to_string(settle_hops) + " settling hops" : std::string());
   if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
   if (trace) s << ", device timeline traced";
   return s.str();
@@ -107,6 +110,7 @@ const NamedSetting<T> kTuningNames[] = {
     {"wave_push", ReadFlag<&T::wave_push>},
     {"local_resolve", ReadInteger<&T::local_resolve>},
     {"repair_violations", ReadInteger<&T::repair_violations>},
+    {"settle_hops", ReadInteger<&T::settle_hops>},
     {"max_push_rounds", ReadInteger<&T::max_push_rounds>},
     {"trace", ReadFlag<&T::trace>},
 };

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/common/push_relabel_local.h"
 #include "backends/common/push_relabel_steps.h"
 #include "mrf/memory.h"
 #include "mrf/st_graph.h"
@@ -96,6 +97,10 @@ struct PushRelabelTuning {
   /// 1024: with 4096 or 16384 the small brush stroke of the benchmark repaired its ~1,300 failing
   /// nodes in vain and got slower; the 1% edits were the same (docs/benchmarks.md).
   int repair_violations = 1024;
+  /// local_resolve = 3: hops of a tile's settling before its regions cut off from the sink are
+  /// searched (pr::kSettleHops by default). Fewer hops end a visit sooner and send more tiles to that
+  /// search; the heights and the certificate's verdict come out valid either way.
+  int settle_hops = pr::kSettleHops;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
   /// cuda-pr: after each solve, print its device timeline on stderr (an event after every launch and
   /// before every host wait; microseconds between them), to see where the host keeps the GPU idle.

@@ -709,8 +709,8 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
           const TileFrame f = Frame(tx, ty, tz);
           LoadTileWithMasks<KIND>(f, s);  // the bitmasks are fresh for the relabels after a failed certificate
           bool changed_any = false;
-          auto settle = [&] {  // true when the tile still changed after kSettleHops hops
-            return HopsToFixpoint<KIND>(f, s, &changed_any, pr::kSettleHops, settle_step);
+          auto settle = [&] {  // true when the tile still changed after settle_hops hops
+            return HopsToFixpoint<KIND>(f, s, &changed_any, tuning_.settle_hops, settle_step);
           };
           bool unsettled = settle();
           for (int l = 0; l < f.n && !unsettled; ++l) unsettled = pr::IsActive(s.x[l], s.halo_h[f.HaloOf(l)], inf);

@@ -228,7 +228,8 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     for (int pass = 0; pass < pr::kSettlePasses; ++pass)
       for (int colour = 0; colour < layout_.num_colours(); ++colour)
         Launched(cuda_pr::LaunchSettleColour(dev_, colour, pass == 0 ? dev_.touched : settled, settled,
-                                             /*masks_fresh=*/pass > 0 || masks_kept_, settle_work_, stream_),
+                                             /*masks_fresh=*/pass > 0 || masks_kept_, tuning_.settle_hops,
+                                             settle_work_, stream_),
                  "SettleTiles");
     masks_fresh_ = true;
   }

@@ -311,7 +311,7 @@ __global__ void RepairGroupsKernel(DeviceState s, const NodeDelta* deltas, const
 // Settling before the certificate (local_resolve = 3), one tile's visit in a colour's pass (the
 // tiles flagged in `near_flags` or next to one: SettleTilesKernel): the tile rises by SettleStep
 // hop by hop to its local fixpoint (the halo as read; the other colours are idle), at most
-// kSettleHops hops; where that did not settle it or
+// max_hops hops (the tuning's settle_hops); where that did not settle it or
 // excess is left, the regions cut off from the sink inside the tile (AliveStep) take inf and it
 // settles again. `settled`: whether the visit changed the tile. The same steps as tbb-pr's.
 // `masks_fresh` (passes after the first, and the first after push rounds that kept the masks): s.mask
@@ -319,7 +319,7 @@ __global__ void RepairGroupsKernel(DeviceState s, const NodeDelta* deltas, const
 // (4-connected).
 template <int KIND, int TX, int TY, int TZ>
 __device__ __forceinline__ void SettleTile(const DeviceState& s, int tx, int ty, int tz, std::uint8_t* settled,
-                                           bool masks_fresh) {
+                                           bool masks_fresh, int max_hops) {
   constexpr int D = KindTraits<KIND>::D, ZP = KindTraits<KIND>::ZP;
   constexpr int HX = TX + 2, HY = TY + 2, HZ = TZ + 2 * ZP;
   __shared__ int sh_h[HX * HY * HZ];
@@ -355,11 +355,11 @@ __device__ __forceinline__ void SettleTile(const DeviceState& s, int tx, int ty,
   sh_h[hc] = h;
   __syncthreads();
   const int first_h = h;
-  // Returns true when the tile still changed after kSettleHops hops.
+  // Returns true when the tile still changed after max_hops hops.
   auto settle = [&] {
     bool unsettled = false;
-    HopsToFixpoint<KIND, HX, HY, pr::kSettleHops>(
-        h, sh_h, hc, [&](const auto& nh) { return pr::SettleStep<D>(x, h, inf, mask, nh); }, &unsettled);
+    HopsToFixpoint<KIND, HX, HY>(
+        h, sh_h, hc, [&](const auto& nh) { return pr::SettleStep<D>(x, h, inf, mask, nh); }, &unsettled, max_hops);
     return unsettled;
   };
   const bool unsettled = settle();
@@ -449,9 +449,9 @@ __device__ __forceinline__ void VisitFlaggedColourTiles(const TileLayout& L, int
 template <int KIND, int TX, int TY, int TZ>
 __global__ void __launch_bounds__(TX* TY* TZ, 2048 / (TX * TY * TZ))
     SettleTilesKernel(DeviceState s, int colour, const std::uint8_t* near_flags, std::uint8_t* settled,
-                      bool masks_fresh, std::uint32_t* work) {
+                      bool masks_fresh, int max_hops, std::uint32_t* work) {
   VisitFlaggedColourTiles<KIND>(s.layout, colour, near_flags, settled, work, [&](int tx, int ty, int tz) {
-    SettleTile<KIND, TX, TY, TZ>(s, tx, ty, tz, settled, masks_fresh);
+    SettleTile<KIND, TX, TY, TZ>(s, tx, ty, tz, settled, masks_fresh, max_hops);
   });
 }
 
@@ -776,6 +776,7 @@ struct SettleColourLaunch {
   const std::uint8_t* near_flags;
   std::uint8_t* settled;
   bool masks_fresh;
+  int max_hops;
   std::uint32_t* work;
   cudaStream_t stream;
   template <int K, int X, int Y, int Z>
@@ -789,14 +790,16 @@ struct SettleColourLaunch {
     if (status != cudaSuccess) return status;
     if (const cudaError_t cleared = cudaMemsetAsync(work, 0, sizeof(std::uint32_t), stream); cleared != cudaSuccess)
       return cleared;
-    SettleTilesKernel<K, X, Y, Z><<<blocks, X * Y * Z, 0, stream>>>(s, colour, near_flags, settled, masks_fresh, work);
+    SettleTilesKernel<K, X, Y, Z><<<blocks, X * Y * Z, 0, stream>>>(s, colour, near_flags, settled, masks_fresh, max_hops,
+                                                                        work);
     return cudaGetLastError();
   }
 };
 
 cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint8_t* near_flags,
-                               std::uint8_t* settled, bool masks_fresh, std::uint32_t* work, cudaStream_t stream) {
-  return Dispatch(s.layout, SettleColourLaunch{s, colour, near_flags, settled, masks_fresh, work, stream});
+                               std::uint8_t* settled, bool masks_fresh, int max_hops, std::uint32_t* work,
+                               cudaStream_t stream) {
+  return Dispatch(s.layout, SettleColourLaunch{s, colour, near_flags, settled, masks_fresh, max_hops, work, stream});
 }
 
 struct CertifyLaunch {

@@ -112,13 +112,15 @@ cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updat
 cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, const std::int32_t* group_start,
                                int groups, bool dead_only, cudaStream_t stream);
 /// Settling before the certificate (pr::SettleStep, pr::AliveStep), one colour of a pass: the tiles
-/// flagged in `near_flags` or next to one; `settled` gets whether each tile changed. Visits store
+/// flagged in `near_flags` or next to one; `settled` gets whether each tile changed; `max_hops` bounds
+/// a visit's hops before its search for regions cut off from the sink (the tuning's settle_hops). Visits store
 /// their nodes' residual bitmasks (s.mask); with `masks_fresh` they read them instead, which is
 /// right once every mask is current: bitmasks are stale only in tiles flagged s.touched (see
 /// CertifyRequest::masks_fresh), and a pass from s.touched visits every such tile. `work`: a word
 /// of device memory by which the launch's resident blocks deal out the tiles (cleared by the launcher).
 cudaError_t LaunchSettleColour(const DeviceState& s, int colour, const std::uint8_t* near_flags,
-                               std::uint8_t* settled, bool masks_fresh, std::uint32_t* work, cudaStream_t stream);
+                               std::uint8_t* settled, bool masks_fresh, int max_hops, std::uint32_t* work,
+                               cudaStream_t stream);
 /// Nodes per thread of the census's and the certificate's launches (tile sizes are multiples of them).
 constexpr int kCensusNodesPerThread = 4;
 constexpr int kCertifyNodesPerThread = 4;

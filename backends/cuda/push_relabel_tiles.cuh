@@ -403,15 +403,16 @@ __device__ __forceinline__ void PushTile(const DeviceState& s, int tx, int ty, i
 
 // Relaxes a tile hop by hop to its local fixpoint (the halo as read): every thread replaces its height
 // by step(its neighbours' heights) until no height changes, two block barriers a hop. Returns whether
-// this thread's height changed. MAX_HOPS > 0 bounds the hops; `unsettled` (optional) then tells
+// this thread's height changed. max_hops > 0 bounds the hops; `unsettled` (optional) then tells
 // whether the tile was still changing at the bound.
-template <int KIND, int HX, int HY, int MAX_HOPS = 0, class Step>
-__device__ __forceinline__ bool HopsToFixpoint(int& h, int* sh_h, int hc, Step step, bool* unsettled = nullptr) {
+template <int KIND, int HX, int HY, class Step>
+__device__ __forceinline__ bool HopsToFixpoint(int& h, int* sh_h, int hc, Step step, bool* unsettled = nullptr,
+                                               int max_hops = 0) {
   constexpr int D = KindTraits<KIND>::D;
   bool changed_any = false;
   if (unsettled) *unsettled = false;
   for (int hop = 0;; ++hop) {
-    if (MAX_HOPS > 0 && hop == MAX_HOPS) {
+    if (max_hops > 0 && hop == max_hops) {
       if (unsettled) *unsettled = true;
       break;
     }

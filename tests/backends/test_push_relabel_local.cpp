@@ -225,6 +225,17 @@ TEST(PushRelabelLocal, RepairsOfTheNodesFailingTheCertificateEqualBoostAndFreshS
   EXPECT_GT(counts.repaired_in_vain, 0) << "no re-solve went on with relabels after such repairs";
 }
 
+// Settling cut short after one hop a tile sends most changed tiles to the search for regions cut off
+// from the sink: the heights it leaves must still be valid, and re-solves still equal Boost and a
+// fresh solve.
+TEST(PushRelabelLocal, SettlingWithOneHopStillEqualsBoostAndFreshSolves) {
+  const TuningScope scope("local_resolve=3,settle_hops=1");
+  ResolveCounts counts;
+  CheckResolves(24, &counts);
+  std::printf("certified: %d, went on with relabels: %d\n", counts.local, counts.fallback);
+  EXPECT_GT(counts.local, 0) << "no re-solve was certified with one settling hop";
+}
+
 // Re-solves certified after repairs of the nodes failing the certificate (whose second check covers
 // only the region of the repairs) leave states that pass it on every node.
 TEST(PushRelabelLocal, StatesCertifiedAfterRepairsPassTheCertificateOnEveryNode) {
@@ -255,6 +266,13 @@ TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {
   repairs.Parse("repair_violations=0");
   EXPECT_NE(repairs.Describe().find("no repairs after a failed certificate"), std::string::npos) << repairs.Describe();
   EXPECT_THROW(repairs.Parse("repair_violations=-1"), Error);
+  PushRelabelTuning hops;
+  EXPECT_EQ(hops.settle_hops, pr::kSettleHops);
+  hops.Parse("settle_hops=4");
+  EXPECT_EQ(hops.settle_hops, 4);
+  EXPECT_NE(hops.Describe().find("4 settling hops"), std::string::npos) << hops.Describe();
+  EXPECT_THROW(hops.Parse("settle_hops=0"), Error);
+  EXPECT_THROW(hops.Parse("settle_hops=5000"), Error);
 }
 
 // A re-solve's first push rounds take resolve_local_iterations, its later cycles local_iterations.
