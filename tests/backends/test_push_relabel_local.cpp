@@ -193,19 +193,23 @@ struct TuningScope {
   ~TuningScope() { unsetenv("MRF_PR_TUNING"); }
 };
 
-TEST(PushRelabelLocal, FillsBeforeUsualResolvesEqualBoostAndFreshSolves) {
-  const TuningScope scope("local_resolve=2");  // fills only, then the usual re-solve
+// CheckResolves with MRF_PR_TUNING set to `tuning`.
+ResolveCounts CheckResolvesWith(const char* tuning, std::uint64_t seed) {
+  const TuningScope scope(tuning);
   ResolveCounts counts;
-  CheckResolves(22, &counts);
+  CheckResolves(seed, &counts);
+  return counts;
+}
+
+TEST(PushRelabelLocal, FillsBeforeUsualResolvesEqualBoostAndFreshSolves) {
+  const ResolveCounts counts = CheckResolvesWith("local_resolve=2", 22);  // fills only, then the usual re-solve
   EXPECT_EQ(counts.local, 0) << "fills alone are never certified";
   EXPECT_GT(counts.fallback, 100);
 }
 
 TEST(PushRelabelLocal, FillsAndPushRoundsCheckedByTheCertificateEqualBoostAndFreshSolves) {
   // fills, push rounds from the kept heights, the certificate; no repairs of the nodes failing it
-  const TuningScope scope("local_resolve=3,repair_violations=0");
-  ResolveCounts counts;
-  CheckResolves(23, &counts);
+  const ResolveCounts counts = CheckResolvesWith("local_resolve=3,repair_violations=0", 23);
   std::printf("certified after push rounds: %d, went on with relabels: %d\n", counts.local, counts.fallback);
   EXPECT_GT(counts.local, 20) << "push rounds after the fills should settle most small edits";
   EXPECT_GT(counts.fallback, 0) << "the fallback path was never exercised";
@@ -216,9 +220,7 @@ TEST(PushRelabelLocal, FillsAndPushRoundsCheckedByTheCertificateEqualBoostAndFre
 // re-solves certified after those repairs, and those that went on with relabels after them, equal
 // Boost and a fresh solve.
 TEST(PushRelabelLocal, RepairsOfTheNodesFailingTheCertificateEqualBoostAndFreshSolves) {
-  const TuningScope scope("local_resolve=3");
-  ResolveCounts counts;
-  CheckResolves(23, &counts);
+  const ResolveCounts counts = CheckResolvesWith("local_resolve=3", 23);
   std::printf("certified: %d (%d after repairs of the nodes failing the check), went on with relabels: %d (%d after "
               "such repairs)\n", counts.local, counts.repaired, counts.fallback, counts.repaired_in_vain);
   EXPECT_GT(counts.repaired, 0) << "no re-solve was certified after repairing the failing nodes";
@@ -226,12 +228,9 @@ TEST(PushRelabelLocal, RepairsOfTheNodesFailingTheCertificateEqualBoostAndFreshS
 }
 
 // Settling cut short after one hop a tile sends most changed tiles to the search for regions cut off
-// from the sink: the heights it leaves must still be valid, and re-solves still equal Boost and a
-// fresh solve.
+// from the sink: re-solves must still equal Boost and a fresh solve.
 TEST(PushRelabelLocal, SettlingWithOneHopStillEqualsBoostAndFreshSolves) {
-  const TuningScope scope("local_resolve=3,settle_hops=1");
-  ResolveCounts counts;
-  CheckResolves(24, &counts);
+  const ResolveCounts counts = CheckResolvesWith("local_resolve=3,settle_hops=1", 24);
   std::printf("certified: %d, went on with relabels: %d\n", counts.local, counts.fallback);
   EXPECT_GT(counts.local, 0) << "no re-solve was certified with one settling hop";
 }
