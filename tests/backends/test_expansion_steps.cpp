@@ -9,6 +9,7 @@
 
 #include "mrf/solve.h"
 #include "support/expansion_twin.h"
+#include "support/move_cases.h"
 #include "support/test_support.h"
 
 namespace mrf {
@@ -17,10 +18,7 @@ namespace {
 using test::Gather;
 using test::TwinGrid;
 
-struct Case {
-  Model model;
-  std::string name;
-};
+using Case = test::MoveCase;
 
 Pairwise RandomPairwise(std::mt19937_64& rng, int which) {
   Pairwise p;
@@ -43,79 +41,28 @@ Pairwise RandomPairwise(std::mt19937_64& rng, int which) {
   return p;
 }
 
+// Random grid models; `tiny` ones have at most 12 nodes (brute force).
 std::vector<Case> RandomCases(std::uint64_t seed, int count, bool tiny) {
   std::mt19937_64 rng(seed);
-  std::vector<Case> cases;
-  for (int i = 0; i < count; ++i) {
-    const int shape = i % 3;
-    Topology t = shape == 0   ? Topology::Grid2D(tiny ? 4 : 5 + static_cast<int>(rng() % 9), tiny ? 3 : 3 + static_cast<int>(rng() % 8), 4)
-                 : shape == 1 ? Topology::Grid2D(tiny ? 3 : 4 + static_cast<int>(rng() % 7), tiny ? 3 : 3 + static_cast<int>(rng() % 6), 8)
-                              : Topology::Grid3D(tiny ? 2 : 3 + static_cast<int>(rng() % 3), tiny ? 2 : 2 + static_cast<int>(rng() % 3), tiny ? 3 : 2 + static_cast<int>(rng() % 3));
-    const Label labels = 2 + static_cast<Label>(rng() % 5);
-    const Cost max_weight = i % 2 ? 3 : 1;
-    Case c{test::RandomModel(rng, t, labels, 1000, RandomPairwise(rng, i / 3), max_weight),
-           t.Describe() + ", " + std::to_string(labels) + " labels, case " + std::to_string(i)};
-    cases.push_back(std::move(c));
-  }
-  return cases;
-}
-
-Labeling RandomLabels(std::mt19937_64& rng, const Model& m) {
-  Labeling l(static_cast<std::size_t>(m.num_nodes()));
-  for (Label& x : l) x = static_cast<Label>(rng() % static_cast<std::uint64_t>(m.num_labels));
-  return l;
-}
-
-std::vector<std::int32_t> Table(const Model& m) {
-  std::vector<std::int32_t> t(static_cast<std::size_t>(m.num_labels) * m.num_labels);
-  for (Label a = 0; a < m.num_labels; ++a)
-    for (Label b = 0; b < m.num_labels; ++b)
-      t[static_cast<std::size_t>(a) * m.num_labels + b] = m.pairwise.lambda * m.pairwise.distance(a, b, m.num_labels);
-  return t;
-}
-
-// The move graph of `alpha` from BuildNode as an StGraph; returns the truncated terms.
-template <int D>
-std::int64_t BuildGraph(const Model& m, const xp::MoveCosts& c, const Labeling& labels, int alpha, StGraph* graph) {
-  const TwinGrid g(m.topology);
-  const std::int64_t n = g.n();
-  std::vector<std::uint32_t> r(static_cast<std::size_t>(n) * D);
-  std::int64_t truncated = 0;
-  int nl[D];
-  std::int32_t w[D];
-  std::uint32_t rv[D];
-  for (std::int64_t v = 0; v < n; ++v) {
-    Gather<D>(g, m, labels, v, nl, w);
-    std::int64_t x = 0;
-    truncated += xp::BuildNode<D>(c, xp::Move::Expansion(alpha), labels[v], m.unary_cost(v, labels[v]),
-                                  m.unary_cost(v, alpha), nl, w, &x, rv);
-    graph->add_tweights(v, x > 0 ? x : 0, x < 0 ? -x : 0);
-    for (int d = 0; d < D; ++d) r[d * n + v] = rv[d];
-  }
-  const int kind = static_cast<int>(m.topology.kind());
-  for (int d = 0; d < D / 2; ++d)
-    for (std::int64_t v = 0; v < n; ++v) {
-      const std::int64_t q = g.Neighbour(v, d);
-      if (q < 0) {
-        EXPECT_EQ(r[d * n + v], 0u);
-        continue;
-      }
-      graph->add_to_edge_slot(d * n + v, static_cast<Cost>(r[d * n + v]),
-                              static_cast<Cost>(r[pr::Opposite(kind, d) * n + q]));
-    }
-  return truncated;
+  auto topology = [&](int shape) {
+    return shape == 0   ? Topology::Grid2D(tiny ? 4 : 5 + static_cast<int>(rng() % 9), tiny ? 3 : 3 + static_cast<int>(rng() % 8), 4)
+           : shape == 1 ? Topology::Grid2D(tiny ? 3 : 4 + static_cast<int>(rng() % 7), tiny ? 3 : 3 + static_cast<int>(rng() % 6), 8)
+                        : Topology::Grid3D(tiny ? 2 : 3 + static_cast<int>(rng() % 3), tiny ? 2 : 2 + static_cast<int>(rng() % 3), tiny ? 3 : 2 + static_cast<int>(rng() % 3));
+  };
+  auto pairwise = [](std::mt19937_64& r, int which, Label) { return RandomPairwise(r, which); };
+  return test::RandomMoveCases(rng, count, topology, pairwise, 1000, 3, /*expansion=*/true);
 }
 
 template <int D>
 void CheckMovePrices(const Case& c, std::mt19937_64& rng) {
   const Model& m = c.model;
-  const std::vector<std::int32_t> table = Table(m);
+  const std::vector<std::int32_t> table = test::SmoothnessTable(m);
   const xp::MoveCosts costs{table.data(), m.num_labels};
   const TwinGrid g(m.topology);
   const std::int64_t n = g.n();
   ASSERT_LE(n, 16);
   for (int trial = 0; trial < 3; ++trial) {
-    const Labeling labels = RandomLabels(rng, m);
+    const Labeling labels = test::RandomLabels(rng, m);
     const Energy e0 = EvaluateEnergy(m, labels).total;
     // The energy as NodeEnergy sums it.
     Energy sum = 0;
@@ -128,7 +75,7 @@ void CheckMovePrices(const Case& c, std::mt19937_64& rng) {
     ASSERT_EQ(sum, e0) << c.name;
     for (Label alpha = 0; alpha < m.num_labels; ++alpha) {
       StGraph graph(m.topology);
-      const std::int64_t truncated = BuildGraph<D>(m, costs, labels, alpha, &graph);
+      const std::int64_t truncated = test::BuildMoveGraph<D>(m, costs, labels, xp::Move::Expansion(alpha), &graph);
       const Energy base = graph.CutCapacity(Labeling(static_cast<std::size_t>(n), 0));
       for (std::int64_t y = 0; y < (std::int64_t{1} << n); ++y) {
         Labeling cut(static_cast<std::size_t>(n)), moved = labels;
@@ -172,28 +119,7 @@ TEST(ExpansionSteps, MoveGraphsPriceEveryCutAsTheReferenceEnergy) {
 }
 
 TEST(ExpansionSteps, TwinUpdatesKeepValidPreflowsAndReachTheFreshLabels) {
-  int resolves = 0;
-  for (const Case& c : RandomCases(5, 36, false)) {
-    SCOPED_TRACE(c.name);
-    for (LabelOrder order : {LabelOrder::kSequential, LabelOrder::kRandom}) {
-      test::TwinOptions fresh;
-      fresh.reuse = false;
-      fresh.order = order;
-      fresh.seed = 9;
-      test::TwinOptions kept = fresh;
-      kept.reuse = true;
-      kept.update_fraction = 1000;  // always re-solve from the kept graph (changes count with repeats)
-      const test::TwinResult a = test::RunExpansionTwin(c.model, fresh);
-      const test::TwinResult b = test::RunExpansionTwin(c.model, kept);
-      ASSERT_EQ(a.failure, "");
-      ASSERT_EQ(b.failure, "");
-      resolves += static_cast<int>(b.resolves);
-      EXPECT_EQ(a.labels, b.labels) << "re-solving from kept graphs must give the same cuts";
-      EXPECT_EQ(a.cycle_energies, b.cycle_energies);
-      for (std::size_t i = 1; i < a.cycle_energies.size(); ++i) EXPECT_LE(a.cycle_energies[i], a.cycle_energies[i - 1]);
-    }
-  }
-  EXPECT_GT(resolves, 100);
+  EXPECT_GT(test::CheckKeptGraphsReachTheFreshLabels(RandomCases(5, 36, false), /*swap=*/false), 100);
 }
 
 // Whether any expansion move lowers the energy of `labels` (all 2^n moves of every label).
@@ -217,7 +143,7 @@ TEST(ExpansionSteps, TwinEndsAtAnExpansionLocalOptimumNearCpuExpansion) {
     SCOPED_TRACE(c.name);
     const bool metric = FindNonSubmodularMoveTerm(c.model, true).empty();
     test::TwinOptions o;
-    o.initial = RandomLabels(rng, c.model);
+    o.initial = test::RandomLabels(rng, c.model);
     const test::TwinResult twin = test::RunExpansionTwin(c.model, o);
     ASSERT_EQ(twin.failure, "");
     if (metric) EXPECT_FALSE(SomeMoveImproves(c.model, twin.labels)) << "an expansion move still lowers the energy";

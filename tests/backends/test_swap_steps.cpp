@@ -12,6 +12,7 @@
 #include "inference/alpha_beta_swap.h"
 #include "mrf/solve.h"
 #include "support/expansion_twin.h"
+#include "support/move_cases.h"
 #include "support/test_support.h"
 
 namespace mrf {
@@ -20,11 +21,7 @@ namespace {
 using test::Gather;
 using test::TwinGrid;
 
-struct Case {
-  Model model;
-  bool truncate = false;
-  std::string name;
-};
+using Case = test::MoveCase;
 
 // A random distance table: symmetric with a zero diagonal (a semimetric), or asymmetric with a
 // non-zero diagonal (swap terms that break submodularity, so truncation with odd deficits).
@@ -68,98 +65,37 @@ Pairwise RandomPairwise(std::mt19937_64& rng, int which, Label labels) {
 // Random grid models; `size` 0: at most 12 nodes (brute force), 1: small, 2: a little larger.
 std::vector<Case> RandomCases(std::uint64_t seed, int count, int size) {
   std::mt19937_64 rng(seed);
-  std::vector<Case> cases;
   auto pick = [&](int lo, int spread) { return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(spread)); };
-  for (int i = 0; i < count; ++i) {
-    const int shape = i % 3;
-    Topology t;
+  auto topology = [&](int shape) {
     if (size == 0)
-      t = shape == 0 ? Topology::Grid2D(4, 3, 4) : shape == 1 ? Topology::Grid2D(3, 3, 8) : Topology::Grid3D(2, 2, 3);
-    else if (size == 1)
-      t = shape == 0 ? Topology::Grid2D(pick(5, 9), pick(3, 8), 4)
-          : shape == 1 ? Topology::Grid2D(pick(4, 7), pick(3, 6), 8)
-                       : Topology::Grid3D(pick(3, 3), pick(2, 3), pick(2, 3));
-    else
-      t = shape == 0 ? Topology::Grid2D(pick(15, 20), pick(9, 14), 4)
-          : shape == 1 ? Topology::Grid2D(pick(11, 12), pick(7, 10), 8)
-                       : Topology::Grid3D(pick(5, 4), pick(5, 4), pick(3, 4));
-    const Label labels = 2 + static_cast<Label>(rng() % 5);
-    const Cost max_weight = i % 2 ? 3 : 1;
-    Case c;
-    c.model = test::RandomModel(rng, t, labels, 1000, RandomPairwise(rng, i / 3, labels), max_weight);
-    c.truncate = !FindNonSubmodularMoveTerm(c.model, /*expansion=*/false).empty();
-    c.name = t.Describe() + ", " + std::to_string(labels) + " labels, " + ToString(c.model.pairwise.kind) + ", case " +
-             std::to_string(i);
-    cases.push_back(std::move(c));
-  }
-  return cases;
-}
-
-Labeling RandomLabels(std::mt19937_64& rng, const Model& m) {
-  Labeling l(static_cast<std::size_t>(m.num_nodes()));
-  for (Label& x : l) x = static_cast<Label>(rng() % static_cast<std::uint64_t>(m.num_labels));
-  return l;
-}
-
-std::vector<std::int32_t> Table(const Model& m) {
-  std::vector<std::int32_t> t(static_cast<std::size_t>(m.num_labels) * m.num_labels);
-  for (Label a = 0; a < m.num_labels; ++a)
-    for (Label b = 0; b < m.num_labels; ++b)
-      t[static_cast<std::size_t>(a) * m.num_labels + b] = m.pairwise.lambda * m.pairwise.distance(a, b, m.num_labels);
-  return t;
-}
-
-// The graph of `move` from BuildNode as an StGraph; returns the truncated terms.
-template <int D>
-std::int64_t BuildGraph(const Model& m, const xp::MoveCosts& c, const Labeling& labels, const xp::Move& move,
-                        StGraph* graph) {
-  const TwinGrid g(m.topology);
-  const std::int64_t n = g.n();
-  std::vector<std::uint32_t> r(static_cast<std::size_t>(n) * D);
-  std::int64_t truncated = 0;
-  int nl[D];
-  std::int32_t w[D];
-  std::uint32_t rv[D];
-  for (std::int64_t v = 0; v < n; ++v) {
-    Gather<D>(g, m, labels, v, nl, w);
-    std::int64_t x = 0;
-    const Label l = labels[v];
-    truncated += xp::BuildNode<D>(c, move, l, m.unary_cost(v, move.Source(l)), m.unary_cost(v, move.Sink(l)), nl, w,
-                                  &x, rv);
-    if (!move.Free(l)) {  // a node that takes no part has no capacity at all
-      EXPECT_EQ(x, 0);
-      for (int d = 0; d < D; ++d) EXPECT_EQ(rv[d], 0u);
-    }
-    graph->add_tweights(v, x > 0 ? x : 0, x < 0 ? -x : 0);
-    for (int d = 0; d < D; ++d) r[d * n + v] = rv[d];
-  }
-  const int kind = static_cast<int>(m.topology.kind());
-  for (int d = 0; d < D / 2; ++d)
-    for (std::int64_t v = 0; v < n; ++v) {
-      const std::int64_t q = g.Neighbour(v, d);
-      if (q < 0) continue;
-      graph->add_to_edge_slot(d * n + v, static_cast<Cost>(r[d * n + v]),
-                              static_cast<Cost>(r[pr::Opposite(kind, d) * n + q]));
-    }
-  return truncated;
+      return shape == 0 ? Topology::Grid2D(4, 3, 4) : shape == 1 ? Topology::Grid2D(3, 3, 8) : Topology::Grid3D(2, 2, 3);
+    if (size == 1)
+      return shape == 0 ? Topology::Grid2D(pick(5, 9), pick(3, 8), 4)
+             : shape == 1 ? Topology::Grid2D(pick(4, 7), pick(3, 6), 8)
+                          : Topology::Grid3D(pick(3, 3), pick(2, 3), pick(2, 3));
+    return shape == 0 ? Topology::Grid2D(pick(15, 20), pick(9, 14), 4)
+           : shape == 1 ? Topology::Grid2D(pick(11, 12), pick(7, 10), 8)
+                        : Topology::Grid3D(pick(5, 4), pick(5, 4), pick(3, 4));
+  };
+  return test::RandomMoveCases(rng, count, topology, RandomPairwise, 1000, 3, /*expansion=*/false);
 }
 
 template <int D>
 void CheckSwapPrices(const Case& c, std::mt19937_64& rng, int* truncating_moves) {
   const Model& m = c.model;
-  const std::vector<std::int32_t> table = Table(m);
+  const std::vector<std::int32_t> table = test::SmoothnessTable(m);
   const xp::MoveCosts costs{table.data(), m.num_labels};
   const TwinGrid g(m.topology);
   const std::int64_t n = g.n();
   ASSERT_LE(n, 16);
   for (int trial = 0; trial < 2; ++trial) {
-    const Labeling labels = RandomLabels(rng, m);
+    const Labeling labels = test::RandomLabels(rng, m);
     const Energy e0 = EvaluateEnergy(m, labels).total;
     for (Label a = 0; a < m.num_labels; ++a)
       for (Label b = a + 1; b < m.num_labels; ++b) {
         const xp::Move move = xp::Move::Swap(a, b);
         StGraph graph(m.topology);
-        const std::int64_t truncated = BuildGraph<D>(m, costs, labels, move, &graph);
+        const std::int64_t truncated = test::BuildMoveGraph<D>(m, costs, labels, move, &graph);
         *truncating_moves += truncated > 0;
         const Energy base = graph.CutCapacity(Labeling(static_cast<std::size_t>(n), 0));
         Labeling all_source = labels;  // every free node on the source side: the labelling with beta for a and b
@@ -209,29 +145,7 @@ TEST(SwapSteps, MoveGraphsPriceEveryCutAsTheReferenceEnergy) {
 }
 
 TEST(SwapSteps, TwinKeepsValidPreflowsAndKeptGraphsReachTheFreshLabels) {
-  int resolves = 0;
-  for (const Case& c : RandomCases(5, 30, 1)) {
-    SCOPED_TRACE(c.name);
-    for (LabelOrder order : {LabelOrder::kSequential, LabelOrder::kRandom}) {
-      test::TwinOptions fresh;
-      fresh.reuse = false;
-      fresh.order = order;
-      fresh.seed = 9;
-      test::TwinOptions kept = fresh;
-      kept.reuse = true;
-      kept.update_fraction = 1000;  // always re-solve from the kept graph (changes count with repeats)
-      const test::TwinResult a = test::RunSwapTwin(c.model, fresh);
-      const test::TwinResult b = test::RunSwapTwin(c.model, kept);
-      ASSERT_EQ(a.failure, "");
-      ASSERT_EQ(b.failure, "");
-      resolves += static_cast<int>(b.resolves);
-      EXPECT_EQ(a.labels, b.labels) << "re-solving from kept graphs must give the same cuts";
-      EXPECT_EQ(a.cycle_energies, b.cycle_energies);
-      for (std::size_t i = 1; i < a.cycle_energies.size(); ++i) EXPECT_LE(a.cycle_energies[i], a.cycle_energies[i - 1]);
-      EXPECT_EQ(EvaluateEnergy(c.model, a.labels).total, a.cycle_energies.back());
-    }
-  }
-  EXPECT_GT(resolves, 50);
+  EXPECT_GT(test::CheckKeptGraphsReachTheFreshLabels(RandomCases(5, 30, 1), /*swap=*/true), 50);
 }
 
 // Whether any swap move lowers the energy of `labels` (all moves of every pair).
@@ -260,7 +174,7 @@ TEST(SwapSteps, TwinEndsWhereNoSwapImproves) {
     if (c.truncate) continue;  // a truncated move may miss an improvement
     test::TwinOptions o;
     o.reuse = false;
-    o.initial = RandomLabels(rng, c.model);
+    o.initial = test::RandomLabels(rng, c.model);
     const test::TwinResult twin = test::RunSwapTwin(c.model, o);
     ASSERT_EQ(twin.failure, "");
     EXPECT_FALSE(SomeSwapImproves(c.model, twin.labels)) << "a swap move still lowers the energy";
@@ -290,7 +204,7 @@ TEST(SwapSteps, TwinReachesCpuSwapsLabelsAndCycleEnergies) {
         o.order = order;
         o.seed = so.seed;
         if (order == LabelOrder::kRandom) {
-          o.initial = RandomLabels(rng, c.model);
+          o.initial = test::RandomLabels(rng, c.model);
           so.initial_labels = o.initial;
         }
         const Result cpu = Solve(c.model, so);

@@ -26,11 +26,8 @@
 namespace mrf {
 namespace {
 
-struct Case {
-  Model model;
-  bool truncate = false;
-  std::string name;
-};
+using Case = test::MoveCase;
+using test::GpuRun;
 
 Pairwise MakePairwise(std::mt19937_64& rng, int which) {
   Pairwise p;
@@ -55,34 +52,8 @@ Pairwise MakePairwise(std::mt19937_64& rng, int which) {
 
 // Random grid models; `scale` 0 is tiny (for compute-sanitizer), 1 small, 2 medium.
 std::vector<Case> RandomCases(std::uint64_t seed, int count, int scale) {
-  std::mt19937_64 rng(seed);
-  std::vector<Case> cases;
-  auto size = [&](int lo, int spread) { return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(spread)); };
-  for (int i = 0; i < count; ++i) {
-    const int shape = i % 3;
-    Topology t;
-    if (scale == 0)
-      t = shape == 0 ? Topology::Grid2D(size(5, 30), size(3, 20), 4)
-          : shape == 1 ? Topology::Grid2D(size(5, 20), size(3, 12), 8)
-                       : Topology::Grid3D(size(3, 6), size(3, 5), size(2, 4));
-    else if (scale == 1)
-      t = shape == 0 ? Topology::Grid2D(size(20, 60), size(10, 50), 4)
-          : shape == 1 ? Topology::Grid2D(size(15, 40), size(10, 30), 8)
-                       : Topology::Grid3D(size(6, 10), size(5, 10), size(4, 8));
-    else
-      t = shape == 0 ? Topology::Grid2D(size(90, 80), size(60, 70), 4)
-          : shape == 1 ? Topology::Grid2D(size(60, 50), size(40, 50), 8)
-                       : Topology::Grid3D(size(16, 10), size(16, 10), size(8, 8));
-    const Label labels = 2 + static_cast<Label>(rng() % 5);
-    const Cost max_weight = i % 2 ? 4 : 1;
-    Case c;
-    c.model = test::RandomModel(rng, t, labels, 5000, MakePairwise(rng, i / 3), max_weight);
-    c.truncate = !FindNonSubmodularMoveTerm(c.model, true).empty();
-    c.name = t.Describe() + ", " + std::to_string(labels) + " labels, " + ToString(c.model.pairwise.kind) + ", case " +
-             std::to_string(i);
-    cases.push_back(std::move(c));
-  }
-  return cases;
+  auto pairwise = [](std::mt19937_64& rng, int which, Label) { return MakePairwise(rng, which); };
+  return test::GpuMoveCases(seed, count, scale, pairwise, /*expansion=*/true);
 }
 
 SolveOptions Options(const Case& c, LabelOrder order = LabelOrder::kSequential) {
@@ -94,19 +65,8 @@ SolveOptions Options(const Case& c, LabelOrder order = LabelOrder::kSequential) 
   return o;
 }
 
-// One run of cuda-expansion with a tuning, scored by the reference evaluator.
-struct GpuRun {
-  Result result;
-  Energy energy = -1;
-  CudaExpansionStats stats;
-};
-
-GpuRun RunGpu(const Model& model, const SolveOptions& options, CudaExpansionTuning tuning) {
-  tuning.check_energy = true;  // every cycle's tracked energy against EvaluateEnergy
-  GpuRun run;
-  RunCudaExpansion(model, options, &run.result, tuning, &run.stats);
-  run.energy = EvaluateEnergy(model, run.result.labels).total;
-  return run;
+GpuRun RunGpu(const Model& model, const SolveOptions& options, const CudaExpansionTuning& tuning) {
+  return test::RunGpuMoves(RunCudaExpansion, model, options, tuning);
 }
 
 std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
@@ -163,12 +123,7 @@ void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,
         if (what == "device loop" && tuning.device_loop)
           EXPECT_EQ(g.stats.loop, "device") << "the conditional CUDA graph did not run";
         resolved += static_cast<int>(g.stats.resolved);
-        EXPECT_EQ(g.result.labels, twin.labels) << "labels differ from the CPU twin's";
-        ASSERT_EQ(g.result.log.size(), twin.cycle_energies.size()) << g.result.message;
-        for (std::size_t i = 0; i < twin.cycle_energies.size(); ++i)
-          EXPECT_EQ(g.result.log[i].energy, twin.cycle_energies[i]) << "cycle " << i + 1;
-        EXPECT_EQ(g.result.log.back().energy, g.energy);
-        EXPECT_NE(g.result.message.find("converged"), std::string::npos) << g.result.message;
+        test::ExpectTheTwinsCycles(g, twin);
       }
     }
   }
@@ -214,34 +169,17 @@ TEST(CudaExpansion, AsynchronousRelabelsWithManyTilesPerBlockMatchTheTwin) {
         tuning.async_relabel = true;
         tuning.fused_census = fused_census;
         tuning.solve_blocks = blocks;
-        const GpuRun g = RunGpu(c.model, options, tuning);
-        EXPECT_EQ(g.result.labels, twin.labels) << "labels differ from the CPU twin's";
-        ASSERT_EQ(g.result.log.size(), twin.cycle_energies.size()) << g.result.message;
-        for (std::size_t i = 0; i < twin.cycle_energies.size(); ++i)
-          EXPECT_EQ(g.result.log[i].energy, twin.cycle_energies[i]) << "cycle " << i + 1;
+        test::ExpectTheTwinsCycles(RunGpu(c.model, options, tuning), twin);
       }
   }
 }
 
-// The end is a labelling that no expansion move improves (for a metric, one cycle of cpu-expansion from
-// it tries every move exactly and must find nothing) and within 0.5% of cpu-expansion's energy.
+// The end is a labelling that no expansion move improves and within 0.5% of cpu-expansion's energy.
 // Returns the relative difference.
 double ExpectNoExpansionHelpsAndNearTheCpu(const Case& c, const Labeling& labels, Energy energy) {
   SolveOptions cpu_options = Options(c);
   cpu_options.solver = "cpu-expansion";
-  if (!c.truncate) {
-    SolveOptions again = cpu_options;
-    again.initial_labels = labels;
-    again.max_iterations = 1;
-    const Result check = Solve(c.model, again);
-    EXPECT_TRUE(check.ok) << check.message;
-    EXPECT_EQ(check.energy, energy) << "an expansion move still lowers the energy";
-  }
-  const Result cpu = Solve(c.model, cpu_options);
-  EXPECT_TRUE(cpu.ok) << cpu.message;
-  const double gap = static_cast<double>(energy - cpu.energy) / static_cast<double>(cpu.energy);
-  EXPECT_LE(std::abs(gap), 0.005) << "GPU " << energy << ", CPU " << cpu.energy;
-  return std::abs(gap);
+  return test::ExpectNoMoveHelpsAndNearTheCpu(c, cpu_options, labels, energy);
 }
 
 TEST(CudaExpansion, NeverRaisesTheEnergyAndEndsWhereNoExpansionHelps) {
@@ -250,19 +188,8 @@ TEST(CudaExpansion, NeverRaisesTheEnergyAndEndsWhereNoExpansionHelps) {
   double worst = 0;
   for (const Case& c : RandomCases(4, 12, 2)) {
     SCOPED_TRACE(c.name);
-    std::vector<Energy> energies;
-    SolveOptions options = Options(c);
-    options.callback = [&energies](const IterationRecord& r) {
-      energies.push_back(r.energy);
-      return true;
-    };
-    const Result gpu = Solve(c.model, options);
-    ASSERT_TRUE(gpu.ok) << gpu.message;
-    EXPECT_EQ(gpu.backend_used, "cuda-expansion");
-    ASSERT_FALSE(energies.empty());
-    EXPECT_LE(energies.front(), EvaluateEnergy(c.model, Labeling(c.model.num_nodes(), 0)).total);
-    for (std::size_t i = 1; i < energies.size(); ++i) EXPECT_LE(energies[i], energies[i - 1]) << "cycle " << i + 1;
-    EXPECT_EQ(energies.back(), gpu.energy) << "the last cycle's energy is not the reference evaluator's";
+    const Result gpu = test::SolveWatchingTheEnergy(c, Options(c));
+    if (!gpu.ok) continue;
     worst = std::max(worst, ExpectNoExpansionHelpsAndNearTheCpu(c, gpu.labels, gpu.energy));
     ++cases;
   }
@@ -454,30 +381,13 @@ TEST(CudaExpansion, SmallBadInputsGiveClearMessages) {
 
 TEST(CudaExpansion, RegisteredForExpansionOnTheGpu) {
   MRF_SKIP_WITHOUT_CUDA();
-  EXPECT_EQ(Registry::Global().Choose("auto", Algorithm::kExpansion, Device::kCuda).name, "cuda-expansion");
-  EXPECT_EQ(Registry::Global().Choose("auto", Algorithm::kExpansion, Device::kAuto).name, "cuda-expansion");
-  std::mt19937_64 rng(10);
-  const Model m = test::RandomModel(rng, Topology::Grid2D(50, 40, 4), 4, 1000,
-                                    Pairwise{PairwiseKind::kTruncatedLinear, 40, 2, {}}, 3);
-  SolveOptions o;
-  o.algorithm = Algorithm::kExpansion;
-  o.device = Device::kCuda;
-  const Result r = Solve(m, o);
-  ASSERT_TRUE(r.ok) << r.message;
-  EXPECT_EQ(r.backend_used, "cuda-expansion");
-  EXPECT_GT(r.iterations, 0);
-  EXPECT_EQ(static_cast<std::int64_t>(r.log.size()), r.iterations);
-  EXPECT_EQ(r.log.back().energy, r.energy);
-  EXPECT_GE(r.timings.solve_ms, 0);
-  EXPECT_NE(r.message.find("loop on the device"), std::string::npos) << r.message;
+  test::ExpectChosenForTheGpu("cuda-expansion", Algorithm::kExpansion);
 }
 
 // The Middlebury problems of BENCHMARKS.md section 1, when the images are present.
 void Middlebury(const std::string& name, Energy reference, bool truncate) {
-  const std::string left = test::SharedDataPath("middlebury/" + name + "-imL.png");
-  const std::string right = test::SharedDataPath("middlebury/" + name + "-imR.png");
-  if (left.empty() || right.empty()) GTEST_SKIP() << "Middlebury " << name << " images not found";
-  const Model model = BuildStereoModel(LoadImage(left, 3), LoadImage(right, 3), StereoParams::Preset(name));
+  Model model;
+  if (!test::LoadMiddlebury(name, &model)) GTEST_SKIP() << "Middlebury " << name << " images not found";
   SolveOptions o;
   o.solver = "cuda-expansion";
   o.max_iterations = 500;

@@ -24,11 +24,8 @@
 namespace mrf {
 namespace {
 
-struct Case {
-  Model model;
-  bool truncate = false;
-  std::string name;
-};
+using Case = test::MoveCase;
+using test::GpuRun;
 
 Pairwise MakePairwise(std::mt19937_64& rng, int which, Label labels) {
   Pairwise p;
@@ -57,34 +54,7 @@ Pairwise MakePairwise(std::mt19937_64& rng, int which, Label labels) {
 
 // Random grid models; `scale` 0 is tiny (for compute-sanitizer), 1 small, 2 medium.
 std::vector<Case> RandomCases(std::uint64_t seed, int count, int scale) {
-  std::mt19937_64 rng(seed);
-  std::vector<Case> cases;
-  auto size = [&](int lo, int spread) { return lo + static_cast<int>(rng() % static_cast<std::uint64_t>(spread)); };
-  for (int i = 0; i < count; ++i) {
-    const int shape = i % 3;
-    Topology t;
-    if (scale == 0)
-      t = shape == 0 ? Topology::Grid2D(size(5, 30), size(3, 20), 4)
-          : shape == 1 ? Topology::Grid2D(size(5, 20), size(3, 12), 8)
-                       : Topology::Grid3D(size(3, 6), size(3, 5), size(2, 4));
-    else if (scale == 1)
-      t = shape == 0 ? Topology::Grid2D(size(20, 60), size(10, 50), 4)
-          : shape == 1 ? Topology::Grid2D(size(15, 40), size(10, 30), 8)
-                       : Topology::Grid3D(size(6, 10), size(5, 10), size(4, 8));
-    else
-      t = shape == 0 ? Topology::Grid2D(size(90, 80), size(60, 70), 4)
-          : shape == 1 ? Topology::Grid2D(size(60, 50), size(40, 50), 8)
-                       : Topology::Grid3D(size(16, 10), size(16, 10), size(8, 8));
-    const Label labels = 2 + static_cast<Label>(rng() % 5);
-    const Cost max_weight = i % 2 ? 4 : 1;
-    Case c;
-    c.model = test::RandomModel(rng, t, labels, 5000, MakePairwise(rng, i / 3, labels), max_weight);
-    c.truncate = !FindNonSubmodularMoveTerm(c.model, /*expansion=*/false).empty();
-    c.name = t.Describe() + ", " + std::to_string(labels) + " labels, " + ToString(c.model.pairwise.kind) + ", case " +
-             std::to_string(i);
-    cases.push_back(std::move(c));
-  }
-  return cases;
+  return test::GpuMoveCases(seed, count, scale, MakePairwise, /*expansion=*/false);
 }
 
 SolveOptions Options(const Case& c, LabelOrder order = LabelOrder::kSequential) {
@@ -96,18 +66,8 @@ SolveOptions Options(const Case& c, LabelOrder order = LabelOrder::kSequential) 
   return o;
 }
 
-struct GpuRun {
-  Result result;
-  Energy energy = -1;
-  CudaExpansionStats stats;
-};
-
-GpuRun RunGpu(const Model& model, const SolveOptions& options, CudaExpansionTuning tuning) {
-  tuning.check_energy = true;  // every cycle's tracked energy against EvaluateEnergy
-  GpuRun run;
-  RunCudaSwap(model, options, &run.result, tuning, &run.stats);
-  run.energy = EvaluateEnergy(model, run.result.labels).total;
-  return run;
+GpuRun RunGpu(const Model& model, const SolveOptions& options, const CudaExpansionTuning& tuning) {
+  return test::RunGpuMoves(RunCudaSwap, model, options, tuning);
 }
 
 std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
@@ -153,13 +113,8 @@ void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,
           EXPECT_EQ(g.stats.loop, "device") << "the conditional CUDA graph did not run";
         EXPECT_EQ(g.stats.kept_graphs, 0);
         EXPECT_EQ(g.stats.stopped_early, 0) << "cuda-swap's max-flows are exact unless early_cycles asks otherwise";
-        EXPECT_EQ(g.result.labels, twin.labels) << "labels differ from the CPU twin's";
         EXPECT_EQ(g.result.labels, cpu.labels) << "labels differ from cpu-swap's";
-        ASSERT_EQ(g.result.log.size(), twin.cycle_energies.size()) << g.result.message;
-        for (std::size_t i = 0; i < twin.cycle_energies.size(); ++i)
-          EXPECT_EQ(g.result.log[i].energy, twin.cycle_energies[i]) << "cycle " << i + 1;
-        EXPECT_EQ(g.result.log.back().energy, g.energy);
-        EXPECT_NE(g.result.message.find("converged"), std::string::npos) << g.result.message;
+        test::ExpectTheTwinsCycles(g, twin);
       }
     }
   }
@@ -182,34 +137,11 @@ TEST(CudaSwap, NeverRaisesTheEnergyAndEndsWhereNoSwapHelps) {
   double worst = 0;
   for (const Case& c : RandomCases(4, 12, 2)) {
     SCOPED_TRACE(c.name);
-    std::vector<Energy> energies;
-    SolveOptions options = Options(c);
-    options.callback = [&energies](const IterationRecord& r) {
-      energies.push_back(r.energy);
-      return true;
-    };
-    const Result gpu = Solve(c.model, options);
-    ASSERT_TRUE(gpu.ok) << gpu.message;
-    EXPECT_EQ(gpu.backend_used, "cuda-swap");
-    ASSERT_FALSE(energies.empty());
-    EXPECT_LE(energies.front(), EvaluateEnergy(c.model, Labeling(c.model.num_nodes(), 0)).total);
-    for (std::size_t i = 1; i < energies.size(); ++i) EXPECT_LE(energies[i], energies[i - 1]) << "cycle " << i + 1;
-    EXPECT_EQ(energies.back(), gpu.energy) << "the last cycle's energy is not the reference evaluator's";
+    const Result gpu = test::SolveWatchingTheEnergy(c, Options(c));
+    if (!gpu.ok) continue;
     SolveOptions cpu_options = Options(c);
     cpu_options.solver = "cpu-swap";
-    if (!c.truncate) {  // cpu-swap from the GPU's labels: one cycle tries every swap move exactly
-      SolveOptions again = cpu_options;
-      again.initial_labels = gpu.labels;
-      again.max_iterations = 1;
-      const Result check = Solve(c.model, again);
-      ASSERT_TRUE(check.ok) << check.message;
-      EXPECT_EQ(check.energy, gpu.energy) << "a swap move still lowers the energy";
-    }
-    const Result cpu = Solve(c.model, cpu_options);
-    ASSERT_TRUE(cpu.ok) << cpu.message;
-    const double gap = static_cast<double>(gpu.energy - cpu.energy) / static_cast<double>(cpu.energy);
-    EXPECT_LE(std::abs(gap), 0.005) << "GPU " << gpu.energy << ", CPU " << cpu.energy;
-    worst = std::max(worst, std::abs(gap));
+    worst = std::max(worst, test::ExpectNoMoveHelpsAndNearTheCpu(c, cpu_options, gpu.labels, gpu.energy));
     ++cases;
   }
   std::printf("cuda-swap vs cpu-swap on %d models: largest energy difference %.4f%%\n", cases, 100 * worst);
@@ -277,31 +209,15 @@ TEST(CudaSwap, SmallBadInputsGiveClearMessagesAndAutoFallsBack) {
 
 TEST(CudaSwap, RegisteredForSwapOnTheGpu) {
   MRF_SKIP_WITHOUT_CUDA();
-  EXPECT_EQ(Registry::Global().Choose("auto", Algorithm::kSwap, Device::kCuda).name, "cuda-swap");
-  EXPECT_EQ(Registry::Global().Choose("auto", Algorithm::kSwap, Device::kAuto).name, "cuda-swap");
-  std::mt19937_64 rng(10);
-  const Model m = test::RandomModel(rng, Topology::Grid2D(50, 40, 4), 4, 1000,
-                                    Pairwise{PairwiseKind::kTruncatedLinear, 40, 2, {}}, 3);
-  SolveOptions o;
-  o.algorithm = Algorithm::kSwap;
-  o.device = Device::kCuda;
-  const Result r = Solve(m, o);
-  ASSERT_TRUE(r.ok) << r.message;
-  EXPECT_EQ(r.backend_used, "cuda-swap");
-  EXPECT_GT(r.iterations, 0);
-  EXPECT_EQ(static_cast<std::int64_t>(r.log.size()), r.iterations);
-  EXPECT_EQ(r.log.back().energy, r.energy);
-  EXPECT_NE(r.message.find("loop on the device"), std::string::npos) << r.message;
+  const Result r = test::ExpectChosenForTheGpu("cuda-swap", Algorithm::kSwap);
   EXPECT_NE(r.message.find("no swap move lowers the energy"), std::string::npos) << r.message;
 }
 
 // The Middlebury problems of BENCHMARKS.md section 1, when the images are present: cpu-swap
 // reproduces the reference swap energies exactly, and so must cuda-swap (the same moves and cuts).
 void Middlebury(const std::string& name, Energy reference) {
-  const std::string left = test::SharedDataPath("middlebury/" + name + "-imL.png");
-  const std::string right = test::SharedDataPath("middlebury/" + name + "-imR.png");
-  if (left.empty() || right.empty()) GTEST_SKIP() << "Middlebury " << name << " images not found";
-  const Model model = BuildStereoModel(LoadImage(left, 3), LoadImage(right, 3), StereoParams::Preset(name));
+  Model model;
+  if (!test::LoadMiddlebury(name, &model)) GTEST_SKIP() << "Middlebury " << name << " images not found";
   SolveOptions o;
   o.solver = "cuda-swap";
   o.max_iterations = 500;

@@ -91,6 +91,28 @@ struct TwinState {
   std::vector<std::uint32_t> r;  // [d * N + v]
 };
 
+// A fresh graph of `move` for `labels` as every node's BuildNode writes it into `s`: netted terminal
+// capacities and residuals per direction. Returns the truncated terms.
+template <int D>
+std::int64_t BuildMoveState(const TwinGrid& g, const Model& m, const xp::MoveCosts& costs, const xp::Move& move,
+                            const Labeling& labels, TwinState* s) {
+  const std::int64_t n = g.n();
+  s->x.assign(n, 0);
+  s->r.assign(n * D, 0);
+  std::int64_t truncated = 0;
+  int nl[D];
+  std::int32_t w[D];
+  std::uint32_t r[D];
+  for (std::int64_t v = 0; v < n; ++v) {
+    Gather<D>(g, m, labels, v, nl, w);
+    const Label l = labels[v];
+    truncated += xp::BuildNode<D>(costs, move, l, m.unary_cost(v, move.Source(l)), m.unary_cost(v, move.Sink(l)), nl,
+                                  w, &s->x[v], r);
+    for (int d = 0; d < D; ++d) s->r[d * n + v] = r[d];
+  }
+  return truncated;
+}
+
 template <int D>
 class MoveTwin {
  public:
@@ -187,21 +209,7 @@ class MoveTwin {
 
   // A fresh graph of `move` for `labels`; returns the truncated terms.
   std::int64_t Build(const xp::Move& move, const Labeling& labels, TwinState* s) const {
-    const std::int64_t n = g_.n();
-    s->x.assign(n, 0);
-    s->r.assign(n * D, 0);
-    std::int64_t truncated = 0;
-    int nl[D];
-    std::int32_t w[D];
-    std::uint32_t r[D];
-    for (std::int64_t v = 0; v < n; ++v) {
-      Gather<D>(g_, m_, labels, v, nl, w);
-      const Label l = labels[v];
-      truncated += xp::BuildNode<D>(costs_, move, l, m_.unary_cost(v, move.Source(l)), m_.unary_cost(v, move.Sink(l)),
-                                    nl, w, &s->x[v], r);
-      for (int d = 0; d < D; ++d) s->r[d * n + v] = r[d];
-    }
-    return truncated;
+    return BuildMoveState<D>(g_, m_, costs_, move, labels, s);
   }
 
   // Whether `s` is a valid preflow of the graph of `move` for `labels`: residuals of each edge sum
