@@ -160,19 +160,19 @@ std::size_t PushRelabelEngine::MemoryBytes() const {
   return WorkspaceBytes() + sink_caps_.capacity() * 8;
 }
 
-pr::TileLayout PushRelabelEngine::MakeLayout(const Topology& topology) const {
+pr::TileLayout PushRelabelTuning::Layout(const Topology& topology) const {
   pr::TileLayout layout;
   layout.kind = static_cast<int>(topology.kind());
   layout.width = topology.width();
   layout.height = topology.height();
   layout.depth = topology.depth();
   if (layout.kind == pr::kKindGrid3D6) {
-    layout.tile_x = tuning_.tile3d_x;
-    layout.tile_y = tuning_.tile3d_y;
-    layout.tile_z = tuning_.tile3d_z;
+    layout.tile_x = tile3d_x;
+    layout.tile_y = tile3d_y;
+    layout.tile_z = tile3d_z;
   } else {
-    layout.tile_x = tuning_.tile_x;
-    layout.tile_y = tuning_.tile_y;
+    layout.tile_x = tile_x;
+    layout.tile_y = tile_y;
     layout.tile_z = 1;
   }
   layout.tiles_x = (layout.width + layout.tile_x - 1) / layout.tile_x;
@@ -268,7 +268,7 @@ void PushRelabelEngine::PrepareAhead(const Topology& topology) {
   // Not after a solve: a workspace for another shape would replace the state a Resolve() builds on.
   if (solved_ || !PreparingAheadPays() || prepare_ahead_.valid() || !CannotSolve(topology).empty()) return;
   try {
-    prepare_ahead_ = std::async(std::launch::async, [this, layout = MakeLayout(topology)] { Prepare(layout); });
+    prepare_ahead_ = std::async(std::launch::async, [this, layout = tuning_.Layout(topology)] { Prepare(layout); });
   } catch (const std::system_error&) {
     // No thread to be had: the solve prepares as it always did.
   }
@@ -289,7 +289,7 @@ void PushRelabelEngine::Solve(const StGraph& graph, Result* out) {
   WaitForPrepareAhead();  // then Prepare() below finds the workspace made, or fails as the ahead one did
   ClearStop();
   solved_ = false;
-  layout_ = MakeLayout(graph.topology());
+  layout_ = tuning_.Layout(graph.topology());
   cut_labels_.Start(static_cast<std::size_t>(layout_.num_nodes));
   Prepare(layout_);
   PrepareHost(graph);
@@ -303,7 +303,7 @@ void PushRelabelEngine::Solve(const StGraph& graph, Result* out) {
 void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   WaitForPrepareAhead();  // a Prepare() for another shape may be running: it must end before the state is read
   ClearStop();
-  const pr::TileLayout layout = MakeLayout(graph.topology());
+  const pr::TileLayout layout = tuning_.Layout(graph.topology());
   if (!solved_ || graph.changes().structure_changed || layout.kind != layout_.kind || layout.width != layout_.width ||
       layout.height != layout_.height || layout.depth != layout_.depth) {
     Solve(graph, out);
@@ -526,7 +526,7 @@ void PushRelabelEngine::RunForTest(const StGraph& graph, int push_rounds) {
   const std::string cannot = CannotSolve(graph.topology());
   if (!cannot.empty()) throw Error(name() + " cannot solve this graph: " + cannot);
   solved_ = false;
-  layout_ = MakeLayout(graph.topology());
+  layout_ = tuning_.Layout(graph.topology());
   WaitForPrepareAhead();
   Prepare(layout_);
   PrepareHost(graph);

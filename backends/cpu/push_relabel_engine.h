@@ -117,6 +117,8 @@ struct PushRelabelTuning {
   void Parse(const std::string& overrides);
   /// The defaults with the overrides of the environment variable MRF_PR_TUNING, if set.
   static PushRelabelTuning FromEnvironment();
+  /// The tiling of a grid `topology` by this tuning's tile sizes (2-D or 3-D).
+  pr::TileLayout Layout(const Topology& topology) const;
 };
 
 /// What the last solve did (for logs and benchmarks).
@@ -291,7 +293,6 @@ class PushRelabelEngine : public MaxFlowEngine {
 
  private:
   mutable std::future<void> prepare_ahead_;  // PrepareAhead()'s Prepare(); waited for by const readers too
-  pr::TileLayout MakeLayout(const Topology& topology) const;
   void PrepareHost(const StGraph& graph);
   [[noreturn]] void ThrowTooLarge(const StGraph& graph, NodeId v) const;  ///< node v's weight is above 2^62
   /// The push / relabel loop; a re-solve starts with push rounds from the kept heights, and with

@@ -198,20 +198,8 @@ class Runner {
   void MakeLayout() {
     const Topology& topo = m_.topology;
     const PushRelabelTuning& pr = t_.push_relabel;
-    pr::TileLayout& L = layout_;
-    L.kind = static_cast<int>(topo.kind());
-    L.width = topo.width();
-    L.height = topo.height();
-    L.depth = topo.depth();
-    const bool three_d = L.kind == pr::kKindGrid3D6;
-    L.tile_x = three_d ? pr.tile3d_x : pr.tile_x;
-    L.tile_y = three_d ? pr.tile3d_y : pr.tile_y;
-    L.tile_z = three_d ? pr.tile3d_z : 1;
-    L.tiles_x = (L.width + L.tile_x - 1) / L.tile_x;
-    L.tiles_y = (L.height + L.tile_y - 1) / L.tile_y;
-    L.tiles_z = (L.depth + L.tile_z - 1) / L.tile_z;
-    L.num_nodes = topo.num_nodes();
-    L.inf = static_cast<int>(L.num_nodes + 1);
+    layout_ = pr.Layout(topo);
+    const pr::TileLayout& L = layout_;
     n_ = L.num_nodes;
     labels_ = m_.num_labels;
     moves_ = kind_ == xp::kSwapMove ? std::int64_t{labels_} * (labels_ - 1) / 2 : labels_;
