@@ -38,6 +38,8 @@ bool PushRelabelTuning::IsValid(std::string* error) const {
                 ")");
   if (rounds_per_global_relabel < 1 || rounds_per_global_relabel > 512)
     return fail("rounds_per_global_relabel must be in 1..512 (got " + std::to_string(rounds_per_global_relabel) + ")");
+  if (resolve_push_rounds < -1 || resolve_push_rounds > 512)
+    return fail("resolve_push_rounds must be -1 or in 0..512 (got " + std::to_string(resolve_push_rounds) + ")");
   if (bfs_check_every < 2 || bfs_check_every > 512 || bfs_check_every % 2 != 0)
     return fail("bfs_check_every must be even and in 2..512 (got " + std::to_string(bfs_check_every) + ")");
   if (max_push_rounds < 0) return fail("max_push_rounds must not be negative");
@@ -56,7 +58,9 @@ std::string PushRelabelTuning::Describe() const {
   s << "tile " << tile_x << "x" << tile_y << " (3-D " << tile3d_x << "x" << tile3d_y << "x" << tile3d_z << "), "
     << local_iterations << " local iterations (" << resolve_local_iterations
     << " in a re-solve's first push rounds), global relabel every " << rounds_per_global_relabel
-    << " push rounds, BFS batches of " << bfs_check_every << " rounds, CUDA graphs "
+    << " push rounds"
+    << (resolve_push_rounds >= 0 ? " (" + std::to_string(resolve_push_rounds) + " before a re-solve's first check)" : "")
+    << ", BFS batches of " << bfs_check_every << " rounds, CUDA graphs "
     << (cuda_graphs ? "on" : "off") << (fused_bfs_start ? ", fused BFS start" : "")
     << (incremental_relabel == 0   ? ", full relabels"
         : incremental_relabel == 1 ? ", incremental relabels in re-solves"
@@ -102,6 +106,7 @@ const NamedSetting<T> kTuningNames[] = {
     {"local_iterations", ReadInteger<&T::local_iterations>},
     {"resolve_local_iterations", ReadInteger<&T::resolve_local_iterations>},
     {"rounds_per_global_relabel", ReadInteger<&T::rounds_per_global_relabel>},
+    {"resolve_push_rounds", ReadInteger<&T::resolve_push_rounds>},
     {"bfs_check_every", ReadInteger<&T::bfs_check_every>},
     {"cuda_graphs", ReadFlag<&T::cuda_graphs>},
     {"fused_bfs_start", ReadFlag<&T::fused_bfs_start>},
@@ -543,9 +548,11 @@ void PushRelabelEngine::RunLoop(Result* out, int max_push_rounds, bool resolve, 
   // they guide the flow of the changed nodes at once, and the relabels after start from them.
   bool full = resolve ? tuning_.incremental_relabel == 0 : true;
   if (resolve) {
-    Cycle(tuning_.rounds_per_global_relabel, tuning_.resolve_local_iterations, Relabel::kNone,
-          /*wait=*/!certify_first);
-    stats_.push_rounds += tuning_.rounds_per_global_relabel;
+    const int first_rounds =
+        tuning_.resolve_push_rounds < 0 ? tuning_.rounds_per_global_relabel : tuning_.resolve_push_rounds;
+    if (first_rounds > 0)
+      Cycle(first_rounds, tuning_.resolve_local_iterations, Relabel::kNone, /*wait=*/!certify_first);
+    stats_.push_rounds += first_rounds;
     // After local fills, the push rounds often leave a state that the certificate proves optimal
     // once the nodes they left without support have risen: no global relabel is needed then.
     if (certify_first) {

@@ -52,6 +52,10 @@ struct PushRelabelTuning {
   /// and edits of edge capacities take it untested for speed (their results stay exact).
   int resolve_local_iterations = 16;
   int rounds_per_global_relabel = 2;  ///< Push rounds between two global relabels (one cycle).
+  /// Push rounds a re-solve runs from the kept heights before its first check or relabel; -1: as
+  /// many as rounds_per_global_relabel. 0 goes from the fills straight to settling and the
+  /// certificate (local_resolve = 3), or to the relabels.
+  int resolve_push_rounds = -1;
   int bfs_check_every = 8;     ///< BFS rounds per batch before the host checks convergence (even).
   bool cuda_graphs = false;    ///< cuda-pr: replay each batch of launches as one CUDA graph (measured no faster).
   /// cuda-pr: the first BFS round of a global relabel computes the starting distances itself

@@ -235,6 +235,27 @@ TEST(PushRelabelLocal, SettlingWithOneHopStillEqualsBoostAndFreshSolves) {
   EXPECT_GT(counts.local, 0) << "no re-solve was certified with one settling hop";
 }
 
+// No push round between the fills and the certificate (settling and the repairs of the failing nodes do
+// the rest), and one: re-solves must still equal Boost and a fresh solve, and some are certified.
+TEST(PushRelabelLocal, FewerPushRoundsBeforeTheCertificateStillEqualBoostAndFreshSolves) {
+  for (const char* tuning : {"local_resolve=3,resolve_push_rounds=0", "local_resolve=3,resolve_push_rounds=1"}) {
+    const ResolveCounts counts = CheckResolvesWith(tuning, 25);
+    std::printf("%s: certified %d (%d after repairs), went on with relabels %d\n", tuning, counts.local,
+                counts.repaired, counts.fallback);
+    EXPECT_GT(counts.local, 0) << tuning << ": no re-solve was certified";
+  }
+  // Without the certificate the re-solve goes straight to the relabels.
+  const ResolveCounts plain = CheckResolvesWith("local_resolve=0,resolve_push_rounds=0", 26);
+  EXPECT_EQ(plain.local, 0);
+  PushRelabelTuning t;
+  EXPECT_EQ(t.resolve_push_rounds, -1);
+  EXPECT_EQ(t.Describe().find("before a re-solve's first check"), std::string::npos) << t.Describe();
+  t.Parse("resolve_push_rounds=0");
+  EXPECT_NE(t.Describe().find("(0 before a re-solve's first check)"), std::string::npos) << t.Describe();
+  EXPECT_THROW(t.Parse("resolve_push_rounds=-2"), Error);
+  EXPECT_THROW(t.Parse("resolve_push_rounds=513"), Error);
+}
+
 // Re-solves certified after repairs of the nodes failing the certificate (whose second check covers
 // only the region of the repairs) leave states that pass it on every node.
 TEST(PushRelabelLocal, StatesCertifiedAfterRepairsPassTheCertificateOnEveryNode) {

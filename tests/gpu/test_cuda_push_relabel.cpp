@@ -601,7 +601,8 @@ TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
   MRF_SKIP_WITHOUT_CUDA();
   // none; repairs and certificate; fills only, then the usual re-solve; fills and push rounds, then
   // the certificate, without and with (the default) repairs of the nodes that fail it, and with
-  // settling cut short after two hops a tile (more tiles searched for regions cut off from the sink)
+  // settling cut short after two hops a tile (more tiles searched for regions cut off from the sink),
+  // and with no or one push round between the fills and the certificate
   struct Mode {
     int local_resolve;
     bool repairs;
@@ -609,7 +610,9 @@ TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
   };
   for (const Mode mode : {Mode{0, false, "local_resolve=0"}, Mode{1, false, "local_resolve=1"},
                           Mode{2, false, "local_resolve=2"}, Mode{3, false, "local_resolve=3,repair_violations=0"},
-                          Mode{3, true, "local_resolve=3"}, Mode{3, true, "local_resolve=3,settle_hops=2"}}) {
+                          Mode{3, true, "local_resolve=3"}, Mode{3, true, "local_resolve=3,settle_hops=2"},
+                          Mode{3, true, "local_resolve=3,resolve_push_rounds=0"},
+                          Mode{3, true, "local_resolve=3,resolve_push_rounds=1"}}) {
     const ScopedEnv tuning("MRF_PR_TUNING", mode.tuning);
     const int m = mode.local_resolve;
     int local = 0, fallback = 0, repaired = 0;
@@ -658,6 +661,7 @@ TEST(CudaPushRelabel, ResidualMasksAreCurrentOutsideTouchedTiles) {
          t->tile3d_y = t->tile3d_z = 4;
        }},
       {0, "local_resolve=0", [](PushRelabelTuning*) {}},
+      {3, "resolve_push_rounds=0", [](PushRelabelTuning* t) { t->resolve_push_rounds = 0; }},
   };
   int certified = 0, resolves = 0, after_repairs = 0;
   for (const Case& c : cases)
