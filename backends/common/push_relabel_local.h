@@ -118,7 +118,8 @@ MRF_UNROLL
 /// tuning's settle_hops). A region still rising after them may be cut off from the sink: see AliveStep.
 constexpr int kSettleHops = 32;
 /// Passes of settling over the tiles, all colours each: a tile's heights may rise after its
-/// neighbours have settled (and regions cut off across two tiles are found one tile after the other).
+/// neighbours have settled (and regions cut off across two tiles are found one tile after the other);
+/// the tuning's settle_passes.
 constexpr int kSettlePasses = 2;
 
 /// Regions cut off from the sink, found inside one tile. A tile node is alive when it has residual

@@ -47,6 +47,8 @@ bool PushRelabelTuning::IsValid(std::string* error) const {
     return fail("local_resolve must be -1, 0, 1, 2 or 3 (got " + std::to_string(local_resolve) + ")");
   if (settle_hops < 1 || settle_hops > 4096)
     return fail("settle_hops must be in 1..4096 (got " + std::to_string(settle_hops) + ")");
+  if (settle_passes < 1 || settle_passes > 16)
+    return fail("settle_passes must be in 1..16 (got " + std::to_string(settle_passes) + ")");
   if (repair_violations < 0) return fail("repair_violations must not be negative (got " + std::to_string(repair_violations) + ")");
   if (incremental_relabel < 0 || incremental_relabel > 2)
     return fail("incremental_relabel must be 0, 1 or 2 (got " + std::to_string(incremental_relabel) + ")");
@@ -72,7 +74,8 @@ std::string PushRelabelTuning::Describe() const {
         : local_resolve == 3 ? ", local fills and push rounds checked by the certificate before re-solves"
                              : "")
     << (repair_violations == 0 ? ", no repairs after a failed certificate" : "")
-    << (settle_hops != pr::kSettleHops ? ", " + std::to_string(settle_hops) + " settling hops" : std::string());
+    << (settle_hops != pr::kSettleHops ? ", " + std::to_string(settle_hops) + " settling hops" : std::string())
+    << (settle_passes != pr::kSettlePasses ? ", " + std::to_string(settle_passes) + " settling passes" : std::string());
   if (max_push_rounds) s << ", stop after " << max_push_rounds << " rounds";
   if (trace) s << ", device timeline traced";
   return s.str();
@@ -116,6 +119,7 @@ const NamedSetting<T> kTuningNames[] = {
     {"local_resolve", ReadInteger<&T::local_resolve>},
     {"repair_violations", ReadInteger<&T::repair_violations>},
     {"settle_hops", ReadInteger<&T::settle_hops>},
+    {"settle_passes", ReadInteger<&T::settle_passes>},
     {"max_push_rounds", ReadInteger<&T::max_push_rounds>},
     {"trace", ReadFlag<&T::trace>},
 };

@@ -105,6 +105,10 @@ struct PushRelabelTuning {
   /// searched (pr::kSettleHops by default). Fewer hops end a visit sooner and send more tiles to that
   /// search; the heights and the certificate's verdict come out valid either way.
   int settle_hops = pr::kSettleHops;
+  /// local_resolve = 3: passes of settling over the tiles, all colours each (pr::kSettlePasses by
+  /// default). One pass leaves a tile whose neighbour rose after it to the repairs of the nodes that
+  /// fail the certificate; more passes follow such rises further.
+  int settle_passes = pr::kSettlePasses;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
   /// cuda-pr: after each solve, print its device timeline on stderr (an event after every launch and
   /// before every host wait; microseconds between them), to see where the host keeps the GPU idle.

@@ -683,7 +683,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
     return true;
   }
 
-  // Settling before the certificate (pr::SettleStep, pr::AliveStep), in kSettlePasses passes colour
+  // Settling before the certificate (pr::SettleStep, pr::AliveStep), in settle_passes passes colour
   // by colour: the first visits the tiles that changed or touch one that did, later ones the tiles
   // next to one that the pass before changed. The CUDA kernels take the same steps.
   template <int KIND>
@@ -696,7 +696,7 @@ class TbbPushRelabelEngine final : public PushRelabelEngine {
       return pr::SettleStep<D>(x, h, inf, mask, nh);
     };
     settled_.assign(L.num_tiles(), 0);
-    for (int pass = 0; pass < pr::kSettlePasses; ++pass) {
+    for (int pass = 0; pass < tuning_.settle_passes; ++pass) {
       for (int colour = 0; colour < L.num_colours(); ++colour) {
         ++stats_.launches;
         const std::vector<std::uint8_t>& near_flags = pass == 0 ? touched_ : settled_;

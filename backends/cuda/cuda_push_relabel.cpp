@@ -225,7 +225,7 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
     // Bitmasks can be stale only in tiles flagged touched. Push rounds that kept them left none
     // stale; otherwise the first pass, which visits every touched tile, stores their masks. Then
     // the later passes and the certificate read the masks, not the residuals.
-    for (int pass = 0; pass < pr::kSettlePasses; ++pass)
+    for (int pass = 0; pass < tuning_.settle_passes; ++pass)
       for (int colour = 0; colour < layout_.num_colours(); ++colour)
         Launched(cuda_pr::LaunchSettleColour(dev_, colour, pass == 0 ? dev_.touched : settled, settled,
                                              /*masks_fresh=*/pass > 0 || masks_kept_, tuning_.settle_hops,

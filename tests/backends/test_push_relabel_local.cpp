@@ -256,6 +256,23 @@ TEST(PushRelabelLocal, FewerPushRoundsBeforeTheCertificateStillEqualBoostAndFres
   EXPECT_THROW(t.Parse("resolve_push_rounds=513"), Error);
 }
 
+// One settling pass (the tiles a neighbour's rise unsettled are left to the repairs) and three:
+// re-solves must still equal Boost and a fresh solve, and some are certified.
+TEST(PushRelabelLocal, OtherSettlingPassesStillEqualBoostAndFreshSolves) {
+  for (const char* tuning : {"local_resolve=3,settle_passes=1", "local_resolve=3,settle_passes=3"}) {
+    const ResolveCounts counts = CheckResolvesWith(tuning, 27);
+    std::printf("%s: certified %d (%d after repairs), went on with relabels %d\n", tuning, counts.local,
+                counts.repaired, counts.fallback);
+    EXPECT_GT(counts.local, 0) << tuning << ": no re-solve was certified";
+  }
+  PushRelabelTuning t;
+  EXPECT_EQ(t.settle_passes, pr::kSettlePasses);
+  t.Parse("settle_passes=1");
+  EXPECT_NE(t.Describe().find("1 settling passes"), std::string::npos) << t.Describe();
+  EXPECT_THROW(t.Parse("settle_passes=0"), Error);
+  EXPECT_THROW(t.Parse("settle_passes=17"), Error);
+}
+
 // Re-solves certified after repairs of the nodes failing the certificate (whose second check covers
 // only the region of the repairs) leave states that pass it on every node.
 TEST(PushRelabelLocal, StatesCertifiedAfterRepairsPassTheCertificateOnEveryNode) {

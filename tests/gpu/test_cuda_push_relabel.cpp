@@ -602,7 +602,7 @@ TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
   // none; repairs and certificate; fills only, then the usual re-solve; fills and push rounds, then
   // the certificate, without and with (the default) repairs of the nodes that fail it, and with
   // settling cut short after two hops a tile (more tiles searched for regions cut off from the sink),
-  // and with no or one push round between the fills and the certificate
+  // with no or one push round between the fills and the certificate, and with one settling pass
   struct Mode {
     int local_resolve;
     bool repairs;
@@ -612,7 +612,8 @@ TEST(CudaPushRelabel, LocalResolvesEqualTheCpuAndFreshSolves) {
                           Mode{2, false, "local_resolve=2"}, Mode{3, false, "local_resolve=3,repair_violations=0"},
                           Mode{3, true, "local_resolve=3"}, Mode{3, true, "local_resolve=3,settle_hops=2"},
                           Mode{3, true, "local_resolve=3,resolve_push_rounds=0"},
-                          Mode{3, true, "local_resolve=3,resolve_push_rounds=1"}}) {
+                          Mode{3, true, "local_resolve=3,resolve_push_rounds=1"},
+                          Mode{3, true, "local_resolve=3,settle_passes=1"}}) {
     const ScopedEnv tuning("MRF_PR_TUNING", mode.tuning);
     const int m = mode.local_resolve;
     int local = 0, fallback = 0, repaired = 0;
@@ -662,6 +663,7 @@ TEST(CudaPushRelabel, ResidualMasksAreCurrentOutsideTouchedTiles) {
        }},
       {0, "local_resolve=0", [](PushRelabelTuning*) {}},
       {3, "resolve_push_rounds=0", [](PushRelabelTuning* t) { t->resolve_push_rounds = 0; }},
+      {3, "settle_passes=1", [](PushRelabelTuning* t) { t->settle_passes = 1; }},
   };
   int certified = 0, resolves = 0, after_repairs = 0;
   for (const Case& c : cases)
