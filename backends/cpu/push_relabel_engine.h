@@ -54,7 +54,8 @@ struct PushRelabelTuning {
   int rounds_per_global_relabel = 2;  ///< Push rounds between two global relabels (one cycle).
   /// Push rounds a re-solve runs from the kept heights before its first check or relabel; -1: as
   /// many as rounds_per_global_relabel. 0 goes from the fills straight to settling and the
-  /// certificate (local_resolve = 3), or to the relabels.
+  /// certificate (local_resolve = 3), or to the relabels. 0 and 1 left too many nodes failing the
+  /// certificate on the 1% edit at 4096 (4.2 and 3.6 against 1.3 ms, H200; docs/benchmarks.md).
   int resolve_push_rounds = -1;
   int bfs_check_every = 8;     ///< BFS rounds per batch before the host checks convergence (even).
   bool cuda_graphs = false;    ///< cuda-pr: replay each batch of launches as one CUDA graph (measured no faster).
@@ -107,7 +108,8 @@ struct PushRelabelTuning {
   int settle_hops = pr::kSettleHops;
   /// local_resolve = 3: passes of settling over the tiles, all colours each (pr::kSettlePasses by
   /// default). One pass leaves a tile whose neighbour rose after it to the repairs of the nodes that
-  /// fail the certificate; more passes follow such rises further.
+  /// fail the certificate; more passes follow such rises further. One pass was 5-12% faster on the
+  /// small edits but slower on the 1% edit at 4096 (more rounds of repairs; docs/benchmarks.md).
   int settle_passes = pr::kSettlePasses;
   int max_push_rounds = 0;     ///< Stop after this many push rounds (step-by-step tests); 0 = no limit.
   /// cuda-pr: after each solve, print its device timeline on stderr (an event after every launch and
