@@ -191,9 +191,9 @@ std::vector<Case> Cases() {
        "kolmogorov-bk)"},
       {"unknown tuning name", "mrf-bench", "--suite pushrelabel --tuning speed=9", 1,
        "push-relabel tuning: unknown name 'speed' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, "
-       "local_iterations, resolve_local_iterations, rounds_per_global_relabel, resolve_push_rounds, bfs_check_every, cuda_graphs, "
-       "fused_bfs_start, incremental_relabel, wave_relabel, wave_push, local_resolve, repair_violations, "
-       "settle_hops, settle_passes, max_push_rounds, trace)"},
+       "local_iterations, resolve_local_iterations, rounds_per_global_relabel, resolve_push_rounds, "
+       "bfs_check_every, cuda_graphs, fused_bfs_start, incremental_relabel, wave_relabel, wave_push, "
+       "local_resolve, repair_violations, settle_hops, settle_passes, max_push_rounds, trace)"},
       {"unknown option", "mrf-solve", "$D/three.mrf --fast", 2, "The following argument was not expected: --fast"},
       // ---- Options: numbers out of range ----
       {"iterations out of range", "mrf-stereo", "--iterations 0", 2, "--iterations: Value 0 not in range 1 to 1000000"},

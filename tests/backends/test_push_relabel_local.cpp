@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 #include <random>
 
 #include "backends/common/push_relabel_local.h"
@@ -235,15 +236,21 @@ TEST(PushRelabelLocal, SettlingWithOneHopStillEqualsBoostAndFreshSolves) {
   EXPECT_GT(counts.local, 0) << "no re-solve was certified with one settling hop";
 }
 
-// No push round between the fills and the certificate (settling and the repairs of the failing nodes do
-// the rest), and one: re-solves must still equal Boost and a fresh solve, and some are certified.
-TEST(PushRelabelLocal, FewerPushRoundsBeforeTheCertificateStillEqualBoostAndFreshSolves) {
-  for (const char* tuning : {"local_resolve=3,resolve_push_rounds=0", "local_resolve=3,resolve_push_rounds=1"}) {
-    const ResolveCounts counts = CheckResolvesWith(tuning, 25);
+// CheckResolvesWith each tuning (same seed): every re-solve equals Boost and a fresh solve, and some
+// are certified without relabels.
+void ExpectSomeCertifiedWithEach(std::initializer_list<const char*> tunings, std::uint64_t seed) {
+  for (const char* tuning : tunings) {
+    const ResolveCounts counts = CheckResolvesWith(tuning, seed);
     std::printf("%s: certified %d (%d after repairs), went on with relabels %d\n", tuning, counts.local,
                 counts.repaired, counts.fallback);
     EXPECT_GT(counts.local, 0) << tuning << ": no re-solve was certified";
   }
+}
+
+// No push round between the fills and the certificate (settling and the repairs of the failing nodes do
+// the rest), and one: re-solves must still equal Boost and a fresh solve, and some are certified.
+TEST(PushRelabelLocal, FewerPushRoundsBeforeTheCertificateStillEqualBoostAndFreshSolves) {
+  ExpectSomeCertifiedWithEach({"local_resolve=3,resolve_push_rounds=0", "local_resolve=3,resolve_push_rounds=1"}, 25);
   // Without the certificate the re-solve goes straight to the relabels.
   const ResolveCounts plain = CheckResolvesWith("local_resolve=0,resolve_push_rounds=0", 26);
   EXPECT_EQ(plain.local, 0);
@@ -259,12 +266,7 @@ TEST(PushRelabelLocal, FewerPushRoundsBeforeTheCertificateStillEqualBoostAndFres
 // One settling pass (the tiles a neighbour's rise unsettled are left to the repairs) and three:
 // re-solves must still equal Boost and a fresh solve, and some are certified.
 TEST(PushRelabelLocal, OtherSettlingPassesStillEqualBoostAndFreshSolves) {
-  for (const char* tuning : {"local_resolve=3,settle_passes=1", "local_resolve=3,settle_passes=3"}) {
-    const ResolveCounts counts = CheckResolvesWith(tuning, 27);
-    std::printf("%s: certified %d (%d after repairs), went on with relabels %d\n", tuning, counts.local,
-                counts.repaired, counts.fallback);
-    EXPECT_GT(counts.local, 0) << tuning << ": no re-solve was certified";
-  }
+  ExpectSomeCertifiedWithEach({"local_resolve=3,settle_passes=1", "local_resolve=3,settle_passes=3"}, 27);
   PushRelabelTuning t;
   EXPECT_EQ(t.settle_passes, pr::kSettlePasses);
   t.Parse("settle_passes=1");
