@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "backends/common/expansion_steps.h"
 #include "inference/move_graph.h"
 #include "mrf/config.h"
 #include "mrf/name_values.h"
@@ -51,6 +52,9 @@ std::string CudaExpansionTuning::Describe() const {
         : early_cycles > 0 ? ", max-flows of the first " + std::to_string(early_cycles) + " cycles stop at " +
                                mrf::NumberText(early_fraction * 100) + "% of the nodes active"
                            : ", exact max-flows")
+    << (local_changes > 0 && reuse_flow
+            ? ", re-solves of at most " + std::to_string(local_changes) + " changed nodes repaired locally first"
+            : std::string())
     << (solve_blocks ? ", " + std::to_string(solve_blocks) + " solve blocks" : std::string())
     << ", memory limit " << (memory_limit ? std::to_string(memory_limit) + " bytes" : std::string("free memory"))
     << (check_energy ? ", energy checked every cycle" : "") << (trace_moves ? ", moves traced" : "")
@@ -120,6 +124,7 @@ const NamedSetting<T> kTuningNames[] = {
     {"cooperative_launch", ReadFlag<&T::cooperative_launch>},
     {"early_cycles", ReadEarlyCycles},
     {"early_fraction", ReadNumber<&T::early_fraction>},
+    {"local_changes", ReadCount<&T::local_changes>},
     {"solve_blocks", ReadCount<&T::solve_blocks>},
     {"memory_limit", ReadMemoryLimit},
     {"check_energy", ReadFlag<&T::check_energy>},
@@ -182,14 +187,15 @@ CudaExpansionMemory EstimateMemory(const Model& model, const CudaExpansionTuning
   const std::int64_t moves = swap ? labels * (labels - 1) / 2 : labels;
   add(n * 4);                       // labels
   add(moves * 4);                   // order
-  add(512);                         // MoveControl
-  add(moves * 128);                 // records
+  add(sizeof(xp::MoveControl));
+  add(moves * static_cast<std::int64_t>(sizeof(xp::MoveRecord)));  // records
   add(moves * 8), add(moves * 8), add(moves * 8), add(moves * 4);  // settled_at, truncated, snapshot, has_state
   if (swap) add(moves * 8), add(labels * 8);                       // pairs, label counts
   add(512);                         // grid barrier
   add(n * 8), add(n * 4), add(n * dirs * 4), add(n), add(n);  // excess, heights, residuals, masks, cut
   add(tiles), add(tiles), add(tiles), add(4 * tiles), add(tiles);  // tile flags, every tile marked
   add(64);                                                    // totals
+  if (tuning.reuse_flow && tuning.local_changes > 0) add(std::int64_t{tuning.local_changes} * 8);  // changed nodes
   m.base_bytes = bytes + buffers * kAlign + 5 * kAlign;       // + the kept graphs' five arrays' alignment
   m.per_kept_graph_bytes = n * (8 + 4 + 4 * dirs + 1 + 4);
   return m;

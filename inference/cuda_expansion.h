@@ -71,6 +71,11 @@ struct CudaExpansionTuning {
   int early_cycles = -1;
   /// The share of the nodes that may be left active when an early cycle's max-flow stops (0..1).
   double early_fraction = 0.005;
+  /// A re-solve whose update of the kept graph changed at most this many nodes (0: none) first
+  /// repairs them where they stand, as cuda-pr's local re-solves do (push_relabel_local.h), and
+  /// checks the optimality certificate around them; when it holds, no max-flow runs. Otherwise the
+  /// solve goes on from the repaired state as usual. The same cut either way.
+  int local_changes = 1024;
   /// Blocks of the persistent solve kernel; 0: one per tile, at most as many as the GPU keeps
   /// resident. 1 runs every tile in one block (for tools that serialise blocks, e.g. racecheck).
   int solve_blocks = 0;
@@ -105,7 +110,7 @@ struct CudaExpansionTuning {
   /// One line for logs and benchmark tables.
   std::string Describe() const;
   /// Applies overrides "name=value,..." (reuse_flow, update_fraction, device_loop, resolve_push_rounds,
-  /// async_relabel, fused_census, cooperative_launch, early_cycles, early_fraction, solve_blocks, memory_limit, check_energy, trace_moves, and any PushRelabelTuning name); throws mrf::Error on bad input.
+  /// async_relabel, fused_census, cooperative_launch, early_cycles, early_fraction, local_changes, solve_blocks, memory_limit, check_energy, trace_moves, and any PushRelabelTuning name); throws mrf::Error on bad input.
   void Parse(const std::string& overrides);
   /// The defaults with MRF_PR_TUNING (push-relabel names only) and then MRF_CUDA_EXPANSION_TUNING
   /// applied, if set.
@@ -120,6 +125,7 @@ struct CudaExpansionStats {
   std::int64_t resolved = 0;       ///< Moves re-solved from the label's kept graph.
   std::int64_t accepted = 0;       ///< Moves that lowered the energy.
   std::int64_t stopped_early = 0;  ///< Moves whose max-flow stopped early (CudaExpansionTuning::early_cycles).
+  std::int64_t certified_locally = 0;  ///< Re-solves certified after local repairs (CudaExpansionTuning::local_changes).
   std::int64_t relabels = 0;       ///< Global relabels of all moves.
   std::int64_t push_rounds = 0;    ///< Push rounds of all moves.
   std::int64_t bfs_rounds = 0;     ///< BFS and kill rounds of all relabels (an asynchronous rest counts as one).

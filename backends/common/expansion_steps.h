@@ -277,14 +277,21 @@ struct MoveControl {
   std::int64_t stamp_start = 0;  ///< Device clock (ns) when the move started...
   std::int64_t stamp_built = 0;  ///< ...when its graph was built...
   std::int64_t stamp_solved = 0; ///< ...when its cut was found.
+  // A re-solve's local path (the GPU's; CudaExpansionTuning::local_changes): the nodes its update
+  // changed are listed and repaired where they stand, and the certificate checked around them.
+  std::int64_t listed = 0;          ///< Nodes the re-solve's update changed (listed up to the list's size).
+  std::int64_t local_failures = 0;  ///< Repairs that gave up at their bounds.
+  std::int64_t local_bad = 0;       ///< Nodes failing the certificate after the repairs.
+  std::int64_t certified = 0;       ///< 1: the repaired state passed it, and no max-flow ran.
   std::uint32_t blocks_done[4] = {0, 0, 0, 0};  ///< Last-block counters of multi-block kernels.
 };
 
 /// What one move of a cycle did (one record per move index of the cycle).
 struct MoveRecord {
-  std::int64_t alpha = -1, beta = -1, run = 0, resolve = 0, accepted = 0, stopped = 0;
+  std::int64_t alpha = -1, beta = -1, run = 0, resolve = 0, accepted = 0, stopped = 0, certified = 0;
   std::int64_t moved = 0, delta = 0, truncated = 0, relabels = 0, push_rounds = 0, bfs_rounds = 0;
   std::int64_t stamp_start = 0, stamp_built = 0, stamp_solved = 0, stamp_done = 0;
+  std::int64_t listed = 0, local_failures = 0, local_bad = 0;  ///< The local path's (MoveControl).
 };
 
 /// Per-move bookkeeping arrays, indexed by the move's key (expansion: its label; swap: its pair),
@@ -331,6 +338,10 @@ MRF_HD bool BeginMove(MoveControl& c, const std::int32_t* order, const LabelBook
   c.relabels = 0;
   c.push_rounds = 0;
   c.bfs_rounds = 0;
+  c.listed = 0;
+  c.local_failures = 0;
+  c.local_bad = 0;
+  c.certified = 0;
   if (run && slot) book.snapshot[key] = c.nodes_changed;
   MoveRecord& rec = records[k];
   rec = MoveRecord{};
@@ -369,6 +380,10 @@ MRF_HD bool EndMove(MoveControl& c, const LabelBook& book, MoveRecord* records) 
   rec.delta = c.delta;
   rec.truncated = c.truncated;
   rec.stopped = c.stopped;
+  rec.certified = c.certified;
+  rec.listed = c.listed;
+  rec.local_failures = c.local_failures;
+  rec.local_bad = c.local_bad;
   rec.relabels = c.relabels;
   rec.push_rounds = c.push_rounds;
   rec.bfs_rounds = c.bfs_rounds;

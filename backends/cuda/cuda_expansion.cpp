@@ -213,6 +213,7 @@ class Runner {
     solve_config_.async_relabel = t_.async_relabel;
     solve_config_.fused_census = t_.fused_census;
     solve_config_.cooperative = t_.cooperative_launch;
+    solve_config_.local_changes = t_.reuse_flow ? t_.local_changes : 0;
     describe_ = topo.Describe() + ", " + std::to_string(labels_) + " labels";
     if (!cuda_pr::HasKernels(L))
       throw Error(name_ + ": no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +
@@ -233,11 +234,15 @@ class Runner {
                  "%s: cycle %lld move %lld, %s: %s%s, %s, %lld nodes moved; %lld global relabels, %lld push rounds, "
                  "%lld BFS rounds; device build %.3f ms, max-flow %.3f ms, update %.3f ms\n",
                  name_.c_str(), static_cast<long long>(cycle), static_cast<long long>(k + 1), what.c_str(),
-                 r.resolve ? "re-solved" : "fresh", r.stopped ? " (stopped early)" : "", r.accepted ? "accepted" : "rejected",
+                 r.certified ? "re-solved locally (certified)" : r.resolve ? "re-solved" : "fresh", r.stopped ? " (stopped early)" : "", r.accepted ? "accepted" : "rejected",
                  static_cast<long long>(r.moved),
                  static_cast<long long>(r.relabels), static_cast<long long>(r.push_rounds),
                  static_cast<long long>(r.bfs_rounds), StampMs(r.stamp_start, r.stamp_built),
                  StampMs(r.stamp_built, r.stamp_solved), StampMs(r.stamp_solved, r.stamp_done));
+    if (r.resolve && t_.local_changes > 0)
+      std::fprintf(stderr, "%s:   local path: %lld nodes changed (at most %d repaired), %lld repairs gave up, %lld nodes failed the certificate\n",
+                   name_.c_str(), static_cast<long long>(r.listed), t_.local_changes,
+                   static_cast<long long>(r.local_failures), static_cast<long long>(r.local_bad));
   }
 
   // Cuts every buffer from `arena` (null: only counts) with `slots` kept graphs; returns the bytes.
@@ -280,6 +285,8 @@ class Runner {
     e_.slot_r = a.Take<std::uint32_t>(slots * n * dirs_);
     e_.slot_mask = a.Take<std::uint8_t>(slots * n);
     e_.slot_built = a.Take<std::int32_t>(slots * n);
+    e_.changed_capacity = solve_config_.local_changes;
+    e_.changed_nodes = e_.changed_capacity > 0 ? a.Take<std::int64_t>(e_.changed_capacity) : nullptr;
     dev_.layout = layout_;
     e_.num_labels = labels_;
     e_.reuse = t_.reuse_flow && slots > 0 ? 1 : 0;
@@ -427,6 +434,8 @@ class Runner {
   void EnqueueMove(cudaStream_t s, const Steering& steer) {
     Launched(cuda_xp::LaunchMoveStart(e_, steer, s), "MoveStart");
     Launched(cuda_xp::LaunchBuild(e_, dev_, s), "Build");
+    Launched(cuda_xp::LaunchLocalRepairs(e_, dev_, solve_config_, s), "LocalRepairs");
+    Launched(cuda_xp::LaunchLocalCertificate(e_, dev_, solve_config_, s), "LocalCertificate");
     Launched(cuda_xp::LaunchSolve(e_, dev_, solve_config_, solve_blocks_, s), "Solve");
     Launched(cuda_xp::LaunchDelta(e_, dev_, s), "Delta");
     Launched(cuda_xp::LaunchCommit(e_, dev_, s), "Commit");
@@ -569,7 +578,7 @@ class Runner {
                     std::to_string(host_ctl_->max_rounds) + " rounds (" + describe_ + ")");
       // The cycle's records.
       std::int64_t run = 0, skipped = 0, resolved = 0, nodes = 0, cycle_truncations = 0, relabels = 0, pushes = 0,
-                   stopped = 0;
+                   stopped = 0, certified = 0;
       double build_ms = 0, solve_ms = 0, update_ms = 0;
       for (std::int64_t k = 0; k < moves_; ++k) {
         const xp::MoveRecord& r = host_records_[k];
@@ -581,6 +590,7 @@ class Runner {
         ++run;
         resolved += r.resolve;
         stopped += r.stopped;
+        certified += r.certified;
         nodes += r.moved;
         cycle_truncations += r.truncated;
         relabels += r.relabels;
@@ -597,6 +607,7 @@ class Runner {
       stats_->skipped += skipped;
       stats_->resolved += resolved;
       stats_->stopped_early += stopped;
+      stats_->certified_locally += certified;
       stats_->relabels += relabels;
       stats_->push_rounds += pushes;
       stats_->build_ms += build_ms;
@@ -619,6 +630,7 @@ class Runner {
                          ", " + std::to_string(skipped) + " skipped, " + std::to_string(nodes) + " nodes changed";
       if (o_.truncate_nonsubmodular) note += ", " + std::to_string(cycle_truncations) + " terms truncated";
       if (stopped) note += ", " + std::to_string(stopped) + " max-flows stopped early";
+      if (certified) note += ", " + std::to_string(certified) + " re-solves certified after local repairs";
       note += times;
       const bool go_on = control.Record(cycle, energy, note);
       // Only an exact cycle that changes nothing shows that no move lowers the energy.

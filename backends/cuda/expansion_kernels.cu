@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/expansion_kernels.h"
+#include "backends/common/push_relabel_local.h"
 #include "backends/cuda/push_relabel_tiles.cuh"
 
 namespace mrf::cuda_xp {
@@ -215,6 +216,20 @@ __global__ void __launch_bounds__(kThreads) BuildKernel(DeviceExpansion e, Devic
         s.active[tile] = 1;
         s.touched[tile] = 1;
       }
+      // The list of the local path: one atomic per warp (a cycle's early re-solves change thousands).
+      if (e.changed_nodes) {
+        const unsigned here = __activemask();
+        const unsigned lanes = __ballot_sync(here, changed);
+        if (lanes) {
+          const int lane = threadIdx.x % 32, leader = __ffs(lanes) - 1;
+          unsigned long long first = 0;
+          if (lane == leader)
+            first = atomicAdd(reinterpret_cast<unsigned long long*>(&c->listed), static_cast<unsigned long long>(__popc(lanes)));
+          first = __shfl_sync(here, first, leader);
+          const auto at = static_cast<std::int64_t>(first) + __popc(lanes & ((1u << lane) - 1u));
+          if (changed && at < e.changed_capacity) e.changed_nodes[at] = v;
+        }
+      }
     }
     s.x[v] = x;
 #pragma unroll
@@ -223,6 +238,56 @@ __global__ void __launch_bounds__(kThreads) BuildKernel(DeviceExpansion e, Devic
   truncated = BlockSum(truncated);
   if (threadIdx.x == 0 && truncated != 0) AtomicAddSigned(&c->truncated, truncated);
   if (LastBlock(&c->blocks_done[kBuildBlocks]) && threadIdx.x == 0) c->stamp_built = Now();
+}
+
+// ---- A re-solve's local path (LaunchLocalRepairs, LaunchLocalCertificate) -------------------------
+
+// Whether the move in progress takes the local path: a re-solve whose changes were all listed.
+__device__ __forceinline__ bool TakesLocalPath(const xp::MoveControl& c, const SolveConfig& cfg) {
+  return c.run && c.resolve && cfg.local_changes > 0 && c.listed <= cfg.local_changes;
+}
+
+// The listed nodes' repairs, a warp's first lane each: every repair takes its own path through the
+// code, and lanes of one warp that diverge wait for each other.
+template <int KIND>
+__global__ void __launch_bounds__(kThreads) LocalRepairKernel(DeviceExpansion e, DeviceState s, SolveConfig cfg) {
+  xp::MoveControl* c = e.ctl;
+  if (!TakesLocalPath(*c, cfg)) return;
+  if (threadIdx.x % 32 != 0) return;
+  const pr::LocalState state{s.x, s.h, s.r, s.touched, s.active, s.layout};
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  unsigned long long failed = 0;
+  for (std::int64_t i = (blockIdx.x * blockDim.x + threadIdx.x) / 32; i < c->listed; i += warps)
+    failed += pr::RepairNode<KIND, cuda_pr::DeviceLocalOps>(state, e.changed_nodes[i]) ? 0 : 1;
+  if (failed) atomicAdd(reinterpret_cast<unsigned long long*>(&c->local_failures), failed);
+}
+
+// The certificate where the update or the repairs changed something (the tiles flagged touched and
+// their neighbours; elsewhere the kept graph's solved state is as it was), the cut of every node
+// (sink side: finite height), and fresh bitmasks in the tiles checked, which the kept graph takes.
+template <int KIND>
+__global__ void __launch_bounds__(kThreads) LocalCertificateKernel(DeviceExpansion e, DeviceState s, SolveConfig cfg) {
+  constexpr int D = Dirs<KIND>::D;
+  xp::MoveControl* c = e.ctl;
+  if (!TakesLocalPath(*c, cfg) || c->local_failures != 0) return;
+  const TileLayout& L = s.layout;
+  const std::int64_t N = L.num_nodes;
+  long long bad = 0;
+  for (std::int64_t v = FirstNode(); v < N; v += NodeStride()) {
+    const int h = s.h[v];
+    s.labels[v] = pr::CutSide(h, L.inf);
+    const std::int64_t row = v / L.width, plane = row / L.height;
+    const int tx = static_cast<int>(v - row * L.width) / L.tile_x, ty = static_cast<int>(row - plane * L.height) / L.tile_y,
+              tz = static_cast<int>(plane) / L.tile_z;
+    if (!cuda_pr::FlaggedNear<KIND>(L, s.touched, tx, ty, tz)) continue;
+    std::uint32_t r[D];
+#pragma unroll
+    for (int d = 0; d < D; ++d) r[d] = s.r[d * N + v];
+    s.mask[v] = pr::ResidualMask<D>(r);
+    bad += pr::CertifiedAt<KIND>(s.x, s.h, s.r, L, v) ? 0 : 1;
+  }
+  bad = BlockSum(bad);
+  if (threadIdx.x == 0 && bad) AtomicAddSigned(&c->local_bad, bad);
 }
 
 // ---- The persistent solve kernel ----------------------------------------------------------------
@@ -349,6 +414,19 @@ __global__ void __launch_bounds__(TX* TY* TZ, SolveMinBlocks<KIND, TX, TY, TZ>()
   const int T = L.num_tiles();
   const bool resolve = c->resolve != 0;
   const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
+  if (TakesLocalPath(*c, cfg) && c->local_failures == 0 && c->local_bad == 0) {
+    // Certified after the local repairs: no active node is left, and no relabel follows to clear the
+    // tile flags, as the solve's last one does otherwise.
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < T; t += gridDim.x * blockDim.x) {
+      s.touched[t] = 0;
+      s.active[t] = 0;
+    }
+    if (lead) {
+      c->certified = 1;
+      c->stamp_solved = Now();
+    }
+    return;
+  }
   const std::int64_t max_rounds = c->max_rounds;
   const std::int64_t stop_active = c->stop_active;  // 0: solve to the maximum flow
   std::uint8_t* const a = s.dirty;
@@ -664,6 +742,18 @@ struct BuildLaunch {
   }
 };
 template <int KIND>
+struct LocalRepairLaunch {
+  static void Launch(int blocks, cudaStream_t stream, DeviceExpansion e, DeviceState s, SolveConfig cfg) {
+    LocalRepairKernel<KIND><<<blocks, kThreads, 0, stream>>>(e, s, cfg);
+  }
+};
+template <int KIND>
+struct LocalCertificateLaunch {
+  static void Launch(int blocks, cudaStream_t stream, DeviceExpansion e, DeviceState s, SolveConfig cfg) {
+    LocalCertificateKernel<KIND><<<blocks, kThreads, 0, stream>>>(e, s, cfg);
+  }
+};
+template <int KIND>
 struct DeltaLaunch {
   static void Launch(int blocks, cudaStream_t stream, DeviceExpansion e, DeviceState s) {
     DeltaKernel<KIND><<<blocks, kThreads, 0, stream>>>(e, s);
@@ -803,6 +893,20 @@ cudaError_t LaunchSolve(const DeviceExpansion& e, const DeviceState& s, const So
   cudaGetLastError();
   const SolveLaunch launch{e, s, config, blocks, stream};
   return Dispatch(s.layout, WithWaves<SolveLaunch>{launch, config.wave_relabel, config.wave_push});
+}
+
+cudaError_t LaunchLocalRepairs(const DeviceExpansion& e, const DeviceState& s, const SolveConfig& config,
+                               cudaStream_t stream) {
+  if (config.local_changes <= 0) return cudaSuccess;
+  // A warp per listed node, at most a warp per 8 of them resident (further nodes wait their turn).
+  const std::int64_t warps = (config.local_changes + 7) / 8;
+  return LaunchByKind<LocalRepairLaunch>(s.layout.kind, warps * 32, stream, e, s, config);
+}
+
+cudaError_t LaunchLocalCertificate(const DeviceExpansion& e, const DeviceState& s, const SolveConfig& config,
+                                   cudaStream_t stream) {
+  if (config.local_changes <= 0) return cudaSuccess;
+  return LaunchByKind<LocalCertificateLaunch>(s.layout.kind, s.layout.num_nodes, stream, e, s, config);
 }
 
 cudaError_t LaunchDelta(const DeviceExpansion& e, const DeviceState& s, cudaStream_t stream) {

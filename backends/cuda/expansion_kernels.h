@@ -37,6 +37,7 @@ struct SolveConfig {
   bool async_relabel = false;   ///< As CudaExpansionTuning::async_relabel.
   bool fused_census = false;    ///< As CudaExpansionTuning::fused_census.
   bool cooperative = false;     ///< As CudaExpansionTuning::cooperative_launch.
+  std::int64_t local_changes = 0;  ///< As CudaExpansionTuning::local_changes (0: no local path).
 };
 
 /// Indices into MoveControl::blocks_done (last-block detection of multi-block kernels).
@@ -61,6 +62,9 @@ struct DeviceExpansion {
   std::uint32_t* slot_r = nullptr;      ///< [(key * D + direction) * N + node]
   std::uint8_t* slot_mask = nullptr;    ///< [key * N + node]
   std::int32_t* slot_built = nullptr;   ///< [key * N + node]: the labels the kept graph was built from.
+  /// A re-solve's changed nodes (MoveControl::listed counts them), for its local path; null: none.
+  std::int64_t* changed_nodes = nullptr;
+  std::int64_t changed_capacity = 0;
   int num_labels = 0;
   int reuse = 0;                        ///< 1: moves may re-solve from kept graphs.
 };
@@ -87,6 +91,16 @@ cudaError_t LaunchBuild(const DeviceExpansion& e, const cuda_pr::DeviceState& s,
 /// runs): one per tile, at most as many as the GPU keeps resident at once (its grid barrier needs
 /// every block running). 0 when the layout has no kernel.
 int SolveBlocks(const cuda_pr::DeviceState& s, const SolveConfig& config, cudaError_t* status);
+/// A re-solve's local path, before its max-flow (SolveConfig::local_changes): when Build listed at
+/// most that many changed nodes, each is repaired where it stands (pr::RepairNode, as cuda-pr's
+/// local re-solves), then the certificate (pr::CertifiedAt) is checked in the tiles Build or the
+/// repairs flagged touched and their neighbours, the cut written and those tiles' bitmasks
+/// refreshed. When every node there passes, the state is a maximum preflow and the solve has nothing
+/// to do; otherwise it goes on from the repaired state (a valid preflow) as usual.
+cudaError_t LaunchLocalRepairs(const DeviceExpansion& e, const cuda_pr::DeviceState& s, const SolveConfig& config,
+                               cudaStream_t stream);
+cudaError_t LaunchLocalCertificate(const DeviceExpansion& e, const cuda_pr::DeviceState& s, const SolveConfig& config,
+                                   cudaStream_t stream);
 /// The move's maximum flow from the state Build left, to the end, in one persistent kernel: global
 /// relabels (incremental ones in re-solves) and push rounds until no node is active; the cut is left
 /// in s.labels, the counts in MoveControl.

@@ -246,47 +246,6 @@ __global__ void ApplyEdgeUpdatesKernel(DeviceState s, const EdgeUpdate* updates,
 
 // ---- Local re-solve (backends/common/push_relabel_local.h) --------------------------------------
 
-// The repairs' memory operations on the device: every change of excess or residual is atomic, and
-// taking never goes below zero, so repairs that meet keep a valid preflow.
-struct DeviceLocalOps {
-  // Cached in L1: a repair reads its neighbourhood again and again. A value another SM changed
-  // may be read stale; the transfers below are atomic whatever was read, and heights that come
-  // out wrong fail the certificate (or, after fills only in local_resolve = 2, are recomputed by
-  // the relabels that follow, which start from every tile a repair touched).
-  template <class T>
-  __device__ static T Load(const T* p) { return __ldca(p); }
-  template <class T>
-  __device__ static void Store(T* p, T value) { *const_cast<volatile T*>(p) = value; }
-  // Compare-and-swap from the value the repair last read (one round trip when nothing changed it;
-  // read again when that value was too small).
-  __device__ static bool Take(std::int64_t* p, std::int64_t f, std::int64_t seen) {
-    auto* q = reinterpret_cast<unsigned long long*>(p);
-    auto old = static_cast<unsigned long long>(seen < f ? Load(p) : seen);
-    for (;;) {
-      const auto value = static_cast<std::int64_t>(old);
-      if (value < f) return false;
-      const unsigned long long now = atomicCAS(q, old, static_cast<unsigned long long>(value - f));
-      if (now == old) return true;
-      old = now;
-    }
-  }
-  __device__ static bool Take(std::uint32_t* p, std::uint32_t f, std::uint32_t seen) {
-    unsigned int old = seen < f ? Load(p) : seen;
-    for (;;) {
-      if (old < f) return false;
-      const unsigned int now = atomicCAS(p, old, old - f);
-      if (now == old) return true;
-      old = now;
-    }
-  }
-  __device__ static std::int64_t Add(std::int64_t* p, std::int64_t f) {
-    return static_cast<std::int64_t>(
-               atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(f))) + f;
-  }
-  __device__ static std::uint32_t Add(std::uint32_t* p, std::uint32_t f) { return atomicAdd(p, f) + f; }
-  __device__ static void Flag(std::uint8_t* p) { *p = 1; }
-};
-
 constexpr int kRepairBlockThreads = 64;
 
 // A thread per group of one colour, its changes in order (without groups, a thread per change);

@@ -75,7 +75,8 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   CudaExpansionTuning base = CudaExpansionTuning::FromEnvironment();
   base.early_cycles = 0;  // the twin's max-flows are exact
   CudaExpansionTuning device = base, host = base, fresh = base, always = base, pushing = base, few = base, hops = base,
-                      short_tiles = base, wave_push = base, rounds = base, census = base, plain = base;
+                      short_tiles = base, wave_push = base, rounds = base, census = base, plain = base, global = base,
+                      few_listed = base;
   host.device_loop = false;
   few.solve_blocks = 3;  // several tiles per block and per round
   fresh.reuse_flow = false;
@@ -89,6 +90,9 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
   rounds.async_relabel = !base.async_relabel;  // relabels by rounds against asynchronous ones (either default)
   census.fused_census = !base.fused_census;  // the census apart and in the first push round (either default)
   plain.cooperative_launch = !base.cooperative_launch;  // cooperative and plain solve launches (either default)
+  global.local_changes = 0;                  // every re-solve runs its max-flow
+  few_listed.local_changes = 8;              // lists that overflow: those re-solves run their max-flow
+  few_listed.update_fraction = 1000;
   return {{"device loop", device},
           {"host loop", host},
           {"no kept graphs", fresh},
@@ -100,12 +104,14 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
           {"wave pushes", wave_push},
           {base.async_relabel ? "relabels in rounds" : "asynchronous relabels", rounds},
           {base.fused_census ? "census apart" : "census in the first push round", census},
-          {base.cooperative_launch ? "plain solve launches" : "cooperative solve launches", plain}};
+          {base.cooperative_launch ? "plain solve launches" : "cooperative solve launches", plain},
+          {"no local repairs", global},
+          {"local repairs of at most 8 changes, always re-solve", few_listed}};
 }
 
 void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,
                       std::vector<LabelOrder> orders = {LabelOrder::kSequential, LabelOrder::kRandom}) {
-  int resolved = 0;
+  int resolved = 0, certified = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     for (LabelOrder order : orders) {
@@ -123,11 +129,13 @@ void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,
         if (what == "device loop" && tuning.device_loop)
           EXPECT_EQ(g.stats.loop, "device") << "the conditional CUDA graph did not run";
         resolved += static_cast<int>(g.stats.resolved);
+        certified += static_cast<int>(g.stats.certified_locally);
         test::ExpectTheTwinsCycles(g, twin);
       }
     }
   }
   if (all_tunings) EXPECT_GT(resolved, 0) << "no move re-solved from a kept graph";
+  if (all_tunings) EXPECT_GT(certified, 0) << "no re-solve certified after local repairs";
 }
 
 TEST(CudaExpansion, SmallTinyModelsMatchTheCpuTwin) {

@@ -69,6 +69,12 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   EXPECT_NE(t.Describe().find("max-flows of the first 2 cycles stop at 1% of the nodes active"), std::string::npos)
       << t.Describe();
   EXPECT_NE(ErrorOf([&] { t.Parse("early_fraction=1.5"); }).find("early_fraction must be in 0..1"), std::string::npos);
+  t = CudaExpansionTuning{};  // (the failed parse left its value in place)
+  EXPECT_NE(t.Describe().find("re-solves of at most 1024 changed nodes repaired locally first"), std::string::npos)
+      << t.Describe();
+  t.Parse("local_changes=0");
+  EXPECT_EQ(t.Describe().find("repaired locally"), std::string::npos) << t.Describe();
+  EXPECT_NE(ErrorOf([&] { t.Parse("local_changes=-3"); }).find("not a non-negative integer"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("early_cycles=-1"); }).find("not a non-negative integer"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("update_fraction=1001"); }).find("update_fraction must be in 0..1000"), std::string::npos);
   EXPECT_NE(ErrorOf([&] { t.Parse("memory_limit=lots"); }).find("not a byte count"), std::string::npos);
