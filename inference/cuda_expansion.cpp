@@ -55,6 +55,7 @@ std::string CudaExpansionTuning::Describe() const {
     << (local_changes > 0 && reuse_flow
             ? ", re-solves of at most " + std::to_string(local_changes) + " changed nodes repaired locally first"
             : std::string())
+    << (stack_bytes ? ", " + std::to_string(stack_bytes) + "-byte thread stacks" : std::string())
     << (solve_blocks ? ", " + std::to_string(solve_blocks) + " solve blocks" : std::string())
     << ", memory limit " << (memory_limit ? std::to_string(memory_limit) + " bytes" : std::string("free memory"))
     << (check_energy ? ", energy checked every cycle" : "") << (trace_moves ? ", moves traced" : "")
@@ -125,6 +126,7 @@ const NamedSetting<T> kTuningNames[] = {
     {"early_cycles", ReadEarlyCycles},
     {"early_fraction", ReadNumber<&T::early_fraction>},
     {"local_changes", ReadCount<&T::local_changes>},
+    {"stack_bytes", ReadCount<&T::stack_bytes>},
     {"solve_blocks", ReadCount<&T::solve_blocks>},
     {"memory_limit", ReadMemoryLimit},
     {"check_energy", ReadFlag<&T::check_energy>},
@@ -195,7 +197,7 @@ CudaExpansionMemory EstimateMemory(const Model& model, const CudaExpansionTuning
   add(n * 8), add(n * 4), add(n * dirs * 4), add(n), add(n);  // excess, heights, residuals, masks, cut
   add(tiles), add(tiles), add(tiles), add(4 * tiles), add(tiles);  // tile flags, every tile marked
   add(64);                                                    // totals
-  if (tuning.reuse_flow && tuning.local_changes > 0) add(std::int64_t{tuning.local_changes} * 8);  // changed nodes
+  if (!swap && tuning.reuse_flow && tuning.local_changes > 0) add(std::int64_t{tuning.local_changes} * 8);  // changed nodes
   m.base_bytes = bytes + buffers * kAlign + 5 * kAlign;       // + the kept graphs' five arrays' alignment
   m.per_kept_graph_bytes = n * (8 + 4 + 4 * dirs + 1 + 4);
   return m;

@@ -76,6 +76,12 @@ struct CudaExpansionTuning {
   /// checks the optimality certificate around them; when it holds, no max-flow runs. Otherwise the
   /// solve goes on from the repaired state as usual. The same cut either way.
   int local_changes = 1024;
+  /// Per-thread stack (bytes) the solver asks the device for before it runs (cudaLimitStackSize;
+  /// it only raises it); 0: the driver's. Only for compute-sanitizer's memcheck: its instrumented
+  /// local repairs need more stack than their 2,176-byte frame, and in the conditional graph of the
+  /// device loop the driver gives them only the frame, so memcheck stops with an illegal address that
+  /// is not in the code (4096 runs clean; docs/benchmarks.md, "Re-solves certified after local repairs").
+  int stack_bytes = 0;
   /// Blocks of the persistent solve kernel; 0: one per tile, at most as many as the GPU keeps
   /// resident. 1 runs every tile in one block (for tools that serialise blocks, e.g. racecheck).
   int solve_blocks = 0;
@@ -110,7 +116,7 @@ struct CudaExpansionTuning {
   /// One line for logs and benchmark tables.
   std::string Describe() const;
   /// Applies overrides "name=value,..." (reuse_flow, update_fraction, device_loop, resolve_push_rounds,
-  /// async_relabel, fused_census, cooperative_launch, early_cycles, early_fraction, local_changes, solve_blocks, memory_limit, check_energy, trace_moves, and any PushRelabelTuning name); throws mrf::Error on bad input.
+  /// async_relabel, fused_census, cooperative_launch, early_cycles, early_fraction, local_changes, stack_bytes, solve_blocks, memory_limit, check_energy, trace_moves, and any PushRelabelTuning name); throws mrf::Error on bad input.
   void Parse(const std::string& overrides);
   /// The defaults with MRF_PR_TUNING (push-relabel names only) and then MRF_CUDA_EXPANSION_TUNING
   /// applied, if set.

@@ -149,6 +149,12 @@ class Runner {
       Check(cudaStreamCreateWithFlags(&ctx_->side, cudaStreamNonBlocking), "creating a stream");
     }
     st_ = ctx_->stream;
+    if (t_.stack_bytes > 0) {  // (for compute-sanitizer: CudaExpansionTuning::stack_bytes)
+      std::size_t stack = 0;
+      Check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "reading the stack limit");
+      if (stack < static_cast<std::size_t>(t_.stack_bytes))
+        Check(cudaDeviceSetLimit(cudaLimitStackSize, static_cast<std::size_t>(t_.stack_bytes)), "raising the stack limit");
+    }
     Allocate();
     const auto upload_start = Clock::now();
     Upload(initial);
@@ -213,7 +219,8 @@ class Runner {
     solve_config_.async_relabel = t_.async_relabel;
     solve_config_.fused_census = t_.fused_census;
     solve_config_.cooperative = t_.cooperative_launch;
-    solve_config_.local_changes = t_.reuse_flow ? t_.local_changes : 0;
+    // Only re-solves take the local path, and only expansion keeps graphs to re-solve.
+    solve_config_.local_changes = t_.reuse_flow && kind_ == xp::kExpansionMove ? t_.local_changes : 0;
     describe_ = topo.Describe() + ", " + std::to_string(labels_) + " labels";
     if (!cuda_pr::HasKernels(L))
       throw Error(name_ + ": no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +
@@ -239,9 +246,9 @@ class Runner {
                  static_cast<long long>(r.relabels), static_cast<long long>(r.push_rounds),
                  static_cast<long long>(r.bfs_rounds), StampMs(r.stamp_start, r.stamp_built),
                  StampMs(r.stamp_built, r.stamp_solved), StampMs(r.stamp_solved, r.stamp_done));
-    if (r.resolve && t_.local_changes > 0)
+    if (r.resolve && solve_config_.local_changes > 0)
       std::fprintf(stderr, "%s:   local path: %lld nodes changed (at most %d repaired), %lld repairs gave up, %lld nodes failed the certificate\n",
-                   name_.c_str(), static_cast<long long>(r.listed), t_.local_changes,
+                   name_.c_str(), static_cast<long long>(r.listed), static_cast<int>(solve_config_.local_changes),
                    static_cast<long long>(r.local_failures), static_cast<long long>(r.local_bad));
   }
 
@@ -311,6 +318,7 @@ class Runner {
     // and there are L(L-1)/2 pairs.
     if (t_.reuse_flow && per_slot > 0 && kind_ == xp::kExpansionMove)
       slots = std::min<std::int64_t>(moves_, (available - base) / per_slot);
+    if (slots == 0) solve_config_.local_changes = 0;  // nothing is re-solved: no list, no local kernels
     const std::int64_t bytes = Carve(nullptr, slots);
     if (static_cast<std::size_t>(bytes) > ctx_->arena_bytes) {
       if (ctx_->arena) cudaFree(ctx_->arena);

@@ -72,6 +72,9 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   t = CudaExpansionTuning{};  // (the failed parse left its value in place)
   EXPECT_NE(t.Describe().find("re-solves of at most 1024 changed nodes repaired locally first"), std::string::npos)
       << t.Describe();
+  t.Parse("stack_bytes=4096");
+  EXPECT_NE(t.Describe().find("4096-byte thread stacks"), std::string::npos) << t.Describe();
+  EXPECT_NE(ErrorOf([&] { t.Parse("stack_bytes=big"); }).find("not a non-negative integer"), std::string::npos);
   t.Parse("local_changes=0");
   EXPECT_EQ(t.Describe().find("repaired locally"), std::string::npos) << t.Describe();
   EXPECT_NE(ErrorOf([&] { t.Parse("local_changes=-3"); }).find("not a non-negative integer"), std::string::npos);
