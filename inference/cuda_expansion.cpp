@@ -26,6 +26,8 @@ bool CudaExpansionTuning::IsValid(std::string* error) const {
     return fail("early_cycles must be -1 (automatic) or more (got " + std::to_string(early_cycles) + ")");
   if (!(early_fraction >= 0.0 && early_fraction <= 1.0))
     return fail("early_fraction must be in 0..1 (got " + mrf::NumberText(early_fraction) + ")");
+  if (stack_bytes < 0 || stack_bytes > kMaxStackBytes)
+    return fail("stack_bytes must be in 0.." + std::to_string(kMaxStackBytes) + " (got " + std::to_string(stack_bytes) + ")");
   if (resolve_push_rounds < 0 || resolve_push_rounds > 512)
     return fail("resolve_push_rounds must be in 0..512 (got " + std::to_string(resolve_push_rounds) + ")");
   std::string why;
@@ -196,6 +198,7 @@ CudaExpansionMemory EstimateMemory(const Model& model, const CudaExpansionTuning
   add(512);                         // grid barrier
   add(n * 8), add(n * 4), add(n * dirs * 4), add(n), add(n);  // excess, heights, residuals, masks, cut
   add(tiles), add(tiles), add(tiles), add(4 * tiles), add(tiles);  // tile flags, every tile marked
+  add(4 * tiles);                                             // each tile's need (asynchronous relabels)
   add(64);                                                    // totals
   if (!swap && tuning.reuse_flow && tuning.local_changes > 0) add(std::int64_t{tuning.local_changes} * 8);  // changed nodes
   m.base_bytes = bytes + buffers * kAlign + 5 * kAlign;       // + the kept graphs' five arrays' alignment

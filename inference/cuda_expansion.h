@@ -81,7 +81,9 @@ struct CudaExpansionTuning {
   /// local repairs need more stack than their 2,176-byte frame, and in the conditional graph of the
   /// device loop the driver gives them only the frame, so memcheck stops with an illegal address that
   /// is not in the code (4096 runs clean; docs/benchmarks.md, "Re-solves certified after local repairs").
+  /// The limit belongs to the process: it stays raised for every later GPU solve. At most kMaxStackBytes.
   int stack_bytes = 0;
+  static constexpr int kMaxStackBytes = 512 * 1024;
   /// Blocks of the persistent solve kernel; 0: one per tile, at most as many as the GPU keeps
   /// resident. 1 runs every tile in one block (for tools that serialise blocks, e.g. racecheck).
   int solve_blocks = 0;

@@ -51,7 +51,7 @@ for part in ${*:-tests memcheck racecheck}; do
     # stack_bytes: memcheck's instrumented local repairs need more stack than the conditional graph's
     # kernels get (docs/benchmarks.md, "Re-solves certified after local repairs").
     memcheck) for p in $PROGRAMS; do
-                step "memcheck-$p" 90 "$SANITIZER_SEEN" env MRF_CUDA_EXPANSION_TUNING=stack_bytes=4096 \
+                step "memcheck-$p" 90 "$SANITIZER_SEEN" env MRF_CUDA_EXPANSION_TUNING=${MRF_CUDA_EXPANSION_TUNING:+$MRF_CUDA_EXPANSION_TUNING,}stack_bytes=4096 \
                   compute-sanitizer --tool memcheck ./bin/$p \
                   --gtest_filter='*Small*:-*Inject*' --gtest_brief=1
               done ;;

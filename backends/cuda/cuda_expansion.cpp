@@ -149,12 +149,7 @@ class Runner {
       Check(cudaStreamCreateWithFlags(&ctx_->side, cudaStreamNonBlocking), "creating a stream");
     }
     st_ = ctx_->stream;
-    if (t_.stack_bytes > 0) {  // (for compute-sanitizer: CudaExpansionTuning::stack_bytes)
-      std::size_t stack = 0;
-      Check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "reading the stack limit");
-      if (stack < static_cast<std::size_t>(t_.stack_bytes))
-        Check(cudaDeviceSetLimit(cudaLimitStackSize, static_cast<std::size_t>(t_.stack_bytes)), "raising the stack limit");
-    }
+    ReserveStack();
     Allocate();
     const auto upload_start = Clock::now();
     Upload(initial);
@@ -298,6 +293,22 @@ class Runner {
     e_.num_labels = labels_;
     e_.reuse = t_.reuse_flow && slots > 0 ? 1 : 0;
     return a.used();
+  }
+
+  // The local repairs' frame (about 2 KiB a thread, above the driver's default stack of 1 KiB) makes
+  // the driver grow every thread's stack at their first launch: hundreds of MiB on an H100. Growing it
+  // here, before Allocate reads the free memory, keeps that out of the kept graphs' share. The
+  // tuning's stack_bytes may ask for more (compute-sanitizer). The limit is the process's: it stays.
+  void ReserveStack() {
+    std::size_t want = static_cast<std::size_t>(t_.stack_bytes);
+    if (solve_config_.local_changes > 0) {
+      std::size_t frame = 0;
+      Check(cuda_xp::LocalRepairStackBytes(layout_.kind, &frame), "reading the local repairs' stack frame");
+      want = std::max(want, frame);
+    }
+    std::size_t stack = 0;
+    Check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "reading the stack limit");
+    if (stack < want) Check(cudaDeviceSetLimit(cudaLimitStackSize, want), "raising the stack limit");
   }
 
   void Allocate() {

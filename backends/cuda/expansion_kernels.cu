@@ -903,6 +903,15 @@ cudaError_t LaunchLocalRepairs(const DeviceExpansion& e, const DeviceState& s, c
   return LaunchByKind<LocalRepairLaunch>(s.layout.kind, warps * 32, stream, e, s, config);
 }
 
+cudaError_t LocalRepairStackBytes(int kind, std::size_t* bytes) {
+  cudaFuncAttributes a{};
+  const cudaError_t status = kind == pr::kKindGrid4   ? cudaFuncGetAttributes(&a, LocalRepairKernel<pr::kKindGrid4>)
+                             : kind == pr::kKindGrid8 ? cudaFuncGetAttributes(&a, LocalRepairKernel<pr::kKindGrid8>)
+                                                      : cudaFuncGetAttributes(&a, LocalRepairKernel<pr::kKindGrid3D6>);
+  *bytes = a.localSizeBytes;
+  return status;
+}
+
 cudaError_t LaunchLocalCertificate(const DeviceExpansion& e, const DeviceState& s, const SolveConfig& config,
                                    cudaStream_t stream) {
   if (config.local_changes <= 0) return cudaSuccess;

@@ -101,6 +101,8 @@ cudaError_t LaunchLocalRepairs(const DeviceExpansion& e, const cuda_pr::DeviceSt
                                cudaStream_t stream);
 cudaError_t LaunchLocalCertificate(const DeviceExpansion& e, const cuda_pr::DeviceState& s, const SolveConfig& config,
                                    cudaStream_t stream);
+/// The stack frame of a thread of the local repairs on this grid kind (bytes; about 2 KiB).
+cudaError_t LocalRepairStackBytes(int kind, std::size_t* bytes);
 /// The move's maximum flow from the state Build left, to the end, in one persistent kernel: global
 /// relabels (incremental ones in re-solves) and push rounds until no node is active; the cut is left
 /// in s.labels, the counts in MoveControl.

@@ -111,7 +111,7 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
 
 void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,
                       std::vector<LabelOrder> orders = {LabelOrder::kSequential, LabelOrder::kRandom}) {
-  int resolved = 0, certified = 0;
+  int resolved = 0, certified = 0, few_listed_resolved = 0, few_listed_certified = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     for (LabelOrder order : orders) {
@@ -130,12 +130,19 @@ void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,
           EXPECT_EQ(g.stats.loop, "device") << "the conditional CUDA graph did not run";
         resolved += static_cast<int>(g.stats.resolved);
         certified += static_cast<int>(g.stats.certified_locally);
+        if (tuning.local_changes == 0 || !tuning.reuse_flow) EXPECT_EQ(g.stats.certified_locally, 0);
+        if (tuning.local_changes == 8) {
+          few_listed_resolved += static_cast<int>(g.stats.resolved);
+          few_listed_certified += static_cast<int>(g.stats.certified_locally);
+        }
         test::ExpectTheTwinsCycles(g, twin);
       }
     }
   }
   if (all_tunings) EXPECT_GT(resolved, 0) << "no move re-solved from a kept graph";
   if (all_tunings) EXPECT_GT(certified, 0) << "no re-solve certified after local repairs";
+  if (all_tunings)  // some updates changed more than the 8 nodes listed: those re-solves ran their max-flow
+    EXPECT_LT(few_listed_certified, few_listed_resolved) << "no list of 8 overflowed";
 }
 
 TEST(CudaExpansion, SmallTinyModelsMatchTheCpuTwin) {
@@ -376,6 +383,7 @@ TEST(CudaExpansion, SmallBadInputsGiveClearMessages) {
   // Just enough for the base and one kept graph: runs, keeping one label's graph.
   CudaExpansionTuning one;
   one.early_cycles = 0;  // the twin's max-flows are exact
+  one.stack_bytes = CudaExpansionTuning::FromEnvironment().stack_bytes;  // (for compute-sanitizer)
   one.memory_limit = need.base_bytes + need.per_kept_graph_bytes + need.per_kept_graph_bytes / 2;
   CudaExpansionStats stats;
   Result ok;
@@ -384,7 +392,19 @@ TEST(CudaExpansion, SmallBadInputsGiveClearMessages) {
   EXPECT_LE(stats.device_bytes, one.memory_limit);
   test::TwinOptions to;
   to.reuse = false;
-  EXPECT_EQ(ok.labels, test::RunExpansionTwin(grid, to).labels);
+  const Labeling twin = test::RunExpansionTwin(grid, to).labels;
+  EXPECT_EQ(ok.labels, twin);
+  // Room for no kept graph: every move solves afresh, and none takes the local path.
+  CudaExpansionTuning none = one;
+  none.memory_limit = need.base_bytes + need.per_kept_graph_bytes / 2;
+  CudaExpansionStats none_stats;
+  Result fresh;
+  RunCudaExpansion(grid, named, &fresh, none, &none_stats);
+  EXPECT_EQ(none_stats.kept_graphs, 0);
+  EXPECT_EQ(none_stats.resolved, 0);
+  EXPECT_EQ(none_stats.certified_locally, 0);
+  EXPECT_LE(none_stats.device_bytes, none.memory_limit);
+  EXPECT_EQ(fresh.labels, twin);
 }
 
 TEST(CudaExpansion, RegisteredForExpansionOnTheGpu) {

@@ -75,6 +75,8 @@ TEST(CudaExpansionHost, TuningParsesItsOwnAndTheEngineNames) {
   t.Parse("stack_bytes=4096");
   EXPECT_NE(t.Describe().find("4096-byte thread stacks"), std::string::npos) << t.Describe();
   EXPECT_NE(ErrorOf([&] { t.Parse("stack_bytes=big"); }).find("not a non-negative integer"), std::string::npos);
+  CudaExpansionTuning huge;
+  EXPECT_NE(ErrorOf([&] { huge.Parse("stack_bytes=600000"); }).find("stack_bytes must be in 0..524288"), std::string::npos);
   t.Parse("local_changes=0");
   EXPECT_EQ(t.Describe().find("repaired locally"), std::string::npos) << t.Describe();
   EXPECT_NE(ErrorOf([&] { t.Parse("local_changes=-3"); }).find("not a non-negative integer"), std::string::npos);
