@@ -214,8 +214,8 @@ class Runner {
     solve_config_.async_relabel = t_.async_relabel;
     solve_config_.fused_census = t_.fused_census;
     solve_config_.cooperative = t_.cooperative_launch;
-    // Only re-solves take the local path, and only expansion keeps graphs to re-solve.
-    solve_config_.local_changes = t_.reuse_flow && kind_ == xp::kExpansionMove ? t_.local_changes : 0;
+    // Only re-solves take the local path (Allocate turns it off again when no graph fits).
+    solve_config_.local_changes = KeepsGraphs() ? t_.local_changes : 0;
     describe_ = topo.Describe() + ", " + std::to_string(labels_) + " labels";
     if (!cuda_pr::HasKernels(L))
       throw Error(name_ + ": no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +
@@ -295,6 +295,10 @@ class Runner {
     return a.used();
   }
 
+  // Whether moves keep their residual graphs to re-solve from. Swap keeps none: a pair's graph holds
+  // only the nodes labelled with one of its two labels, and there are L(L-1)/2 pairs.
+  bool KeepsGraphs() const { return t_.reuse_flow && kind_ == xp::kExpansionMove; }
+
   // The local repairs' frame (about 2 KiB a thread, above the driver's default stack of 1 KiB) makes
   // the driver grow every thread's stack at their first launch: hundreds of MiB on an H100. Growing it
   // here, before Allocate reads the free memory, keeps that out of the kept graphs' share. The
@@ -325,9 +329,7 @@ class Runner {
                   MiB(available) + " available" + (t_.memory_limit > 0 ? " (memory_limit)" : "") + " of " +
                   MiB(total_bytes) + " (" + describe_ + ")");
     std::int64_t slots = 0;
-    // Swap keeps no graphs: a pair's graph holds only the nodes labelled with one of its two labels,
-    // and there are L(L-1)/2 pairs.
-    if (t_.reuse_flow && per_slot > 0 && kind_ == xp::kExpansionMove)
+    if (KeepsGraphs() && per_slot > 0)
       slots = std::min<std::int64_t>(moves_, (available - base) / per_slot);
     if (slots == 0) solve_config_.local_changes = 0;  // nothing is re-solved: no list, no local kernels
     const std::int64_t bytes = Carve(nullptr, slots);
