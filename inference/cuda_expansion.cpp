@@ -40,7 +40,7 @@ bool CudaExpansionTuning::IsValid(std::string* error) const {
 
 std::string CudaExpansionTuning::Describe() const {
   std::ostringstream s;
-  s << (reuse_flow ? "kept residual graphs re-solved while under " + std::to_string(static_cast<int>(update_fraction * 100 + 0.5)) +
+  s << (reuse_flow ? "cuda-expansion's kept residual graphs (cuda-swap keeps none) re-solved while under " + std::to_string(static_cast<int>(update_fraction * 100 + 0.5)) +
                          "% of the nodes changed"
                    : std::string("every move solved afresh"))
     << ", " << (device_loop ? "cycle loop on the device (conditional CUDA graph)" : "cycle loop on the host")
@@ -55,7 +55,7 @@ std::string CudaExpansionTuning::Describe() const {
                                mrf::NumberText(early_fraction * 100) + "% of the nodes active"
                            : ", exact max-flows")
     << (local_changes > 0 && reuse_flow
-            ? ", re-solves of at most " + std::to_string(local_changes) + " changed nodes repaired locally first"
+            ? ", cuda-expansion's re-solves of at most " + std::to_string(local_changes) + " changed nodes repaired locally first"
             : std::string())
     << (stack_bytes ? ", " + std::to_string(stack_bytes) + "-byte thread stacks" : std::string())
     << (solve_blocks ? ", " + std::to_string(solve_blocks) + " solve blocks" : std::string())

@@ -1,6 +1,7 @@
 #include "mrf/device.h"
 
 #include <cstdlib>
+#include <string>
 #include <system_error>
 
 #include "mrf/config.h"
@@ -13,6 +14,8 @@ int DeviceCount();
 std::string UnavailableReason();
 std::string DeviceDescription();
 void StartContext();
+std::size_t StackLimit();
+std::string SetStackLimit(std::size_t bytes);
 }  // namespace mrf::cuda
 #endif
 
@@ -32,6 +35,11 @@ bool CudaDebugSyncRequested(const std::string& engine) {
 int CudaDeviceCount() { return cuda::DeviceCount(); }
 std::string CudaUnavailableReason() { return cuda::UnavailableReason(); }
 std::string CudaDeviceDescription() { return cuda::DeviceDescription(); }
+std::size_t CudaStackLimitBytes() { return cuda::StackLimit(); }
+void SetCudaStackLimitBytes(std::size_t bytes) {
+  const std::string error = cuda::SetStackLimit(bytes);
+  if (!error.empty()) throw Error("setting the CUDA stack limit to " + std::to_string(bytes) + " bytes: " + error);
+}
 CudaStartInBackground::CudaStartInBackground() {
   try {
     started_ = std::async(std::launch::async, cuda::StartContext);
@@ -44,6 +52,8 @@ CudaStartInBackground::CudaStartInBackground() = default;
 int CudaDeviceCount() { return 0; }
 std::string CudaUnavailableReason() { return "not compiled in (this build has no CUDA)"; }
 std::string CudaDeviceDescription() { return ""; }
+std::size_t CudaStackLimitBytes() { return 0; }
+void SetCudaStackLimitBytes(std::size_t) { throw Error("setting the CUDA stack limit: this build has no CUDA"); }
 #endif
 
 CudaStartInBackground::~CudaStartInBackground() {

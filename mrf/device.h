@@ -2,6 +2,7 @@
 /// @file device.h
 /// @brief Run-time questions about GPUs, answered without including CUDA headers.
 
+#include <cstddef>
 #include <future>
 #include <string>
 
@@ -16,6 +17,12 @@ int CudaDeviceCount();
 std::string CudaUnavailableReason();
 /// Name and memory of device 0, e.g. "NVIDIA H100 80GB HBM3, 79.2 GiB", or "" without one.
 std::string CudaDeviceDescription();
+/// The per-thread stack limit of device 0 in bytes (cudaLimitStackSize), or 0 without a device. The
+/// engines whose kernels need more than the driver's default raise it before they size their
+/// workspaces (it takes frame x resident threads of device memory); it stays raised for the process.
+std::size_t CudaStackLimitBytes();
+/// Sets that limit (for tests that check who raises it); throws mrf::Error when the device refuses.
+void SetCudaStackLimitBytes(std::size_t bytes);
 /// Whether MRF_CUDA_DEBUG_SYNC asks the CUDA engines to synchronise after every launch: unset, empty or
 /// "0": no; "1": yes; any other value throws mrf::Error naming `engine` ("cuda-pr: MRF_CUDA_DEBUG_SYNC
 /// must be 0 or 1 (got 'yes')").

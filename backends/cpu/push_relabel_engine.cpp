@@ -381,7 +381,7 @@ void PushRelabelEngine::Resolve(const StGraph& graph, Result* out) {
   for (EdgeId e : slots)
     if (graph.topology().edge_endpoints(e, &from, &to))
       edge_changes.push_back({e, graph.edge_cap(e), graph.edge_rev_cap(e)});
-  const int mode = edge_changes.empty() ? (tuning_.local_resolve < 0 ? DefaultLocalResolve() : tuning_.local_resolve) : 0;
+  const int mode = edge_changes.empty() ? NodeEditMode() : 0;
   RepairSchedule schedule;  // mode 3 fills each change on its own (no order needed: races fail the certificate)
   if (mode == 1 || mode == 2) schedule = ScheduleRepairs(&node_changes);
   cut_labels_.Wait();  // host time too: it would slow the device's re-solve (LabelingAhead)

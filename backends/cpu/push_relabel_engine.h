@@ -287,6 +287,8 @@ class PushRelabelEngine : public MaxFlowEngine {
   virtual bool RepairListedViolations() = 0;
   /// The local re-solve mode that local_resolve = -1 stands for on this engine.
   virtual int DefaultLocalResolve() const { return 1; }
+  /// The local re-solve mode that re-solves with node changes only take (the tuning's, or the default's).
+  int NodeEditMode() const { return tuning_.local_resolve < 0 ? DefaultLocalResolve() : tuning_.local_resolve; }
   /// The share of the nodes beyond which an edit of a grid of at least 2^18 nodes is solved afresh
   /// (on the kept workspace) instead of re-solved: the edit's changes, capacities changed at nodes
   /// and edge slots counted with repeats, exceed it x nodes. A re-solve works per change, a fresh

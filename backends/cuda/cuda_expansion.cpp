@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/device_stack.h"
 #include "backends/cuda/expansion_kernels.h"
 #include "backends/cuda/push_relabel_kernels.h"
 #include "backends/cuda/staged_upload.h"
@@ -299,10 +300,9 @@ class Runner {
   // only the nodes labelled with one of its two labels, and there are L(L-1)/2 pairs.
   bool KeepsGraphs() const { return t_.reuse_flow && kind_ == xp::kExpansionMove; }
 
-  // The local repairs' frame (about 2 KiB a thread, above the driver's default stack of 1 KiB) makes
-  // the driver grow every thread's stack at their first launch: hundreds of MiB on an H100. Growing it
-  // here, before Allocate reads the free memory, keeps that out of the kept graphs' share. The
-  // tuning's stack_bytes may ask for more (compute-sanitizer). The limit is the process's: it stays.
+  // The local repairs' stack frame, grown before Allocate reads the free memory so that the driver's
+  // growth at their first launch does not eat the kept graphs' share (device_stack.h). The tuning's
+  // stack_bytes may ask for more (compute-sanitizer).
   void ReserveStack() {
     std::size_t want = static_cast<std::size_t>(t_.stack_bytes);
     if (solve_config_.local_changes > 0) {
@@ -310,9 +310,7 @@ class Runner {
       Check(cuda_xp::LocalRepairStackBytes(layout_.kind, &frame), "reading the local repairs' stack frame");
       want = std::max(want, frame);
     }
-    std::size_t stack = 0;
-    Check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "reading the stack limit");
-    if (stack < want) Check(cudaDeviceSetLimit(cudaLimitStackSize, want), "raising the stack limit");
+    Check(cuda_stack::GrowTo(want), "raising the stack limit");
   }
 
   void Allocate() {

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "backends/common/push_relabel_local.h"
+#include "backends/cuda/device_stack.h"
 #include "backends/cuda/push_relabel_kernels.h"
 #include "backends/cuda/staged_upload.h"
 #include "mrf/device.h"
@@ -100,6 +101,11 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       const std::size_t needed = n * (sizeof(std::int64_t) + sizeof(std::int32_t) + 2) + words * 4 + n * dirs * sizeof(std::uint32_t) +
                                  n * dirs / 2 * 2 * sizeof(std::int32_t) + 7 * tiles + tiles * sizeof(unsigned long long) +
                                  (kMaxBatch + 1) * sizeof(std::uint32_t) + cuda_pr::kNumTotals * sizeof(unsigned long long);
+      if (NodeEditMode() != 0) {  // re-solves will launch the repairs: their stack first (device_stack.h)
+        std::size_t frame = 0;
+        Check(cuda_pr::RepairStackBytes(layout.kind, &frame), "reading the repairs' stack frame");
+        Check(cuda_stack::GrowTo(frame), "raising the stack limit");
+      }
       std::size_t free_bytes = 0, total_bytes = 0;
       Check(cudaMemGetInfo(&free_bytes, &total_bytes), "querying the free GPU memory");
       if (needed > free_bytes)

@@ -44,4 +44,22 @@ void StartContext() {
   cudaGetLastError();  // a failure here is met again, with its message, by the first real call
 }
 
+std::size_t StackLimit() {
+  if (DeviceCount() == 0) return 0;
+  std::size_t bytes = 0;
+  if (cudaDeviceGetLimit(&bytes, cudaLimitStackSize) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return bytes;
+}
+
+std::string SetStackLimit(std::size_t bytes) {
+  if (DeviceCount() == 0) return "no CUDA device found";
+  const cudaError_t status = cudaDeviceSetLimit(cudaLimitStackSize, bytes);
+  if (status == cudaSuccess) return {};
+  cudaGetLastError();
+  return cudaGetErrorString(status);
+}
+
 }  // namespace mrf::cuda

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/expansion_kernels.h"
+#include "backends/cuda/device_stack.h"
 #include "backends/common/push_relabel_local.h"
 #include "backends/cuda/push_relabel_tiles.cuh"
 
@@ -904,12 +905,9 @@ cudaError_t LaunchLocalRepairs(const DeviceExpansion& e, const DeviceState& s, c
 }
 
 cudaError_t LocalRepairStackBytes(int kind, std::size_t* bytes) {
-  cudaFuncAttributes a{};
-  const cudaError_t status = kind == pr::kKindGrid4   ? cudaFuncGetAttributes(&a, LocalRepairKernel<pr::kKindGrid4>)
-                             : kind == pr::kKindGrid8 ? cudaFuncGetAttributes(&a, LocalRepairKernel<pr::kKindGrid8>)
-                                                      : cudaFuncGetAttributes(&a, LocalRepairKernel<pr::kKindGrid3D6>);
-  *bytes = a.localSizeBytes;
-  return status;
+  return kind == pr::kKindGrid4   ? cuda_stack::FrameBytes(LocalRepairKernel<pr::kKindGrid4>, bytes)
+         : kind == pr::kKindGrid8 ? cuda_stack::FrameBytes(LocalRepairKernel<pr::kKindGrid8>, bytes)
+                                  : cuda_stack::FrameBytes(LocalRepairKernel<pr::kKindGrid3D6>, bytes);
 }
 
 cudaError_t LaunchLocalCertificate(const DeviceExpansion& e, const DeviceState& s, const SolveConfig& config,

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/push_relabel_kernels.h"
+#include "backends/cuda/device_stack.h"
 #include "backends/common/push_relabel_local.h"
 #include "backends/cuda/push_relabel_tiles.cuh"
 
@@ -789,6 +790,12 @@ cudaError_t LaunchCertify(const DeviceState& s, const CertifyRequest& request, c
 cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updates, int count, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   return DispatchKind(s.layout.kind, EdgeUpdatesLaunch{s, updates, count, stream});
+}
+
+cudaError_t RepairStackBytes(int kind, std::size_t* bytes) {
+  return kind == pr::kKindGrid4   ? cuda_stack::FrameBytes(RepairGroupsKernel<pr::kKindGrid4>, bytes)
+         : kind == pr::kKindGrid8 ? cuda_stack::FrameBytes(RepairGroupsKernel<pr::kKindGrid8>, bytes)
+                                  : cuda_stack::FrameBytes(RepairGroupsKernel<pr::kKindGrid3D6>, bytes);
 }
 
 }  // namespace mrf::cuda_pr

@@ -111,6 +111,8 @@ cudaError_t LaunchApplyEdgeUpdates(const DeviceState& s, const EdgeUpdate* updat
 /// `group_start` null, every change is a group of its own.
 cudaError_t LaunchRepairGroups(const DeviceState& s, const NodeDelta* deltas, const std::int32_t* group_start,
                                int groups, bool dead_only, cudaStream_t stream);
+/// The repair kernel's stack frame (bytes a thread), for cuda_stack::GrowTo before the workspace is sized.
+cudaError_t RepairStackBytes(int kind, std::size_t* bytes);
 /// Settling before the certificate (pr::SettleStep, pr::AliveStep), one colour of a pass: the tiles
 /// flagged in `near_flags` or next to one; `settled` gets whether each tile changed; `max_hops` bounds
 /// a visit's hops before its search for regions cut off from the sink (the tuning's settle_hops). Visits store

@@ -16,6 +16,7 @@
 
 #include "energies/stereo.h"
 #include "inference/cuda_expansion.h"
+#include "mrf/device.h"
 #include "mrf/io/image.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
@@ -405,6 +406,38 @@ TEST(CudaExpansion, SmallBadInputsGiveClearMessages) {
   EXPECT_EQ(none_stats.certified_locally, 0);
   EXPECT_LE(none_stats.device_bytes, none.memory_limit);
   EXPECT_EQ(fresh.labels, twin);
+}
+
+// The local repairs' stack frame (about 2 KiB a thread) is above the driver's default stack (1 KiB):
+// the runner raises the limit before it sizes the kept graphs from the free memory, not at the first
+// local re-solve. So a run of one cycle (fresh solves only, no repair launched) raises it already;
+// without the local path nothing needs it, and the limit stays.
+TEST(CudaExpansion, StackIsRaisedBeforeTheKeptGraphsAreSized) {
+  MRF_SKIP_WITHOUT_CUDA();
+  const std::size_t driver_default = 1024;
+  std::mt19937_64 rng(21);
+  const Model grid =
+      test::RandomModel(rng, Topology::Grid2D(96, 64, 4), 6, 100, Pairwise{PairwiseKind::kTruncatedLinear, 12, 3, {}});
+  for (const int local_changes : {1024, 0}) {
+    SCOPED_TRACE("local_changes=" + std::to_string(local_changes));
+    SolveOptions named;
+    named.solver = "cuda-expansion";
+    if (local_changes > 0) named.max_iterations = 1;  // no re-solve, so no repair launch
+    CudaExpansionTuning t;
+    t.local_changes = local_changes;
+    SetCudaStackLimitBytes(driver_default);
+    Result out;
+    CudaExpansionStats stats;
+    RunCudaExpansion(grid, named, &out, t, &stats);  // (one cycle: ok is false, "stopped at the iteration limit")
+    ASSERT_EQ(out.labels.size(), static_cast<std::size_t>(grid.topology.num_nodes())) << out.message;
+    if (local_changes > 0) {
+      EXPECT_EQ(stats.resolved, 0);
+      EXPECT_GT(CudaStackLimitBytes(), driver_default);
+    } else {
+      EXPECT_GT(stats.resolved, 0);  // re-solves ran, and none raised the limit
+      EXPECT_EQ(CudaStackLimitBytes(), driver_default);
+    }
+  }
 }
 
 TEST(CudaExpansion, RegisteredForExpansionOnTheGpu) {

@@ -16,6 +16,7 @@
 #include "energies/synthetic_scene.h"
 #include "mrf/binary_graph.h"
 #include "mrf/config.h"
+#include "mrf/device.h"
 #include "mrf/registry.h"
 #include "mrf/solve.h"
 #include "backends/cpu/tbb_push_relabel.h"
@@ -334,6 +335,36 @@ TEST(CudaPushRelabel, DenseEditsOfLargeGridsAreSolvedAfresh) {
                              StGraph copy = CopyOfCapacities(g);
                              return copy.maxflow("cpu-bk").flow;
                            });
+}
+
+// The repairs' stack frame (about 2 KiB a thread) is above the driver's default stack (1 KiB). cuda-pr
+// raises the limit when it sizes its workspace, so that the driver's own growth at the first repair
+// (frame x resident threads: hundreds of MiB) does not come after the fit check. With local re-solves
+// off nothing needs it, and the limit stays. (Not *Small*: compute-sanitizer's kernels have other frames.)
+TEST(CudaPushRelabel, StackIsRaisedBeforeTheWorkspaceIsSized) {
+  MRF_SKIP_WITHOUT_CUDA();
+  const std::size_t driver_default = 1024;
+  for (const bool local : {true, false}) {
+    SCOPED_TRACE(local ? "local re-solves (the default)" : "local_resolve=0");
+    std::optional<ScopedEnv> tuning;
+    if (!local) tuning.emplace("MRF_PR_TUNING", "local_resolve=0");
+    SetCudaStackLimitBytes(driver_default);
+    ASSERT_EQ(CudaStackLimitBytes(), driver_default);
+    std::mt19937_64 rng(7);
+    StGraph g = test::GridFlowCase(rng, Topology::Grid2D(64, 48, 4), CapacityProfile::kSegmentation);
+    ASSERT_TRUE(g.maxflow("cuda-pr").ok);
+    const std::size_t after_solve = CudaStackLimitBytes();
+    if (local) EXPECT_GT(after_solve, driver_default);
+    else EXPECT_EQ(after_solve, driver_default);
+    for (int i = 0; i < 60; ++i)
+      g.set_tweights(static_cast<NodeId>(rng() % g.num_nodes()), static_cast<Energy>(rng() % 400),
+                     static_cast<Energy>(rng() % 400));
+    const Result again = g.maxflow("cuda-pr");
+    ASSERT_TRUE(again.ok) << again.message;
+    EXPECT_EQ(CudaStackLimitBytes(), after_solve) << "a re-solve's launches needed more stack than was reserved";
+    StGraph reference = CopyOfCapacities(g);
+    EXPECT_EQ(again.flow, reference.maxflow("boost-bk").flow);
+  }
 }
 
 TEST(CudaPushRelabel, SmallWorkspaceIsReused) {
