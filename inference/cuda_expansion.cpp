@@ -3,6 +3,7 @@
 #include "inference/cuda_expansion.h"
 #include "inference/cuda_swap.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -200,7 +201,8 @@ CudaExpansionMemory EstimateMemory(const Model& model, const CudaExpansionTuning
   add(tiles), add(tiles), add(tiles), add(4 * tiles), add(tiles);  // tile flags, every tile marked
   add(4 * tiles);                                             // each tile's need (asynchronous relabels)
   add(64);                                                    // totals
-  if (!swap && tuning.reuse_flow && tuning.local_changes > 0) add(std::int64_t{tuning.local_changes} * 8);  // changed nodes
+  if (!swap && tuning.reuse_flow && tuning.local_changes > 0)
+    add(std::min<std::int64_t>(tuning.local_changes, n) * 8);  // changed nodes (at most every node)
   m.base_bytes = bytes + buffers * kAlign + 5 * kAlign;       // + the kept graphs' five arrays' alignment
   m.per_kept_graph_bytes = n * (8 + 4 + 4 * dirs + 1 + 4);
   return m;

@@ -77,7 +77,8 @@ struct CudaExpansionTuning {
   /// solve goes on from the repaired state as usual. The same cut either way.
   int local_changes = 1024;
   /// Per-thread stack (bytes) the solver asks the device for before it runs (cudaLimitStackSize;
-  /// it only raises it); 0: the driver's. Only for compute-sanitizer's memcheck: its instrumented
+  /// it only raises it); 0: the local repairs' frame when local_changes is on (backends/cuda/device_stack.h),
+  /// else the driver's. Only for compute-sanitizer's memcheck: its instrumented
   /// local repairs need more stack than their 2,176-byte frame, and in the conditional graph of the
   /// device loop the driver gives them only the frame, so memcheck stops with an illegal address that
   /// is not in the code (4096 runs clean; docs/benchmarks.md, "Re-solves certified after local repairs").
@@ -134,6 +135,8 @@ struct CudaExpansionStats {
   std::int64_t accepted = 0;       ///< Moves that lowered the energy.
   std::int64_t stopped_early = 0;  ///< Moves whose max-flow stopped early (CudaExpansionTuning::early_cycles).
   std::int64_t certified_locally = 0;  ///< Re-solves certified after local repairs (CudaExpansionTuning::local_changes).
+  std::int64_t certified_after_repairs = 0;  ///< Of those, the ones whose repairs changed a listed node.
+  std::int64_t lists_overflowed = 0;  ///< Re-solves whose update changed more nodes than local_changes (no local path).
   std::int64_t relabels = 0;       ///< Global relabels of all moves.
   std::int64_t push_rounds = 0;    ///< Push rounds of all moves.
   std::int64_t bfs_rounds = 0;     ///< BFS and kill rounds of all relabels (an asynchronous rest counts as one).

@@ -281,6 +281,7 @@ struct MoveControl {
   // changed are listed and repaired where they stand, and the certificate checked around them.
   std::int64_t listed = 0;          ///< Nodes the re-solve's update changed (listed up to the list's size).
   std::int64_t local_failures = 0;  ///< Repairs that gave up at their bounds.
+  std::int64_t local_moved = 0;     ///< Listed nodes whose excess or height changed during the repairs.
   std::int64_t local_bad = 0;       ///< Nodes failing the certificate after the repairs.
   std::int64_t certified = 0;       ///< 1: the repaired state passed it, and no max-flow ran.
   std::uint32_t blocks_done[4] = {0, 0, 0, 0};  ///< Last-block counters of multi-block kernels.
@@ -291,7 +292,7 @@ struct MoveRecord {
   std::int64_t alpha = -1, beta = -1, run = 0, resolve = 0, accepted = 0, stopped = 0, certified = 0;
   std::int64_t moved = 0, delta = 0, truncated = 0, relabels = 0, push_rounds = 0, bfs_rounds = 0;
   std::int64_t stamp_start = 0, stamp_built = 0, stamp_solved = 0, stamp_done = 0;
-  std::int64_t listed = 0, local_failures = 0, local_bad = 0;  ///< The local path's (MoveControl).
+  std::int64_t listed = 0, local_failures = 0, local_moved = 0, local_bad = 0;  ///< The local path's (MoveControl).
 };
 
 /// Per-move bookkeeping arrays, indexed by the move's key (expansion: its label; swap: its pair),
@@ -340,6 +341,7 @@ MRF_HD bool BeginMove(MoveControl& c, const std::int32_t* order, const LabelBook
   c.bfs_rounds = 0;
   c.listed = 0;
   c.local_failures = 0;
+  c.local_moved = 0;
   c.local_bad = 0;
   c.certified = 0;
   if (run && slot) book.snapshot[key] = c.nodes_changed;
@@ -383,6 +385,7 @@ MRF_HD bool EndMove(MoveControl& c, const LabelBook& book, MoveRecord* records) 
   rec.certified = c.certified;
   rec.listed = c.listed;
   rec.local_failures = c.local_failures;
+  rec.local_moved = c.local_moved;
   rec.local_bad = c.local_bad;
   rec.relabels = c.relabels;
   rec.push_rounds = c.push_rounds;

@@ -215,8 +215,9 @@ class Runner {
     solve_config_.async_relabel = t_.async_relabel;
     solve_config_.fused_census = t_.fused_census;
     solve_config_.cooperative = t_.cooperative_launch;
-    // Only re-solves take the local path (Allocate turns it off again when no graph fits).
-    solve_config_.local_changes = KeepsGraphs() ? t_.local_changes : 0;
+    // Only re-solves take the local path (Allocate turns it off again when no graph fits); a list
+    // longer than the grid would never fill.
+    solve_config_.local_changes = KeepsGraphs() ? static_cast<int>(std::min<std::int64_t>(t_.local_changes, n_)) : 0;
     describe_ = topo.Describe() + ", " + std::to_string(labels_) + " labels";
     if (!cuda_pr::HasKernels(L))
       throw Error(name_ + ": no push-relabel kernels compiled for tile " + std::to_string(L.tile_x) + "x" +
@@ -243,9 +244,10 @@ class Runner {
                  static_cast<long long>(r.bfs_rounds), StampMs(r.stamp_start, r.stamp_built),
                  StampMs(r.stamp_built, r.stamp_solved), StampMs(r.stamp_solved, r.stamp_done));
     if (r.resolve && solve_config_.local_changes > 0)
-      std::fprintf(stderr, "%s:   local path: %lld nodes changed (at most %d repaired), %lld repairs gave up, %lld nodes failed the certificate\n",
+      std::fprintf(stderr, "%s:   local path: %lld nodes changed (at most %d repaired), %lld changed again by the repairs, %lld repairs gave up, %lld nodes failed the certificate\n",
                    name_.c_str(), static_cast<long long>(r.listed), static_cast<int>(solve_config_.local_changes),
-                   static_cast<long long>(r.local_failures), static_cast<long long>(r.local_bad));
+                   static_cast<long long>(r.local_moved), static_cast<long long>(r.local_failures),
+                   static_cast<long long>(r.local_bad));
   }
 
   // Cuts every buffer from `arena` (null: only counts) with `slots` kept graphs; returns the bytes.
@@ -310,7 +312,16 @@ class Runner {
       Check(cuda_xp::LocalRepairStackBytes(layout_.kind, &frame), "reading the local repairs' stack frame");
       want = std::max(want, frame);
     }
+    Check(cudaDeviceGetLimit(&stack_before_, cudaLimitStackSize), "reading the stack limit");
     Check(cuda_stack::GrowTo(want), "raising the stack limit");
+  }
+
+  // Back to the limit found (or the tuning's stack_bytes) when the local path turned out to be off.
+  void ReleaseStack() {
+    const std::size_t keep = std::max(stack_before_, static_cast<std::size_t>(t_.stack_bytes));
+    std::size_t stack = 0;
+    Check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "reading the stack limit");
+    if (stack > keep) Check(cudaDeviceSetLimit(cudaLimitStackSize, keep), "restoring the stack limit");
   }
 
   void Allocate() {
@@ -329,7 +340,10 @@ class Runner {
     std::int64_t slots = 0;
     if (KeepsGraphs() && per_slot > 0)
       slots = std::min<std::int64_t>(moves_, (available - base) / per_slot);
-    if (slots == 0) solve_config_.local_changes = 0;  // nothing is re-solved: no list, no local kernels
+    if (slots == 0) {  // nothing is re-solved: no list, no local kernels, and no need for their stack
+      solve_config_.local_changes = 0;
+      ReleaseStack();
+    }
     const std::int64_t bytes = Carve(nullptr, slots);
     if (static_cast<std::size_t>(bytes) > ctx_->arena_bytes) {
       if (ctx_->arena) cudaFree(ctx_->arena);
@@ -597,7 +611,7 @@ class Runner {
                     std::to_string(host_ctl_->max_rounds) + " rounds (" + describe_ + ")");
       // The cycle's records.
       std::int64_t run = 0, skipped = 0, resolved = 0, nodes = 0, cycle_truncations = 0, relabels = 0, pushes = 0,
-                   stopped = 0, certified = 0;
+                   stopped = 0, certified = 0, certified_after_repairs = 0, overflowed = 0;
       double build_ms = 0, solve_ms = 0, update_ms = 0;
       for (std::int64_t k = 0; k < moves_; ++k) {
         const xp::MoveRecord& r = host_records_[k];
@@ -610,6 +624,13 @@ class Runner {
         resolved += r.resolve;
         stopped += r.stopped;
         certified += r.certified;
+        certified_after_repairs += r.certified && r.local_moved > 0;
+        const bool overflow = r.resolve && solve_config_.local_changes > 0 && r.listed > solve_config_.local_changes;
+        overflowed += overflow;
+        if (overflow && r.certified)  // its unlisted nodes were never repaired or checked
+          throw Error(name_ + ": internal error: move " + std::to_string(k + 1) + " of cycle " + std::to_string(cycle) +
+                      " was certified locally although its update changed " + std::to_string(r.listed) +
+                      " nodes, more than the " + std::to_string(solve_config_.local_changes) + " listed");
         nodes += r.moved;
         cycle_truncations += r.truncated;
         relabels += r.relabels;
@@ -627,6 +648,8 @@ class Runner {
       stats_->resolved += resolved;
       stats_->stopped_early += stopped;
       stats_->certified_locally += certified;
+      stats_->certified_after_repairs += certified_after_repairs;
+      stats_->lists_overflowed += overflowed;
       stats_->relabels += relabels;
       stats_->push_rounds += pushes;
       stats_->build_ms += build_ms;
@@ -708,6 +731,7 @@ class Runner {
   cuda_xp::SolveConfig solve_config_;
   int solve_blocks_ = 0;
   std::int64_t slots_ = 0;
+  std::size_t stack_before_ = 0;  // the stack limit ReserveStack found
   std::string describe_;
   DeviceExpansion e_;
   DeviceState dev_;

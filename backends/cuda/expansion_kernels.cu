@@ -257,10 +257,20 @@ __global__ void __launch_bounds__(kThreads) LocalRepairKernel(DeviceExpansion e,
   if (threadIdx.x % 32 != 0) return;
   const pr::LocalState state{s.x, s.h, s.r, s.touched, s.active, s.layout};
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
-  unsigned long long failed = 0;
-  for (std::int64_t i = (blockIdx.x * blockDim.x + threadIdx.x) / 32; i < c->listed; i += warps)
-    failed += pr::RepairNode<KIND, cuda_pr::DeviceLocalOps>(state, e.changed_nodes[i]) ? 0 : 1;
+  unsigned long long failed = 0, moved = 0;
+  for (std::int64_t i = (blockIdx.x * blockDim.x + threadIdx.x) / 32; i < c->listed; i += warps) {
+    // Whether the repairs (this one or a neighbour's) changed the node: counted so that tests can
+    // tell certified re-solves that needed their repairs from those that did not.
+    const std::int64_t v = e.changed_nodes[i];
+    const volatile std::int64_t* x = s.x;
+    const volatile std::int32_t* h = s.h;
+    const std::int64_t x0 = x[v];
+    const std::int32_t h0 = h[v];
+    failed += pr::RepairNode<KIND, cuda_pr::DeviceLocalOps>(state, v) ? 0 : 1;
+    moved += x[v] != x0 || h[v] != h0 ? 1 : 0;
+  }
   if (failed) atomicAdd(reinterpret_cast<unsigned long long*>(&c->local_failures), failed);
+  if (moved) atomicAdd(reinterpret_cast<unsigned long long*>(&c->local_moved), moved);
 }
 
 // The certificate where the update or the repairs changed something (the tiles flagged touched and

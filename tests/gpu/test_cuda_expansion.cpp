@@ -10,6 +10,7 @@
 // energies when the images are present. Tests named *Small* are the ones compute-sanitizer runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -112,7 +113,8 @@ std::vector<std::pair<std::string, CudaExpansionTuning>> Tunings() {
 
 void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,
                       std::vector<LabelOrder> orders = {LabelOrder::kSequential, LabelOrder::kRandom}) {
-  int resolved = 0, certified = 0, few_listed_resolved = 0, few_listed_certified = 0;
+  int resolved = 0, certified = 0, certified_after_repairs = 0, few_listed_resolved = 0, few_listed_certified = 0,
+      few_listed_overflowed = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     for (LabelOrder order : orders) {
@@ -131,10 +133,12 @@ void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,
           EXPECT_EQ(g.stats.loop, "device") << "the conditional CUDA graph did not run";
         resolved += static_cast<int>(g.stats.resolved);
         certified += static_cast<int>(g.stats.certified_locally);
+        certified_after_repairs += static_cast<int>(g.stats.certified_after_repairs);
         if (tuning.local_changes == 0 || !tuning.reuse_flow) EXPECT_EQ(g.stats.certified_locally, 0);
         if (tuning.local_changes == 8) {
           few_listed_resolved += static_cast<int>(g.stats.resolved);
           few_listed_certified += static_cast<int>(g.stats.certified_locally);
+          few_listed_overflowed += static_cast<int>(g.stats.lists_overflowed);
         }
         test::ExpectTheTwinsCycles(g, twin);
       }
@@ -142,8 +146,13 @@ void CheckAgainstTwin(const std::vector<Case>& cases, bool all_tunings,
   }
   if (all_tunings) EXPECT_GT(resolved, 0) << "no move re-solved from a kept graph";
   if (all_tunings) EXPECT_GT(certified, 0) << "no re-solve certified after local repairs";
-  if (all_tunings)  // some updates changed more than the 8 nodes listed: those re-solves ran their max-flow
-    EXPECT_LT(few_listed_certified, few_listed_resolved) << "no list of 8 overflowed";
+  // Some certified re-solves needed their repairs (a re-solve whose update left the certificate
+  // holding passes without them): so the repairs, not only the check, are exercised.
+  if (all_tunings) EXPECT_GT(certified_after_repairs, 0) << "no certified re-solve changed a node in its repairs";
+  // Some updates changed more than the 8 nodes listed: those re-solves ran their max-flow (the runner
+  // throws if one of them was certified).
+  if (all_tunings) EXPECT_GT(few_listed_overflowed, 0) << "no list of 8 overflowed";
+  if (all_tunings) EXPECT_LT(few_listed_certified, few_listed_resolved);
 }
 
 TEST(CudaExpansion, SmallTinyModelsMatchTheCpuTwin) {
@@ -395,12 +404,15 @@ TEST(CudaExpansion, SmallBadInputsGiveClearMessages) {
   to.reuse = false;
   const Labeling twin = test::RunExpansionTwin(grid, to).labels;
   EXPECT_EQ(ok.labels, twin);
-  // Room for no kept graph: every move solves afresh, and none takes the local path.
+  // Room for no kept graph: every move solves afresh, none takes the local path, and the stack raised
+  // for its repairs is lowered again (to the tuning's stack_bytes, which compute-sanitizer's runs set).
   CudaExpansionTuning none = one;
   none.memory_limit = need.base_bytes + need.per_kept_graph_bytes / 2;
   CudaExpansionStats none_stats;
   Result fresh;
+  SetCudaStackLimitBytes(1024);
   RunCudaExpansion(grid, named, &fresh, none, &none_stats);
+  EXPECT_EQ(CudaStackLimitBytes(), std::max<std::size_t>(1024, static_cast<std::size_t>(none.stack_bytes)));
   EXPECT_EQ(none_stats.kept_graphs, 0);
   EXPECT_EQ(none_stats.resolved, 0);
   EXPECT_EQ(none_stats.certified_locally, 0);
@@ -418,26 +430,32 @@ TEST(CudaExpansion, StackIsRaisedBeforeTheKeptGraphsAreSized) {
   std::mt19937_64 rng(21);
   const Model grid =
       test::RandomModel(rng, Topology::Grid2D(96, 64, 4), 6, 100, Pairwise{PairwiseKind::kTruncatedLinear, 12, 3, {}});
-  for (const int local_changes : {1024, 0}) {
-    SCOPED_TRACE("local_changes=" + std::to_string(local_changes));
-    SolveOptions named;
-    named.solver = "cuda-expansion";
-    if (local_changes > 0) named.max_iterations = 1;  // no re-solve, so no repair launch
-    CudaExpansionTuning t;
-    t.local_changes = local_changes;
-    SetCudaStackLimitBytes(driver_default);
-    Result out;
-    CudaExpansionStats stats;
-    RunCudaExpansion(grid, named, &out, t, &stats);  // (one cycle: ok is false, "stopped at the iteration limit")
-    ASSERT_EQ(out.labels.size(), static_cast<std::size_t>(grid.topology.num_nodes())) << out.message;
-    if (local_changes > 0) {
-      EXPECT_EQ(stats.resolved, 0);
-      EXPECT_GT(CudaStackLimitBytes(), driver_default);
-    } else {
-      EXPECT_GT(stats.resolved, 0);  // re-solves ran, and none raised the limit
-      EXPECT_EQ(CudaStackLimitBytes(), driver_default);
-    }
-  }
+  SolveOptions one_cycle;
+  one_cycle.solver = "cuda-expansion";
+  one_cycle.max_iterations = 1;  // fresh solves only: no re-solve, so no repair launch
+  SolveOptions whole = one_cycle;
+  whole.max_iterations = 100;
+  Result out;
+  CudaExpansionStats first, rest, off;
+  SetCudaStackLimitBytes(driver_default);
+  RunCudaExpansion(grid, one_cycle, &out, CudaExpansionTuning{}, &first);  // (ok is false: the cycle limit)
+  ASSERT_EQ(out.labels.size(), static_cast<std::size_t>(grid.topology.num_nodes())) << out.message;
+  EXPECT_EQ(first.resolved, 0);
+  const std::size_t raised = CudaStackLimitBytes();
+  EXPECT_GT(raised, driver_default);
+  // A whole run: its repairs find the stack they need.
+  RunCudaExpansion(grid, whole, &out, CudaExpansionTuning{}, &rest);
+  ASSERT_TRUE(out.ok) << out.message;
+  EXPECT_GT(rest.resolved, 0);
+  EXPECT_EQ(CudaStackLimitBytes(), raised) << "the repairs needed more stack than was reserved";
+  // Without the local path nothing raises it.
+  CudaExpansionTuning no_local;
+  no_local.local_changes = 0;
+  SetCudaStackLimitBytes(driver_default);
+  RunCudaExpansion(grid, whole, &out, no_local, &off);
+  ASSERT_TRUE(out.ok) << out.message;
+  EXPECT_GT(off.resolved, 0);  // re-solves ran, and none raised the limit
+  EXPECT_EQ(CudaStackLimitBytes(), driver_default);
 }
 
 TEST(CudaExpansion, RegisteredForExpansionOnTheGpu) {
