@@ -78,7 +78,9 @@ void RunAlphaBetaSwap(const Model& model, const SolveOptions& options, Result* o
     outcome.nodes_changed = state.Commit(predicted, outcome.exact, move_name);
     return outcome;
   };
-  out->message = RunMoveCycles(options, static_cast<std::int64_t>(pairs.size()), move_name, state, graph, swap, out);
+  out->message = RunMoveCycles(options,
+                               MoveOrder(options.label_order, options.seed, model, static_cast<std::int64_t>(pairs.size()), true),
+                               move_name, state, graph, swap, out);
   out->labels = state.labels();
   out->timings.solve_ms = MsSince(solve_start);
 }

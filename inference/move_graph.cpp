@@ -1,8 +1,11 @@
 #include "inference/move_graph.h"
 
 #include <algorithm>
-#include <numeric>
 #include <cstdlib>
+#include <numeric>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_reduce.h>
 
 #include "inference/iteration_control.h"
 #include "mrf/registry.h"
@@ -94,11 +97,11 @@ std::int64_t LabelingState::Commit(Energy predicted, bool exact, const std::stri
 
 // ---- Cycles of moves -------------------------------------------------------------------------------
 
-std::string RunMoveCycles(const SolveOptions& options, std::int64_t moves_per_cycle, const std::string& move_name,
+std::string RunMoveCycles(const SolveOptions& options, MoveOrder move_order, const std::string& move_name,
                           const LabelingState& state, const BinaryMoveGraph& graph,
                           const std::function<MoveOutcome(std::int64_t move)>& run_move, Result* out) {
   IterationControl control(options, out);
-  std::uint64_t rng_state = options.seed;
+  const std::int64_t moves_per_cycle = move_order.count();
   std::vector<std::int64_t> order;
   std::int64_t changes = 0;  // moves that changed the labelling so far
   // settled_at[m] = `changes` right after move m last ran exactly; equal to `changes` now means
@@ -106,7 +109,7 @@ std::string RunMoveCycles(const SolveOptions& options, std::int64_t moves_per_cy
   std::vector<std::int64_t> settled_at(static_cast<std::size_t>(moves_per_cycle), -1);
   std::string stop;
   for (int cycle = 1;; ++cycle) {
-    CycleOrder(options.label_order, &rng_state, moves_per_cycle, &order);
+    move_order.Next(&order);
     const std::int64_t changes_before = changes, truncations_before = graph.truncations();
     std::int64_t run = 0, skipped = 0, nodes_changed = 0;
     bool time_up = false;
@@ -567,12 +570,51 @@ std::uint64_t SplitMix64(std::uint64_t* state) {
 }
 }  // namespace
 
-void CycleOrder(LabelOrder order, std::uint64_t* rng_state, std::int64_t count, std::vector<std::int64_t>* out) {
-  out->resize(static_cast<std::size_t>(count));
+std::vector<std::int64_t> FrequentLabelsFirst(const Model& model) {
+  const int L = model.num_labels;
+  const NodeId n = model.num_nodes();
+  using Counts = std::vector<std::int64_t>;
+  // Each node's cheapest label, counted in parallel: a pass over the unary costs (Tsukuba's 1.8M in
+  // well under a millisecond on the GPU machine's cores), once per solve.
+  const Counts counts = tbb::parallel_reduce(
+      tbb::blocked_range<NodeId>(0, n, 4096), Counts(static_cast<std::size_t>(L), 0),
+      [&](const tbb::blocked_range<NodeId>& range, Counts local) {
+        for (NodeId p = range.begin(); p != range.end(); ++p) {
+          const Cost* costs = model.unary.data() + static_cast<std::size_t>(p) * L;
+          ++local[static_cast<std::size_t>(std::min_element(costs, costs + L) - costs)];
+        }
+        return local;
+      },
+      [](Counts a, const Counts& b) {
+        for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+        return a;
+      });
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(L));
+  std::iota(labels.begin(), labels.end(), std::int64_t{0});
+  std::stable_sort(labels.begin(), labels.end(), [&](std::int64_t a, std::int64_t b) {
+    return counts[static_cast<std::size_t>(a)] > counts[static_cast<std::size_t>(b)];
+  });
+  return labels;
+}
+
+MoveOrder::MoveOrder(LabelOrder order, std::uint64_t seed, const Model& model, std::int64_t count, bool pairs)
+    : order_(order), rng_state_(seed), count_(count) {
+  if (order_ != LabelOrder::kFrequent) return;
+  if (pairs)
+    throw Error("label order frequent orders labels, and swap moves are label pairs: use sequential or random");
+  frequent_ = FrequentLabelsFirst(model);
+}
+
+void MoveOrder::Next(std::vector<std::int64_t>* out) {
+  if (order_ == LabelOrder::kFrequent) {
+    *out = frequent_;
+    return;
+  }
+  out->resize(static_cast<std::size_t>(count_));
   std::iota(out->begin(), out->end(), std::int64_t{0});
-  if (order != LabelOrder::kRandom) return;
-  for (std::int64_t i = count - 1; i > 0; --i) {
-    const std::int64_t j = static_cast<std::int64_t>(SplitMix64(rng_state) % static_cast<std::uint64_t>(i + 1));
+  if (order_ != LabelOrder::kRandom) return;
+  for (std::int64_t i = count_ - 1; i > 0; --i) {
+    const std::int64_t j = static_cast<std::int64_t>(SplitMix64(&rng_state_) % static_cast<std::uint64_t>(i + 1));
     std::swap((*out)[i], (*out)[j]);
   }
 }

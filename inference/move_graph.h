@@ -111,6 +111,29 @@ class LabelingState {
   Energy energy_;
 };
 
+/// The labels in LabelOrder::kFrequent's order: by the number of nodes whose data cost is lowest at the
+/// label (the lowest such label where several tie), most first; equal counts in label order.
+std::vector<std::int64_t> FrequentLabelsFirst(const Model& model);
+
+/// The moves one cycle visits, cycle after cycle, in the order `order` asks for: the model's labels
+/// (expansion) or `count` label pairs (swap, `pairs` true). Sequential: 0..count-1. Random: a fresh
+/// permutation per cycle drawn from `seed` (Fisher-Yates, identical on every platform). Frequent:
+/// FrequentLabelsFirst() every cycle; it orders labels, so swap's pairs refuse it (mrf::Error).
+class MoveOrder {
+ public:
+  MoveOrder(LabelOrder order, std::uint64_t seed, const Model& model, std::int64_t count, bool pairs);
+  /// Moves per cycle.
+  std::int64_t count() const { return count_; }
+  /// Fills `out` with the next cycle's moves.
+  void Next(std::vector<std::int64_t>* out);
+
+ private:
+  LabelOrder order_;
+  std::uint64_t rng_state_;
+  std::int64_t count_;
+  std::vector<std::int64_t> frequent_;  // kFrequent's fixed order
+};
+
 /// What one move did, as RunMoveCycles() needs to know it.
 struct MoveOutcome {
   std::int64_t nodes_changed = 0;  ///< Nodes that took a new label (0: the labelling is unchanged).
@@ -119,13 +142,13 @@ struct MoveOutcome {
   bool exact = true;
 };
 
-/// The cycle loop shared by expansion and swap. A cycle runs moves 0..moves_per_cycle-1 in the order
-/// options.label_order asks for; a move is skipped when no labelling change happened since it last
-/// ran exactly (its optimal result would be "no change" again). Stops when a cycle changes nothing
+/// The cycle loop shared by expansion and swap. A cycle runs the moves `order` gives it; a move is
+/// skipped when no labelling change happened since it last ran exactly (its optimal result would be
+/// "no change" again). Stops when a cycle changes nothing
 /// (converged), at options.max_iterations cycles, at the time limit (checked after every move), or
 /// when the callback returns false; logs one record per cycle. `move_name` ("expansion move") and
 /// the engine of `graph` go into the messages. Returns the message saying why it stopped.
-std::string RunMoveCycles(const SolveOptions& options, std::int64_t moves_per_cycle, const std::string& move_name,
+std::string RunMoveCycles(const SolveOptions& options, MoveOrder order, const std::string& move_name,
                           const LabelingState& state, const BinaryMoveGraph& graph,
                           const std::function<MoveOutcome(std::int64_t move)>& run_move, Result* out);
 
@@ -300,9 +323,5 @@ class BinaryMoveGraph {
 /// The starting labelling: options.initial_labels, checked against the model, or all label 0.
 /// Throws mrf::Error naming the first bad entry.
 Labeling InitialLabels(const Model& model, const SolveOptions& options);
-
-/// Fills `order` with the labels (or label pairs, for swap: `count` items) to visit in one cycle:
-/// 0..count-1, or a permutation drawn from `rng` (Fisher-Yates, identical on every platform).
-void CycleOrder(LabelOrder order, std::uint64_t* rng_state, std::int64_t count, std::vector<std::int64_t>* out);
 
 }  // namespace mrf

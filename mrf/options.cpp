@@ -27,7 +27,14 @@ const char* ToString(Device d) {
   return "?";
 }
 
-const char* ToString(LabelOrder o) { return o == LabelOrder::kSequential ? "sequential" : "random"; }
+const char* ToString(LabelOrder o) {
+  switch (o) {
+    case LabelOrder::kSequential: return "sequential";
+    case LabelOrder::kRandom: return "random";
+    case LabelOrder::kFrequent: return "frequent";
+  }
+  return "?";
+}
 
 const char* ToString(StartLabels s) { return s == StartLabels::kZero ? "zero" : "bp"; }
 
@@ -55,7 +62,7 @@ Device ParseDevice(const std::string& name) {
 }
 
 LabelOrder ParseLabelOrder(const std::string& name) {
-  return ParseName(name, {LabelOrder::kSequential, LabelOrder::kRandom}, "label order");
+  return ParseName(name, {LabelOrder::kSequential, LabelOrder::kRandom, LabelOrder::kFrequent}, "label order");
 }
 
 StartLabels ParseStartLabels(const std::string& name) {

@@ -31,6 +31,11 @@ enum class Device {
 enum class LabelOrder {
   kSequential,  ///< 0, 1, ..., L-1 every cycle.
   kRandom,      ///< A fresh permutation every cycle, from `seed`.
+  /// Expansion only: the labels by how many nodes have their lowest data cost there (the lowest
+  /// label where several tie), most first, equal counts by label; the same every cycle. Early moves
+  /// then take the labels most of the image ends with, and later ones change less (on Tsukuba the
+  /// first cycle changed 193k node labels against sequential order's 704k; docs/benchmarks.md).
+  kFrequent,
 };
 
 /// Where expansion and swap start when no initial labelling is given.

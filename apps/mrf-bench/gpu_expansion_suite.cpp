@@ -346,13 +346,22 @@ int RunGpuExpansion(const BenchOptions& options) {
                   problem.model.num_labels, static_cast<long long>(s.bfs_rounds), s.solve_blocks, s.cycles_ms,
                   static_cast<double>(s.device_bytes) / (1 << 20), s.loop.c_str());
     }
-    for (const StartLabels start : {StartLabels::kZero, StartLabels::kBeliefPropagation}) {
+    struct Variant {
+      StartLabels start;
+      LabelOrder order;
+      const char* method;
+    };
+    for (const Variant& variant : {Variant{StartLabels::kZero, LabelOrder::kSequential, "cuda-expansion via mrf::Solve"},
+                                   Variant{StartLabels::kBeliefPropagation, LabelOrder::kSequential, "same, --start bp"},
+                                   Variant{StartLabels::kZero, LabelOrder::kFrequent, "same, --label-order frequent"}}) {
       if (!selected("cuda-expansion")) break;
-      // The registered solver through mrf::Solve (validation and the result's energy included), from label 0
-      // and from tiled BP's labelling (--start bp).
+      // The registered solver through mrf::Solve (validation and the result's energy included), from label 0,
+      // from tiled BP's labelling (--start bp), and from label 0 with the most frequent cheapest labels first.
+      const StartLabels start = variant.start;
       SolveOptions o = base;
       o.solver = "cuda-expansion";
       o.start = start;
+      o.label_order = variant.order;
       std::vector<double> times;
       Result r;
       for (int i = 0; i <= repeat; ++i) {
@@ -363,7 +372,7 @@ int RunGpuExpansion(const BenchOptions& options) {
       }
       Row row;
       row.problem = name;
-      row.method = start == StartLabels::kZero ? "cuda-expansion via mrf::Solve" : "same, --start bp";
+      row.method = variant.method;
       row.reference = problem.reference;
       row.energy = r.energy;
       row.cycles = r.iterations;

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,8 @@ class Runner {
     cudaGetLastError();  // an error left by other code must not be reported as ours
     Labeling initial = InitialLabels(m_, o_);
     MakeLayout();
+    // Before anything touches the GPU: swap refuses label order frequent here.
+    move_order_.emplace(o_.label_order, o_.seed, m_, moves_, kind_ == xp::kSwapMove);
     ctx_ = TakeContext();
     healthy_ = false;  // until the solve finishes
     if (!ctx_->stream) {
@@ -312,27 +315,38 @@ class Runner {
       Check(cuda_xp::LocalRepairStackBytes(layout_.kind, &frame), "reading the local repairs' stack frame");
       want = std::max(want, frame);
     }
-    Check(cudaDeviceGetLimit(&stack_before_, cudaLimitStackSize), "reading the stack limit");
-    Check(cuda_stack::GrowTo(want), "raising the stack limit");
+    Check(cuda_stack::GrowTo(want, &stack_before_), "raising the stack limit");
   }
 
   // Back to the limit found (or the tuning's stack_bytes) when the local path turned out to be off.
   void ReleaseStack() {
-    const std::size_t keep = std::max(stack_before_, static_cast<std::size_t>(t_.stack_bytes));
-    std::size_t stack = 0;
-    Check(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "reading the stack limit");
-    if (stack > keep) Check(cudaDeviceSetLimit(cudaLimitStackSize, keep), "restoring the stack limit");
+    Check(cuda_stack::LowerTo(std::max(stack_before_, static_cast<std::size_t>(t_.stack_bytes))),
+          "restoring the stack limit");
+  }
+
+  // Device memory this solve may use: the free memory plus the cached arena (ours too), less head-room for
+  // the runtime and the CUDA graphs, capped by the tuning's memory_limit.
+  std::int64_t AvailableBytes(std::size_t* total_bytes) {
+    std::size_t free_bytes = 0;
+    Check(cudaMemGetInfo(&free_bytes, total_bytes), "querying GPU memory");
+    std::int64_t available = static_cast<std::int64_t>(free_bytes) + static_cast<std::int64_t>(ctx_->arena_bytes);
+    available -= std::min<std::int64_t>(available / 16, std::int64_t{512} << 20);
+    if (t_.memory_limit > 0) available = std::min<std::int64_t>(available, t_.memory_limit);
+    return available;
   }
 
   void Allocate() {
     const std::int64_t base = Carve(nullptr, 0);
     const std::int64_t per_slot = Carve(nullptr, 1) - base;
-    std::size_t free_bytes = 0, total_bytes = 0;
-    Check(cudaMemGetInfo(&free_bytes, &total_bytes), "querying GPU memory");
-    // Memory this solve may use: the cached arena is ours too.
-    std::int64_t available = static_cast<std::int64_t>(free_bytes) + static_cast<std::int64_t>(ctx_->arena_bytes);
-    available -= std::min<std::int64_t>(available / 16, std::int64_t{512} << 20);  // head-room for the runtime and graphs
-    if (t_.memory_limit > 0) available = std::min<std::int64_t>(available, t_.memory_limit);
+    std::size_t total_bytes = 0;
+    std::int64_t available = AvailableBytes(&total_bytes);
+    if (base > available && solve_config_.local_changes > 0) {
+      // The repairs' stack (ReserveStack) may be what tips a model that only just fits: give it back and
+      // solve without the local path rather than refuse the model.
+      solve_config_.local_changes = 0;
+      ReleaseStack();
+      available = AvailableBytes(&total_bytes);
+    }
     if (base > available)
       throw Error(name_ + ": not enough GPU memory: the model and the move workspace need " + MiB(base) + ", " +
                   MiB(available) + " available" + (t_.memory_limit > 0 ? " (memory_limit)" : "") + " of " +
@@ -568,7 +582,6 @@ class Runner {
 
   std::string Cycles(Result* out) {
     IterationControl control(o_, out);
-    std::uint64_t rng = o_.seed;
     std::vector<std::int64_t> order;
     std::int64_t truncations = 0;
     Energy energy = initial_energy_;
@@ -585,7 +598,7 @@ class Runner {
       Check(cudaMemcpyAsync(&e_.ctl->stop_active, &host_ctl_->stop_active, sizeof(std::int64_t),
                             cudaMemcpyHostToDevice, st_),
             "uploading the early-stop bound");
-      CycleOrder(o_.label_order, &rng, moves_, &order);
+      move_order_->Next(&order);
       for (std::int64_t k = 0; k < moves_; ++k)
         host_order_[k] = static_cast<std::int32_t>(order[static_cast<std::size_t>(k)]);
       Check(cudaMemcpyAsync(const_cast<std::int32_t*>(e_.order), host_order_, static_cast<std::size_t>(moves_) * 4,
@@ -717,6 +730,7 @@ class Runner {
   xp::MoveKind kind_;
   std::string name_;       // the solver's registry name, first word of every message
   std::int64_t moves_ = 0;  // moves per cycle: labels (expansion) or label pairs (swap)
+  std::optional<MoveOrder> move_order_;  // each cycle's moves
   Context* ctx_ = nullptr;
   bool healthy_ = true;
   cudaStream_t st_ = nullptr;

@@ -22,10 +22,21 @@ cudaError_t FrameBytes(Kernel kernel, std::size_t* bytes) {
 /// itself at the first launch of a kernel with a larger frame, taking frame x resident threads of
 /// device memory (hundreds of MiB on an H100) after an engine had sized its workspace from the free
 /// memory. So engines call this before they read the free memory. The limit is the process's: it stays.
-inline cudaError_t GrowTo(std::size_t bytes) {
+/// `before`, when given, gets the limit found.
+inline cudaError_t GrowTo(std::size_t bytes, std::size_t* before = nullptr) {
   std::size_t stack = 0;
   cudaError_t status = cudaDeviceGetLimit(&stack, cudaLimitStackSize);
+  if (before) *before = stack;
   if (status == cudaSuccess && stack < bytes) status = cudaDeviceSetLimit(cudaLimitStackSize, bytes);
+  return status;
+}
+
+/// Lowers the limit to `bytes` where it stands above (an engine giving back what GrowTo took for
+/// kernels it turned out not to launch); never raises it.
+inline cudaError_t LowerTo(std::size_t bytes) {
+  std::size_t stack = 0;
+  cudaError_t status = cudaDeviceGetLimit(&stack, cudaLimitStackSize);
+  if (status == cudaSuccess && stack > bytes) status = cudaDeviceSetLimit(cudaLimitStackSize, bytes);
   return status;
 }
 

@@ -160,6 +160,12 @@ TEST(CudaExpansion, SmallTinyModelsMatchTheCpuTwin) {
   CheckAgainstTwin(RandomCases(1, 3, 0), false);
 }
 
+// Label order frequent: the same order on the device and in the twin (its CPU test checks the order).
+TEST(CudaExpansion, SmallFrequentOrderMatchesTheCpuTwin) {
+  MRF_SKIP_WITHOUT_CUDA();
+  CheckAgainstTwin(RandomCases(4, 4, 0), false, {LabelOrder::kFrequent});
+}
+
 // One small case for compute-sanitizer's racecheck (slow): both loops.
 TEST(CudaExpansion, SmallRaceCase) {
   MRF_SKIP_WITHOUT_CUDA();
@@ -386,10 +392,14 @@ TEST(CudaExpansion, SmallBadInputsGiveClearMessages) {
   const CudaExpansionMemory need = EstimateCudaExpansionMemory(grid, CudaExpansionTuning{});
   SolveOptions named;
   named.solver = "cuda-expansion";
+  // The refusal comes only after the stack raised for the local repairs was given back (it may be what
+  // tipped a model that only just fits), so the limit is back where it was.
+  SetCudaStackLimitBytes(1024);
   test::ExpectRefusedBelowItsMemory("cuda-expansion", need.base_bytes, [&](const CudaExpansionTuning& tuning) {
     Result out;
     RunCudaExpansion(grid, named, &out, tuning);
   });
+  EXPECT_EQ(CudaStackLimitBytes(), std::size_t{1024});
   // Just enough for the base and one kept graph: runs, keeping one label's graph.
   CudaExpansionTuning one;
   one.early_cycles = 0;  // the twin's max-flows are exact

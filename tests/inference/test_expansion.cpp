@@ -111,6 +111,81 @@ TEST(Expansion, SameSeedSameRunAndRandomOrderDiffersFromSequential) {
   EXPECT_TRUE(differs) << "random label order never changed the run on 10 models";
 }
 
+// FrequentLabelsFirst against a count written out plainly: each node's lowest cost found by a scan
+// that keeps the first minimum, then labels sorted by (count descending, label ascending).
+TEST(Expansion, FrequentOrderCountsEachNodesCheapestLabel) {
+  std::mt19937_64 rng(31);
+  Pairwise v;
+  v.kind = PairwiseKind::kTruncatedLinear;
+  v.lambda = 3;
+  v.truncation = 4;
+  for (int trial = 0; trial < 20; ++trial) {
+    // Few distinct costs so that ties (between labels of a node, and between counts) are common.
+    const Label labels = 2 + trial % 7;
+    const Model m = test::RandomModel(rng, Topology::Grid2D(9 + trial, 7, 4), labels, trial % 2 ? 3 : 40, v);
+    std::vector<std::pair<std::int64_t, std::int64_t>> count_label(static_cast<std::size_t>(labels));
+    for (Label l = 0; l < labels; ++l) count_label[static_cast<std::size_t>(l)] = {0, l};
+    for (NodeId p = 0; p < m.num_nodes(); ++p) {
+      Label best = 0;
+      for (Label l = 1; l < labels; ++l)
+        if (m.unary_cost(p, l) < m.unary_cost(p, best)) best = l;
+      --count_label[static_cast<std::size_t>(best)].first;  // negated: ascending sort puts most first
+    }
+    std::sort(count_label.begin(), count_label.end());
+    std::vector<std::int64_t> expected;
+    for (const auto& [count, label] : count_label) expected.push_back(label);
+    EXPECT_EQ(FrequentLabelsFirst(m), expected) << "trial " << trial;
+  }
+  // Every cost equal: every node's cheapest label is 0, and the rest keep their order.
+  Model flat = test::RandomModel(rng, Topology::Grid2D(5, 5, 4), 4, 10, v);
+  std::fill(flat.unary.begin(), flat.unary.end(), 7);
+  EXPECT_EQ(FrequentLabelsFirst(flat), (std::vector<std::int64_t>{0, 1, 2, 3}));
+}
+
+// The solver visits the labels in that order: expansion with label order frequent on a model gives the
+// labels that sequential order gives on the same model with its labels renamed so that the frequent
+// order becomes 0, 1, 2, ... (a move's graph depends on the costs alone, not on the labels' names).
+TEST(Expansion, FrequentOrderRunsTheMovesOfARenamedSequentialRun) {
+  std::mt19937_64 rng(32);
+  Pairwise v;
+  v.kind = PairwiseKind::kTruncatedLinear;
+  v.lambda = 4;
+  v.truncation = 3;
+  int orders_not_sequential = 0;
+  for (int trial = 0; trial < 6; ++trial) {
+    const Label L = 5;
+    Model m = test::RandomModel(rng, Topology::Grid2D(14, 11, 4), L, 30, v, 3);
+    // Skew the data towards high labels so that the frequent order is far from sequential.
+    for (NodeId p = 0; p < m.num_nodes(); ++p)
+      for (Label l = 0; l < L; ++l) m.unary[static_cast<std::size_t>(p) * L + l] += 4 * (L - 1 - l);
+    const std::vector<std::int64_t> order = FrequentLabelsFirst(m);
+    orders_not_sequential += order.front() != 0;
+    Model renamed = m;  // renamed label k is m's label order[k]
+    renamed.pairwise.kind = PairwiseKind::kTable;
+    renamed.pairwise.table.assign(static_cast<std::size_t>(L) * L, 0);
+    for (Label i = 0; i < L; ++i)
+      for (Label j = 0; j < L; ++j)
+        renamed.pairwise.table[static_cast<std::size_t>(i) * L + j] =
+            m.pairwise.distance(static_cast<Label>(order[i]), static_cast<Label>(order[j]), L);
+    std::vector<Label> new_name(static_cast<std::size_t>(L));
+    for (Label k = 0; k < L; ++k) new_name[static_cast<std::size_t>(order[k])] = k;
+    for (NodeId p = 0; p < m.num_nodes(); ++p)
+      for (Label k = 0; k < L; ++k)
+        renamed.unary[static_cast<std::size_t>(p) * L + k] = m.unary_cost(p, static_cast<Label>(order[k]));
+    SolveOptions frequent = OptionsFor("cpu-expansion");
+    frequent.label_order = LabelOrder::kFrequent;
+    SolveOptions sequential = OptionsFor("cpu-expansion");
+    sequential.initial_labels.assign(static_cast<std::size_t>(m.num_nodes()), new_name[0]);  // m's label 0
+    const Result a = Solve(m, frequent), b = Solve(renamed, sequential);
+    ASSERT_TRUE(a.ok && b.ok) << a.message << b.message;
+    EXPECT_EQ(a.energy, b.energy) << "trial " << trial;
+    ASSERT_EQ(a.labels.size(), b.labels.size());
+    for (std::size_t p = 0; p < a.labels.size(); ++p)
+      ASSERT_EQ(new_name[static_cast<std::size_t>(a.labels[p])], b.labels[p]) << "trial " << trial << ", node " << p;
+  }
+  EXPECT_GT(orders_not_sequential, 0) << "the skewed models never put another label first";
+}
+
 TEST(Expansion, CallbackStopsTheRunAfterTheFirstCycle) {
   std::mt19937_64 rng(10);
   Pairwise v;

@@ -248,7 +248,7 @@ TEST(BadOptions, SolveOptionsAndNames) {
             "unknown algorithm 'fast' (expected one of: auto, maxflow, expansion, swap, icm, bp)");
   EXPECT_EQ(ErrorOf([] { ParseDevice("gpu"); }), "unknown device 'gpu' (expected one of: auto, cpu, cuda)");
   EXPECT_EQ(ErrorOf([] { ParseLabelOrder("shuffled"); }),
-            "unknown label order 'shuffled' (expected one of: sequential, random)");
+            "unknown label order 'shuffled' (expected one of: sequential, random, frequent)");
   EXPECT_EQ(ErrorOf([] { ParsePairwiseKind("cubic"); }),
             "unknown smoothness kind 'cubic' (expected potts, linear, quadratic or table)");
   EXPECT_EQ(ErrorOf([] { StGraph().set_limits(-1); }),

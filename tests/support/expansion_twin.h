@@ -160,11 +160,11 @@ class MoveTwin {
     c.update_limit = static_cast<std::int64_t>(o_.update_fraction * static_cast<double>(n));
     c.energy = LabellingEnergy(labels_);
     std::vector<xp::MoveRecord> records(M);
-    std::uint64_t rng = o_.seed;
+    MoveOrder move_order(o_.order, o_.seed, m_, M, o_.swap);
     std::vector<std::int64_t> order64;
     std::vector<std::int32_t> order(M);
     for (int cycle = 1; cycle <= o_.max_cycles; ++cycle) {
-      CycleOrder(o_.order, &rng, M, &order64);
+      move_order.Next(&order64);
       for (std::int64_t k = 0; k < M; ++k) order[k] = static_cast<std::int32_t>(order64[k]);
       const std::int64_t before = c.changes;
       c.move_index = 0;
