@@ -186,14 +186,7 @@ TEST(CudaSwap, SmallBadInputsGiveClearMessagesAndAutoFallsBack) {
     Result out;
     RunCudaSwap(grid, named, &out, tuning);
   });
-  // Label order frequent ranks labels; swap's moves are label pairs.
-  SolveOptions frequent = named;
-  frequent.label_order = LabelOrder::kFrequent;
-  const Result refused = Solve(grid, frequent);
-  EXPECT_FALSE(refused.ok);
-  EXPECT_NE(refused.message.find("label order frequent orders labels, and swap moves are label pairs"),
-            std::string::npos)
-      << refused.message;
+  test::ExpectSwapRefusesFrequentOrder(grid, named);
   // Just the estimate: runs, within it.
   CudaExpansionTuning enough;
   enough.memory_limit = need.base_bytes;

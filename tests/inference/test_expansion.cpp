@@ -115,10 +115,7 @@ TEST(Expansion, SameSeedSameRunAndRandomOrderDiffersFromSequential) {
 // that keeps the first minimum, then labels sorted by (count descending, label ascending).
 TEST(Expansion, FrequentOrderCountsEachNodesCheapestLabel) {
   std::mt19937_64 rng(31);
-  Pairwise v;
-  v.kind = PairwiseKind::kTruncatedLinear;
-  v.lambda = 3;
-  v.truncation = 4;
+  const Pairwise v{PairwiseKind::kTruncatedLinear, 3, 4, {}};
   for (int trial = 0; trial < 20; ++trial) {
     // Few distinct costs so that ties (between labels of a node, and between counts) are common.
     const Label labels = 2 + trial % 7;
@@ -147,10 +144,7 @@ TEST(Expansion, FrequentOrderCountsEachNodesCheapestLabel) {
 // order becomes 0, 1, 2, ... (a move's graph depends on the costs alone, not on the labels' names).
 TEST(Expansion, FrequentOrderRunsTheMovesOfARenamedSequentialRun) {
   std::mt19937_64 rng(32);
-  Pairwise v;
-  v.kind = PairwiseKind::kTruncatedLinear;
-  v.lambda = 4;
-  v.truncation = 3;
+  const Pairwise v{PairwiseKind::kTruncatedLinear, 4, 3, {}};
   int orders_not_sequential = 0;
   for (int trial = 0; trial < 6; ++trial) {
     const Label L = 5;

@@ -100,14 +100,8 @@ TEST(Swap, SameSeedSameRunAndOptionsAreHonoured) {
   EXPECT_EQ(again.labels, a.labels);
   EXPECT_NE(again.message.find("converged after 1 cycle:"), std::string::npos) << again.message;
 
-  // Label order frequent ranks labels, and swap's moves are label pairs: refused in one line.
   options.initial_labels.clear();
-  options.label_order = LabelOrder::kFrequent;
-  const Result refused = Solve(m, options);
-  EXPECT_FALSE(refused.ok);
-  EXPECT_NE(refused.message.find("label order frequent orders labels, and swap moves are label pairs"),
-            std::string::npos)
-      << refused.message;
+  test::ExpectSwapRefusesFrequentOrder(m, options);
 }
 
 // A cycle's bookkeeping holds a few words per label pair: 5794 labels (16,782,321 pairs, above 2^24) are

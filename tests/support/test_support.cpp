@@ -199,6 +199,15 @@ Result BpStartByHand(const Model& model) {
   return Solve(model, bp);
 }
 
+void ExpectSwapRefusesFrequentOrder(const Model& model, SolveOptions options) {
+  options.label_order = LabelOrder::kFrequent;
+  const Result refused = Solve(model, options);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_NE(refused.message.find("label order frequent orders labels, and swap moves are label pairs"),
+            std::string::npos)
+      << refused.message;
+}
+
 void ExpectStoppedSolvesLeaveTheKeptCutUsable(const std::string& solver) {
   std::mt19937_64 rng(41);
   Model m = RandomModel(rng, Topology::Grid2D(96, 80, 4), 2, 40, Pairwise{PairwiseKind::kPotts, 6, 0, {}}, 5);

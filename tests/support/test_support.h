@@ -64,6 +64,10 @@ Result BpStartByHand(const Model& model);
 /// The minimum energy over all labellings (L^n <= a few million), and one minimiser.
 Energy BruteForceMinEnergy(const Model& model, Labeling* best = nullptr);
 
+/// Solving `model` with `options` (a swap solver) in label order frequent is refused in one line saying
+/// why: the order ranks labels, and swap's moves are label pairs.
+void ExpectSwapRefusesFrequentOrder(const Model& model, SolveOptions options);
+
 /// Solves through one KeptCut with `solver` that the callback stops at its first poll, each followed by
 /// a solve run to the end: of the same model (no capacity changed), of new unary costs, and after a
 /// stopped solve on the kept graph itself. Every finished solve must equal a plain solve of its model
