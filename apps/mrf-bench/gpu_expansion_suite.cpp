@@ -177,6 +177,32 @@ CudaExpansionStats TimeGpuMoves(const Problem& problem, const std::string& name,
   return s;
 }
 
+// A CPU move solver (o.solver, in o.label_order) through mrf::Solve, `runs` times: the median time, the last
+// run's energy, cycles and message (a stop at the time limit is printed, and makes the row no baseline).
+Row TimeCpuMoves(const Problem& problem, const SolveOptions& o, int runs, const std::string& method, Energy reference) {
+  std::vector<double> times;
+  Result r;
+  for (int i = 0; i < runs; ++i) {
+    app::Progress("mrf-bench", "gpuexpansion: " + problem.name + ": " + method + " run " + std::to_string(i + 1));
+    const auto t0 = Clock::now();
+    r = Solve(problem.model, o);
+    times.push_back(MsSince(t0));
+    if (!r.ok) throw Error(method + " failed on " + problem.name + ": " + r.message);
+  }
+  Row row;
+  row.problem = problem.name;
+  row.method = method;
+  row.reference = reference;
+  row.energy = r.energy;
+  row.cycles = r.iterations;
+  row.ms = Median(times);
+  row.runs = static_cast<int>(times.size());
+  row.note = r.message;
+  row.base_complete = r.message.find("time limit") == std::string::npos;
+  if (!row.base_complete) std::printf("# %s on %s: %s\n", method.c_str(), problem.name.c_str(), r.message.c_str());
+  return row;
+}
+
 // cuda-swap against cpu-swap on one problem: the baseline first, then cuda-swap end to end (as the
 // cuda-expansion rows: a warm-up, then the median of `repeat` runs, with the split of the median run).
 template <class Selected>
@@ -195,21 +221,8 @@ void SwapRows(const Problem& problem, SolveOptions base, int repeat, bool gpu, c
   if (selected("cpu-swap")) {
     SolveOptions o = base;
     o.solver = "cpu-swap";
-    std::vector<double> times;
-    Result r;
-    for (int i = 0; i < repeat; ++i) {
-      app::Progress("mrf-bench", "gpuexpansion: " + name + ": cpu-swap run " + std::to_string(i + 1));
-      const auto t0 = Clock::now();
-      r = Solve(problem.model, o);
-      times.push_back(MsSince(t0));
-      if (!r.ok) throw Error("cpu-swap failed on " + name + ": " + r.message);
-    }
-    cpu.energy = r.energy;
-    cpu.cycles = r.iterations;
-    cpu.ms = Median(times);
-    cpu.runs = static_cast<int>(times.size());
+    cpu = TimeCpuMoves(problem, o, repeat, "cpu-swap", problem.swap_reference);
     cpu.base_ms = cpu.ms;
-    cpu.note = r.message;
     PrintRow(cpu);
     rows->push_back(cpu);
   }
@@ -257,7 +270,9 @@ int RunGpuExpansion(const BenchOptions& options) {
     tuning.Parse(t);
     tunings.push_back({"cuda-expansion " + t, tuning});
   }
-  std::printf("# labels start at 0, sequential label order, at most 500 cycles; Venus truncates non-submodular terms.\n"
+  std::printf("# labels start at 0, sequential label order (rows 'same, --label-order frequent': the labels most nodes\n"
+              "#   find cheapest first; 'same, --start bp': from tiled BP's labels), at most 500 cycles; Venus truncates\n"
+              "#   non-submodular terms.\n"
               "# ms: end to end, median of %d runs after a warm-up (cuda: RunCudaExpansion, model upload, labels back and\n"
               "#   EvaluateEnergy included; 'via mrf::Solve': the whole Solve call); cpu-expansion: mrf::Solve, median of\n"
               "#   %d runs (one run on aloe%s).\n"
@@ -296,26 +311,18 @@ int RunGpuExpansion(const BenchOptions& options) {
       o.solver = "cpu-expansion";
       const bool slow = name == "aloe";
       if (slow && options.time_limit_s > 0) o.time_limit_s = options.time_limit_s;
-      std::vector<double> times;
-      Result r;
-      for (int i = 0; i < (slow ? 1 : repeat); ++i) {
-        app::Progress("mrf-bench", "gpuexpansion: " + name + ": cpu-expansion run " + std::to_string(i + 1));
-        const auto t0 = Clock::now();
-        r = Solve(problem.model, o);
-        times.push_back(MsSince(t0));
-        if (!r.ok) throw Error("cpu-expansion failed on " + name + ": " + r.message);
-      }
-      cpu.energy = r.energy;
-      cpu.cycles = r.iterations;
-      cpu.ms = Median(times);
-      cpu.runs = static_cast<int>(times.size());
-      cpu.note = r.message;
+      cpu = TimeCpuMoves(problem, o, slow ? 1 : repeat, "cpu-expansion", problem.reference);
       cpu.base_ms = cpu.ms;
-      cpu.base_complete = r.message.find("time limit") == std::string::npos;
       PrintRow(cpu);
       rows.push_back(cpu);
-      if (r.message.find("time limit") != std::string::npos)
-        std::printf("# cpu-expansion on %s: %s\n", name.c_str(), r.message.c_str());
+      if (!slow) {  // (Aloe's baseline stops at the time limit: no order would compare there)
+        o.label_order = LabelOrder::kFrequent;
+        Row frequent = TimeCpuMoves(problem, o, repeat, "same, --label-order frequent", problem.reference);
+        frequent.base_ms = cpu.ms;
+        frequent.base_complete = cpu.base_complete;
+        PrintRow(frequent);
+        rows.push_back(frequent);
+      }
     }
     if (!gpu) {
       if (problem.swap_reference > 0) SwapRows(problem, base, repeat, gpu, selected, &rows);
