@@ -15,6 +15,7 @@ void RunAlphaBetaSwap(const Model& model, const SolveOptions& options, Result* o
   const auto start = std::chrono::steady_clock::now();
   std::string error;
   if (!options.IsValid(&error)) throw Error(error);
+  MoveOrder::CheckUsable(options.label_order, /*pairs=*/true);
   model.ValidateOrThrow();
   const std::string broken = FindNonSubmodularMoveTerm(model, /*expansion=*/false);
   if (!broken.empty() && !options.truncate_nonsubmodular)
@@ -78,9 +79,8 @@ void RunAlphaBetaSwap(const Model& model, const SolveOptions& options, Result* o
     outcome.nodes_changed = state.Commit(predicted, outcome.exact, move_name);
     return outcome;
   };
-  out->message = RunMoveCycles(options,
-                               MoveOrder(options.label_order, options.seed, model, static_cast<std::int64_t>(pairs.size()), true),
-                               move_name, state, graph, swap, out);
+  const MoveOrder order(options.label_order, options.seed, model, static_cast<std::int64_t>(pairs.size()), true);
+  out->message = RunMoveCycles(options, order, move_name, state, graph, swap, out);
   out->labels = state.labels();
   out->timings.solve_ms = MsSince(solve_start);
 }

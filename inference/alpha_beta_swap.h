@@ -18,7 +18,8 @@ namespace mrf {
 /// break it are refused with a message naming the two labels, unless options.truncate_nonsubmodular
 /// is set. A move is kept only if it lowers the true energy. A cycle visits all L(L-1)/2 pairs in the
 /// reference implementation's order, a = 0, 1, ..., and for each a, b = L-1 down to a+1 (with it the
-/// Middlebury energies of BENCHMARKS.md are reproduced exactly), or shuffled with options.seed.
+/// Middlebury energies of BENCHMARKS.md are reproduced exactly), or shuffled with options.seed; label
+/// order frequent ranks labels, not pairs, and is refused with mrf::Error.
 ///
 /// Speed: each move cuts a compact graph of just the nodes labelled a or b when the engine takes
 /// general graphs (cpu-bk does); `tuning` can switch that off, or supply the engine.

@@ -137,7 +137,8 @@ void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* 
     outcome.nodes_changed = state.Commit(predicted, outcome.exact, move_name);
     return outcome;
   };
-  out->message = RunMoveCycles(options, MoveOrder(options.label_order, options.seed, model, num_labels, false), move_name, state, graph, expand, out);
+  const MoveOrder order(options.label_order, options.seed, model, num_labels, false);
+  out->message = RunMoveCycles(options, order, move_name, state, graph, expand, out);
   out->labels = state.labels();
   out->timings.solve_ms = MsSince(solve_start);
 }

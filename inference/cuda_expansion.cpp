@@ -213,6 +213,7 @@ void CheckMoveInput(const Model& model, const SolveOptions& options, bool swap) 
   const std::string name = swap ? "cuda-swap" : "cuda-expansion";
   std::string error;
   if (!options.IsValid(&error)) throw Error(error);
+  MoveOrder::CheckUsable(options.label_order, swap);
   model.ValidateOrThrow();
   const Topology& t = model.topology;
   if (!t.is_grid())

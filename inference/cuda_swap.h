@@ -11,7 +11,8 @@
 /// A swap move on the pair (a, b), a < b, lets the nodes labelled a or b exchange those two labels;
 /// the other nodes keep theirs and have no capacity in the move's graph (their edges to the pair's
 /// nodes become terminal terms). Pairs are visited in cpu-swap's order (a = 0, 1, ..., and for each a,
-/// b = L-1 down to a+1), or shuffled with options.seed and label_order random. A pair is skipped when
+/// b = L-1 down to a+1), or shuffled with options.seed and label_order random (label order frequent ranks
+/// labels, not pairs, and is refused with mrf::Error). A pair is skipped when
 /// no node has either label, or when nothing changed since its last exact move; the run stops when a
 /// full cycle changes nothing. The moves are cpu-swap's (semimetric smoothness needed; other tables
 /// are refused unless options.truncate_nonsubmodular is set, which truncates the offending terms as

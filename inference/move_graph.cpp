@@ -597,11 +597,18 @@ std::vector<std::int64_t> FrequentLabelsFirst(const Model& model) {
   return labels;
 }
 
+void MoveOrder::CheckUsable(LabelOrder order, bool pairs) {
+  if (order == LabelOrder::kFrequent && pairs)
+    throw Error("label order frequent orders labels, and swap moves are label pairs: use sequential or random");
+}
+
 MoveOrder::MoveOrder(LabelOrder order, std::uint64_t seed, const Model& model, std::int64_t count, bool pairs)
     : order_(order), rng_state_(seed), count_(count) {
+  CheckUsable(order, pairs);
   if (order_ != LabelOrder::kFrequent) return;
-  if (pairs)
-    throw Error("label order frequent orders labels, and swap moves are label pairs: use sequential or random");
+  if (count != model.num_labels)
+    throw Error("internal error: an expansion cycle of " + std::to_string(count) + " moves for " +
+                std::to_string(model.num_labels) + " labels");
   frequent_ = FrequentLabelsFirst(model);
 }
 

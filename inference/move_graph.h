@@ -122,6 +122,9 @@ std::vector<std::int64_t> FrequentLabelsFirst(const Model& model);
 class MoveOrder {
  public:
   MoveOrder(LabelOrder order, std::uint64_t seed, const Model& model, std::int64_t count, bool pairs);
+  /// Throws mrf::Error when `order` cannot order moves of this kind (frequent, for swap's pairs): solvers
+  /// call it before any costly setup (the BP start included).
+  static void CheckUsable(LabelOrder order, bool pairs);
   /// Moves per cycle.
   std::int64_t count() const { return count_; }
   /// Fills `out` with the next cycle's moves.
@@ -142,13 +145,12 @@ struct MoveOutcome {
   bool exact = true;
 };
 
-/// The cycle loop shared by expansion and swap. A cycle runs the moves `order` gives it; a move is
-/// skipped when no labelling change happened since it last ran exactly (its optimal result would be
-/// "no change" again). Stops when a cycle changes nothing
-/// (converged), at options.max_iterations cycles, at the time limit (checked after every move), or
-/// when the callback returns false; logs one record per cycle. `move_name` ("expansion move") and
+/// The cycle loop shared by expansion and swap. A cycle runs the moves `move_order` gives it; a move
+/// is skipped when no labelling change happened since it last ran exactly (its optimal result would be
+/// "no change" again). Stops when a cycle changes nothing (converged), at options.max_iterations
+/// cycles, at the time limit (checked after every move), or when the callback returns false; logs one record per cycle. `move_name` ("expansion move") and
 /// the engine of `graph` go into the messages. Returns the message saying why it stopped.
-std::string RunMoveCycles(const SolveOptions& options, MoveOrder order, const std::string& move_name,
+std::string RunMoveCycles(const SolveOptions& options, MoveOrder move_order, const std::string& move_name,
                           const LabelingState& state, const BinaryMoveGraph& graph,
                           const std::function<MoveOutcome(std::int64_t move)>& run_move, Result* out);
 

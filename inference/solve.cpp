@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "inference/iteration_control.h"
+#include "inference/move_graph.h"
 #include "mrf/binary_graph.h"
 #include "mrf/registry.h"
 
@@ -95,6 +96,7 @@ Result BpStart(const SolverEntry& moves, const Model& model, const SolveOptions&
 // with its cycle loop, so its setup before the first cycle is not in the log's times).
 void RunSolver(const SolverEntry& entry, const Model& model, const SolveOptions& options, Result* result) {
   const bool moves = entry.algorithm == Algorithm::kExpansion || entry.algorithm == Algorithm::kSwap;
+  if (moves) MoveOrder::CheckUsable(options.label_order, entry.algorithm == Algorithm::kSwap);  // before the start
   if (options.start == StartLabels::kZero || !moves) {
     entry.solve(model, options, result);
     if (options.start != StartLabels::kZero)

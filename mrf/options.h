@@ -34,7 +34,7 @@ enum class LabelOrder {
   /// Expansion only: the labels by how many nodes have their lowest data cost there (the lowest
   /// label where several tie), most first, equal counts by label; the same every cycle. Early moves
   /// then take the labels most of the image ends with, and later ones change less (on Tsukuba the
-  /// first cycle changed 193k node labels against sequential order's 704k; docs/benchmarks.md).
+  /// first cycle changed 224k node labels against sequential order's 704k; docs/benchmarks.md).
   kFrequent,
 };
 
@@ -50,7 +50,7 @@ enum class StartLabels {
 
 const char* ToString(Algorithm a);   ///< auto, maxflow, expansion, swap, icm, bp
 const char* ToString(Device d);      ///< auto, cpu, cuda
-const char* ToString(LabelOrder o);  ///< sequential, random
+const char* ToString(LabelOrder o);  ///< sequential, random, frequent
 const char* ToString(StartLabels s);  ///< zero, bp
 /// Parses a command-line name; throws mrf::Error listing the accepted names.
 Algorithm ParseAlgorithm(const std::string& name);

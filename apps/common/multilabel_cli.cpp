@@ -37,7 +37,8 @@ void AddSolveOptions(CLI::App& cli, SolveCli* s) {
   cli.add_option("--seed", s->seed, "Seed for every random choice (random label order)")
       ->check(FiniteNonNegative())
       ->capture_default_str();
-  cli.add_option("--label-order", s->label_order, "Expansion/swap label order: sequential|random (a fresh permutation each cycle, from --seed)|"
+  cli.add_option("--label-order", s->label_order,
+                 "Expansion/swap label order: sequential|random (a fresh permutation each cycle, from --seed)|"
                  "frequent (expansion only: the labels most nodes find cheapest in the data term first)")
       ->capture_default_str();
   cli.add_option("--start", s->start,

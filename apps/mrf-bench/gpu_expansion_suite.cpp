@@ -358,16 +358,16 @@ int RunGpuExpansion(const BenchOptions& options) {
       LabelOrder order;
       const char* method;
     };
-    for (const Variant& variant : {Variant{StartLabels::kZero, LabelOrder::kSequential, "cuda-expansion via mrf::Solve"},
-                                   Variant{StartLabels::kBeliefPropagation, LabelOrder::kSequential, "same, --start bp"},
-                                   Variant{StartLabels::kZero, LabelOrder::kFrequent, "same, --label-order frequent"}}) {
+    const Variant variants[] = {{StartLabels::kZero, LabelOrder::kSequential, "cuda-expansion via mrf::Solve"},
+                                {StartLabels::kBeliefPropagation, LabelOrder::kSequential, "same, --start bp"},
+                                {StartLabels::kZero, LabelOrder::kFrequent, "same, --label-order frequent"}};
+    for (const Variant& variant : variants) {
       if (!selected("cuda-expansion")) break;
       // The registered solver through mrf::Solve (validation and the result's energy included), from label 0,
       // from tiled BP's labelling (--start bp), and from label 0 with the most frequent cheapest labels first.
-      const StartLabels start = variant.start;
       SolveOptions o = base;
       o.solver = "cuda-expansion";
-      o.start = start;
+      o.start = variant.start;
       o.label_order = variant.order;
       std::vector<double> times;
       Result r;
@@ -412,7 +412,7 @@ int RunGpuExpansion(const BenchOptions& options) {
                     static_cast<long long>(r.energy), row.ms, reached.c_str());
       }
       std::printf("# %s\n", r.message.c_str());
-      if (start == StartLabels::kBeliefPropagation && !r.log.empty())
+      if (variant.start == StartLabels::kBeliefPropagation && !r.log.empty())
         std::printf("# the moves' setup %.2f ms, transfers %.2f ms, solve %.2f ms; %s\n", r.timings.setup_ms,
                     r.timings.transfer_ms, r.timings.solve_ms, r.log.front().note.c_str());
     }

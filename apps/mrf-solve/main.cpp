@@ -24,8 +24,10 @@ int main(int argc, char** argv) {
   cli.add_option("--maxflow-backend", maxflow, "Max-flow engine inside expansion/swap moves")->capture_default_str();
   cli.add_option("--iterations", options.max_iterations, "Iteration limit (cycles for expansion/swap)")
       ->check(CLI::Range(1, 1000000))->capture_default_str();
-  cli.add_option("--label-order", order, "Expansion/swap label order: sequential|random (a fresh permutation each cycle, from --seed)|"
-                 "frequent (expansion only: the labels most nodes find cheapest in the data term first)")->capture_default_str();
+  cli.add_option("--label-order", order,
+                 "Expansion/swap label order: sequential|random (a fresh permutation each cycle, from --seed)|"
+                 "frequent (expansion only: the labels most nodes find cheapest in the data term first)")
+      ->capture_default_str();
   cli.add_option("--start", start, "Expansion/swap start: zero (label 0 everywhere) or bp (tiled BP's labelling; 4-connected grids)")
       ->capture_default_str();
   cli.add_option("--seed", options.seed, "Seed for every random choice")

@@ -144,7 +144,6 @@ class Runner {
     cudaGetLastError();  // an error left by other code must not be reported as ours
     Labeling initial = InitialLabels(m_, o_);
     MakeLayout();
-    // Before anything touches the GPU: swap refuses label order frequent here.
     move_order_.emplace(o_.label_order, o_.seed, m_, moves_, kind_ == xp::kSwapMove);
     ctx_ = TakeContext();
     healthy_ = false;  // until the solve finishes
@@ -336,7 +335,7 @@ class Runner {
   }
 
   void Allocate() {
-    const std::int64_t base = Carve(nullptr, 0);
+    std::int64_t base = Carve(nullptr, 0);
     const std::int64_t per_slot = Carve(nullptr, 1) - base;
     std::size_t total_bytes = 0;
     std::int64_t available = AvailableBytes(&total_bytes);
@@ -346,6 +345,7 @@ class Runner {
       solve_config_.local_changes = 0;
       ReleaseStack();
       available = AvailableBytes(&total_bytes);
+      base = Carve(nullptr, 0);  // (without the changed-node list)
     }
     if (base > available)
       throw Error(name_ + ": not enough GPU memory: the model and the move workspace need " + MiB(base) + ", " +

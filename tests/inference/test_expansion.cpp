@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "inference/alpha_expansion.h"
+#include "inference/move_graph.h"
 #include "move_test_support.h"
 #include "mrf/registry.h"
 
@@ -109,6 +110,36 @@ TEST(Expansion, SameSeedSameRunAndRandomOrderDiffersFromSequential) {
     differs = r1.labels != s.labels || r1.log.front().energy != s.log.front().energy;
   }
   EXPECT_TRUE(differs) << "random label order never changed the run on 10 models";
+}
+
+// The orders a cycle takes: sequential every cycle; random permutations pinned for seed 77 (SolveOptions
+// promises the same run from the same seed on every platform and build, so a changed shuffle must show
+// here); frequent on one label; swap's pairs refuse frequent.
+TEST(Expansion, MoveOrdersGiveTheDocumentedCycles) {
+  Model m;
+  m.topology = Topology::Grid2D(2, 1, 4);
+  m.num_labels = 5;
+  m.unary.assign(10, 0);
+  std::vector<std::int64_t> cycle;
+  MoveOrder sequential(LabelOrder::kSequential, 77, m, 5, false);
+  for (int i = 0; i < 2; ++i) {
+    sequential.Next(&cycle);
+    EXPECT_EQ(cycle, (std::vector<std::int64_t>{0, 1, 2, 3, 4}));
+  }
+  MoveOrder random(LabelOrder::kRandom, 77, m, 5, false);
+  const std::vector<std::vector<std::int64_t>> pinned = {{4, 1, 3, 0, 2}, {3, 1, 0, 4, 2}, {4, 2, 0, 1, 3}};
+  for (const auto& expected : pinned) {
+    random.Next(&cycle);
+    EXPECT_EQ(cycle, expected);
+  }
+  Model one = m;
+  one.num_labels = 1;
+  one.unary.assign(2, 3);
+  MoveOrder frequent(LabelOrder::kFrequent, 0, one, 1, false);
+  frequent.Next(&cycle);
+  EXPECT_EQ(cycle, (std::vector<std::int64_t>{0}));
+  EXPECT_THROW(MoveOrder(LabelOrder::kFrequent, 0, m, 10, true), Error);
+  EXPECT_NO_THROW(MoveOrder(LabelOrder::kRandom, 0, m, 10, true));
 }
 
 // FrequentLabelsFirst against a count written out plainly: each node's lowest cost found by a scan
