@@ -148,8 +148,9 @@ struct MoveOutcome {
 /// The cycle loop shared by expansion and swap. A cycle runs the moves `move_order` gives it; a move
 /// is skipped when no labelling change happened since it last ran exactly (its optimal result would be
 /// "no change" again). Stops when a cycle changes nothing (converged), at options.max_iterations
-/// cycles, at the time limit (checked after every move), or when the callback returns false; logs one record per cycle. `move_name` ("expansion move") and
-/// the engine of `graph` go into the messages. Returns the message saying why it stopped.
+/// cycles, at the time limit (checked after every move), or when the callback returns false; logs one
+/// record per cycle. `move_name` ("expansion move") and the engine of `graph` go into the messages.
+/// Returns the message saying why it stopped.
 std::string RunMoveCycles(const SolveOptions& options, MoveOrder move_order, const std::string& move_name,
                           const LabelingState& state, const BinaryMoveGraph& graph,
                           const std::function<MoveOutcome(std::int64_t move)>& run_move, Result* out);

@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -144,7 +143,6 @@ class Runner {
     cudaGetLastError();  // an error left by other code must not be reported as ours
     Labeling initial = InitialLabels(m_, o_);
     MakeLayout();
-    move_order_.emplace(o_.label_order, o_.seed, m_, moves_, kind_ == xp::kSwapMove);
     ctx_ = TakeContext();
     healthy_ = false;  // until the solve finishes
     if (!ctx_->stream) {
@@ -582,6 +580,7 @@ class Runner {
 
   std::string Cycles(Result* out) {
     IterationControl control(o_, out);
+    MoveOrder move_order(o_.label_order, o_.seed, m_, moves_, kind_ == xp::kSwapMove);
     std::vector<std::int64_t> order;
     std::int64_t truncations = 0;
     Energy energy = initial_energy_;
@@ -598,7 +597,7 @@ class Runner {
       Check(cudaMemcpyAsync(&e_.ctl->stop_active, &host_ctl_->stop_active, sizeof(std::int64_t),
                             cudaMemcpyHostToDevice, st_),
             "uploading the early-stop bound");
-      move_order_->Next(&order);
+      move_order.Next(&order);
       for (std::int64_t k = 0; k < moves_; ++k)
         host_order_[k] = static_cast<std::int32_t>(order[static_cast<std::size_t>(k)]);
       Check(cudaMemcpyAsync(const_cast<std::int32_t*>(e_.order), host_order_, static_cast<std::size_t>(moves_) * 4,
@@ -730,7 +729,6 @@ class Runner {
   xp::MoveKind kind_;
   std::string name_;       // the solver's registry name, first word of every message
   std::int64_t moves_ = 0;  // moves per cycle: labels (expansion) or label pairs (swap)
-  std::optional<MoveOrder> move_order_;  // each cycle's moves
   Context* ctx_ = nullptr;
   bool healthy_ = true;
   cudaStream_t st_ = nullptr;

@@ -94,8 +94,8 @@ std::int64_t BuildMoveGraph(const Model& m, const xp::MoveCosts& c, const Labeli
 
 /// The CPU twin (expansion or `swap` moves) with kept residual graphs always re-solved reaches the labels
 /// and per-cycle energies of fresh solves, in every label order it takes (frequent: expansion only);
-/// energies never rise and the last is the
-/// reference evaluator's. Returns the number of moves re-solved from kept graphs.
+/// energies never rise and the last is the reference evaluator's. Returns the number of moves re-solved
+/// from kept graphs.
 inline std::int64_t CheckKeptGraphsReachTheFreshLabels(const std::vector<MoveCase>& cases, bool swap) {
   std::int64_t resolves = 0;
   for (const MoveCase& c : cases) {
