@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include <tbb/task_arena.h>
+
 #include "inference/iteration_control.h"
 #include "inference/move_graph.h"
 #include "mrf/binary_graph.h"
@@ -149,9 +151,7 @@ void RunSolver(const SolverEntry& entry, const Model& model, const SolveOptions&
   result->message += "; started from " + start_solver + "'s labelling (energy " + std::to_string(start_energy) + ")";
 }
 
-}  // namespace
-
-Result Solve(const Model& model, const SolveOptions& options) {
+Result SolveInThisArena(const Model& model, const SolveOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   Result result;
   result.backend_requested = options.solver;
@@ -207,6 +207,16 @@ Result Solve(const Model& model, const SolveOptions& options) {
   if (!result.ok && options.kept_cut) *options.kept_cut = KeptCut{};  // nothing to build on after a failure
   result.timings.total_ms = MsSince(start);
   return result;
+}
+
+}  // namespace
+
+Result Solve(const Model& model, const SolveOptions& options) {
+  if (options.num_threads <= 0) return SolveInThisArena(model, options);
+  // Every TBB loop of the run (the solver's, the start's, the graph fills, the energy) on at most
+  // options.num_threads threads; options.IsValid() refuses negative counts inside.
+  tbb::task_arena arena(options.num_threads);
+  return arena.execute([&] { return SolveInThisArena(model, options); });
 }
 
 }  // namespace mrf

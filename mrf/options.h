@@ -92,7 +92,7 @@ struct SolveOptions {
   /// Expansion and swap without initial_labels: label 0 everywhere, or a belief-propagation labelling.
   StartLabels start = StartLabels::kZero;
   double time_limit_s = 0;         ///< Stop after this many seconds (0 = no limit).
-  int num_threads = 0;             ///< TBB threads (0 = TBB's default).
+  int num_threads = 0;             ///< TBB threads for the whole solve (0 = TBB's default).
   /// Expansion/swap: truncate terms that break submodularity instead of rejecting the model.
   bool truncate_nonsubmodular = false;
   BpOptions bp;                    ///< Belief-propagation settings.

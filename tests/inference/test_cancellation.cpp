@@ -4,8 +4,11 @@
 // and the flow they routed so far is checked against the exact minimum (Boost Graph's max-flow).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
+
+#include <tbb/task_arena.h>
 
 #include "mrf/registry.h"
 #include "mrf/solve.h"
@@ -237,6 +240,29 @@ TEST(Cancellation, CallbackReturningFalseStopsEveryMultilabelCpuSolver) {
     EXPECT_TRUE(Contains(r.message, c.callback_message)) << c.solver << ": " << r.message;
     // The solver keeps the best labelling so far: never worse than what the callback was shown.
     if (reported >= 0) EXPECT_LE(r.energy, reported) << c.solver;
+  }
+}
+
+// options.num_threads bounds the whole solve, not only belief propagation: the solver's callback runs in
+// the arena Solve opened, so it sees that many threads (TBB's default, 2 on CI's machine, without it).
+TEST(Cancellation, CallbacksRunWithinTheThreadCountAsked) {
+  const Model binary = BinaryGridModel(503, 24);
+  const Model multilabel = MultilabelModel();
+  const Energy minimum = ExactMinimum(binary);
+  for (const char* name : {"tbb-pr", "cpu-expansion", "tbb-bp"}) {
+    const Model& model = std::string(name) == "tbb-pr" ? binary : multilabel;
+    SolveOptions options;
+    options.solver = name;
+    options.num_threads = 1;
+    int most = 0;
+    options.callback = [&](const IterationRecord&) {
+      most = std::max(most, tbb::this_task_arena::max_concurrency());
+      return true;
+    };
+    const Result r = Solve(model, options);
+    ExpectValidLabelling(model, r, name);
+    EXPECT_EQ(most, 1) << name;
+    if (&model == &binary) EXPECT_EQ(r.energy, minimum) << name;
   }
 }
 
