@@ -360,11 +360,13 @@ int RunGpuExpansion(const BenchOptions& options) {
     };
     const Variant variants[] = {{StartLabels::kZero, LabelOrder::kSequential, "cuda-expansion via mrf::Solve"},
                                 {StartLabels::kBeliefPropagation, LabelOrder::kSequential, "same, --start bp"},
-                                {StartLabels::kZero, LabelOrder::kFrequent, "same, --label-order frequent"}};
+                                {StartLabels::kZero, LabelOrder::kFrequent, "same, --label-order frequent"},
+                                {StartLabels::kBeliefPropagation, LabelOrder::kFrequent,
+                                 "same, --start bp --label-order frequent"}};
     for (const Variant& variant : variants) {
       if (!selected("cuda-expansion")) break;
       // The registered solver through mrf::Solve (validation and the result's energy included), from label 0,
-      // from tiled BP's labelling (--start bp), and from label 0 with the most frequent cheapest labels first.
+      // from tiled BP's labelling (--start bp), with the most frequent cheapest labels first, and with both.
       SolveOptions o = base;
       o.solver = "cuda-expansion";
       o.start = variant.start;
