@@ -156,6 +156,7 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
   Result result;
   result.backend_requested = options.solver;
   result.cost_scale = model.cost_scale;
+  result.threads = tbb::this_task_arena::max_concurrency();
   try {
     std::string error;
     if (!options.IsValid(&error)) throw Error(error);
@@ -182,6 +183,7 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
       result = Result{};
       result.backend_requested = std::string("auto (") + ToString(algorithm) + ", auto)";
       result.cost_scale = model.cost_scale;
+      result.threads = tbb::this_task_arena::max_concurrency();
       result.fallback_reason = failure + "; ran " + entry->name + " instead";
       RunSolver(*entry, model, options, &result);
     }

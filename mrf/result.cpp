@@ -40,7 +40,7 @@ std::string Result::FullReport() const {
   if (timings.start_ms >= 0) out << "start " << Ms(timings.start_ms) << ", ";
   out << "setup " << Ms(timings.setup_ms) << ", transfer " << Ms(timings.transfer_ms) << ", solve "
       << Ms(timings.solve_ms) << ", total " << Ms(timings.total_ms) << "\n";
-  out << "iterations: " << iterations << "\n";
+  out << "iterations: " << iterations << ", threads: " << threads << "\n";
   for (const IterationRecord& r : log) {
     out << "  [" << r.iteration << "] " << Ms(r.time_ms);
     if (r.energy >= 0) out << "  energy " << r.energy;
@@ -67,6 +67,7 @@ std::string Result::ToJson() const {
   j["solve_ms"] = timings.solve_ms;
   j["time_ms"] = timings.total_ms;
   j["iterations"] = iterations;
+  j["threads"] = threads;
   nlohmann::json log_json = nlohmann::json::array();
   for (const IterationRecord& r : log)
     log_json.push_back({{"iteration", r.iteration}, {"energy", r.energy}, {"time_ms", r.time_ms}, {"note", r.note}});

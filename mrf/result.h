@@ -42,13 +42,16 @@ struct Result {
   Timings timings;                          ///< Where the time went.
   std::vector<IterationRecord> log;         ///< Progress, one record per iteration.
   std::int64_t iterations = 0;              ///< Iterations (cycles, sweeps, pulses) the solver ran.
+  /// Host threads the solve's parallel loops could use (SolveOptions::num_threads, or TBB's default);
+  /// 0 when no solve ran.
+  int threads = 0;
 
   /// A few lines for a terminal: backend, energy, bound, time, termination.
   std::string BriefReport() const;
   /// BriefReport() plus the timing split and the iteration log.
   std::string FullReport() const;
   /// One JSON object: ok, message, energy, lower_bound, flow, backend, backend_requested,
-  /// fallback_reason, cost_scale, start_ms, setup_ms, transfer_ms, solve_ms, time_ms, iterations, log.
+  /// fallback_reason, cost_scale, start_ms, setup_ms, transfer_ms, solve_ms, time_ms, iterations, threads, log.
   std::string ToJson() const;
 };
 

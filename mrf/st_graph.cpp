@@ -549,6 +549,7 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
   const auto start = std::chrono::steady_clock::now();
   Result result;
   result.backend_requested = backend;
+  result.threads = tbb::this_task_arena::max_concurrency();
   const StopCheck stop_check = MakeStopCheck(time_limit_s_, callback_, start);
   try {
     if (num_nodes() == 0) throw Error("maxflow: the graph has no nodes");

@@ -7,6 +7,7 @@
 #include <exception>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <tbb/task_arena.h>
 
 #include "mrf/registry.h"
 #include "mrf/types.h"
@@ -111,6 +112,10 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
       "  MRF_BP_CUDA_SETUP=device|host             cuda-bp's coarse levels and buffers (host: the older setup)\n"
       "  MRF_CUDA_UPLOAD=staged|pageable           GPU uploads through a pinned buffer, or plain copies\n"
       "  MRF_CUDA_DEBUG_SYNC=1, MRF_INJECT_CUDA_FAULT=oom|launch|nodevice  debugging and fault tests");
+  int threads = 0;
+  cli.add_option("--threads", threads, "CPU threads for the run's parallel loops (0 = every core TBB finds)")
+      ->check(CLI::Range(0, 1 << 16))
+      ->capture_default_str();
   try {
     cli.parse(argc, argv);
     CheckDecimalIntegers(cli);
@@ -124,14 +129,20 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
     std::fprintf(stderr, "%s: error: %s (see --help)\n", program.c_str(), e.what());
     return 2;
   }
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "%s: error: out of memory\n", program.c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
-  }
-  return 1;
+  auto guarded = [&]() -> int {
+    try {
+      return body();
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "%s: error: out of memory\n", program.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
+    }
+    return 1;
+  };
+  if (threads == 0) return guarded();
+  // Every TBB loop of the run, the model's construction included, on at most `threads` threads.
+  tbb::task_arena arena(threads);
+  return arena.execute(guarded);
 }
 
 }  // namespace mrf::app

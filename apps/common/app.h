@@ -16,7 +16,9 @@ namespace mrf::app {
 /// Milliseconds of wall clock since `start`.
 double MsSince(std::chrono::steady_clock::time_point start);
 
-/// Runs `body` and turns any failure into "NAME: error: MESSAGE" on stderr.
+/// Parses the command line, with --threads N added to `cli` (every TBB loop of the run on at most N
+/// threads; 0, the default, leaves TBB's choice), runs `body` and turns any failure into
+/// "NAME: error: MESSAGE" on stderr.
 /// Exit codes: 0 success, 1 bad input or failed solve, 2 bad command line.
 int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const std::function<int()>& body);
 

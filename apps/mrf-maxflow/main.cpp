@@ -242,6 +242,7 @@ int main(int argc, char** argv) {
       j["transfer_ms"] = result.timings.transfer_ms;
       j["solve_ms"] = result.timings.solve_ms;
       j["total_ms"] = total_ms;
+      j["threads"] = result.threads;
       j["ignored_arcs"] = info.ignored_arcs;
       j["message"] = result.message;
       std::printf("%s\n", j.dump().c_str());

@@ -199,6 +199,7 @@ std::vector<Case> Cases() {
       {"unknown option", "mrf-solve", "$D/three.mrf --fast", 2, "The following argument was not expected: --fast"},
       // ---- Options: numbers out of range ----
       {"iterations out of range", "mrf-stereo", "--iterations 0", 2, "--iterations: Value 0 not in range 1 to 1000000"},
+      {"negative thread count", "mrf-restore", "--threads -1", 2, "--threads: Value -1 not in range 0 to 65536"},
       {"negative time limit", "mrf-solve", "$D/three.mrf --time-limit -1", 2, "--time-limit: " + kPerSecond + " (got '-1')"},
       {"NaN time limit", "mrf-stereo", "--time-limit nan", 2, "--time-limit: " + kPerSecond + " (got 'nan')"},
       {"infinite noise", "mrf-restore", "--noise inf", 2, "--noise: " + kPerSecond + " (got 'inf')"},

@@ -79,6 +79,17 @@ TEST_F(MrfMaxflow, JsonFlowEqualsTheLibraryFlow) {
   EXPECT_EQ(j["shape"], "23x17:4");
 }
 
+// --threads bounds the run's TBB loops (tbb-pr's rounds among them) and the report says how many it had;
+// without it the run has TBB's default (2 on CI's machine).
+TEST_F(MrfMaxflow, ThreadsAreBoundedAndReported) {
+  const nlohmann::json one = ParseJson(Maxflow(example_ + " --json --backend tbb-pr --threads 1"));
+  EXPECT_EQ(one["threads"], 1) << one.dump();
+  EXPECT_EQ(one["flow"].get<Energy>(), LibraryFlow(example_));
+  const nlohmann::json all = ParseJson(Maxflow(example_ + " --json --backend tbb-pr"));
+  EXPECT_GE(all["threads"].get<int>(), 1) << all.dump();
+  ExpectOneLineError(Maxflow(example_ + " --threads -1"), 2, "--threads: Value -1 not in range 0 to 65536");
+}
+
 TEST_F(MrfMaxflow, EveryMaxFlowBackendGivesTheSameFlow) {
   const Energy expected = LibraryFlow(example_);
   for (const std::string& name : Registry::Global().Names(Algorithm::kMaxFlow)) {
@@ -216,7 +227,7 @@ TEST_F(MrfMaxflow, HelpDocumentsEveryOptionAndBackendsAreListed) {
   const auto help = Maxflow("--help");
   EXPECT_EQ(help.exit_code, 0);
   for (const char* option : {"--backend", "--json", "--cut", "--grid", "--list-backends", "--write-example", "--size",
-                             "--seed", "--max-capacity", "--time-limit", "--quiet", "FILE"})
+                             "--seed", "--max-capacity", "--time-limit", "--quiet", "--threads", "FILE"})
     EXPECT_NE(help.out.find(option), std::string::npos) << option;
   const auto list = Maxflow("--list-backends");
   EXPECT_EQ(list.exit_code, 0);

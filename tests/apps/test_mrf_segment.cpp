@@ -84,6 +84,12 @@ TEST(MrfSegment, JsonMatchesAnInProcessSolve) {
   ASSERT_TRUE(reference.ok) << reference.message;
   EXPECT_EQ(j["energy"].get<Energy>(), reference.energy);
   EXPECT_NEAR(j["error_percent"].get<double>(), MaskErrorPercent(reference.labels, scene.truth), 1e-9);
+  // One thread (the scene's construction and tbb-pr's rounds on it): the same minimum, and the report says so.
+  const test::CommandResult one = test::RunCommand(Segment("--size 96x64 --seed 5 --json --backend tbb-pr --threads 1"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const nlohmann::json j1 = nlohmann::json::parse(one.out);
+  EXPECT_EQ(j1["threads"], 1) << one.out;
+  EXPECT_EQ(j1["energy"].get<Energy>(), reference.energy);
 }
 
 TEST(MrfSegment, ScribblesAreRespected) {

@@ -77,6 +77,22 @@ TEST(MrfStereo, DefaultRunSolvesTheSyntheticPair) {
   EXPECT_EQ(EvaluateEnergy(model, labels).total, j["energy"].get<Energy>());
 }
 
+// --threads 1 runs every TBB loop on one thread (the report says so) and gives the default run's labels.
+TEST(MrfStereo, ThreadsAreBoundedAndReported) {
+  if (!HasSolver(Algorithm::kExpansion)) GTEST_SKIP() << "no expansion solver in this build";
+  const std::string dir = test::ScratchDir("mrf_stereo_threads");
+  const test::CommandResult one =
+      test::RunCommand(Stereo("--json --solver cpu-expansion --threads 1 -o " + dir + "/one.png"));
+  const test::CommandResult all = test::RunCommand(Stereo("--json --solver cpu-expansion -o " + dir + "/all.png"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const nlohmann::json j1 = nlohmann::json::parse(one.out), ja = nlohmann::json::parse(all.out);
+  EXPECT_EQ(j1["threads"], 1) << one.out;
+  EXPECT_GE(ja["threads"].get<int>(), 1) << all.out;
+  EXPECT_EQ(j1["energy"], ja["energy"]);
+  EXPECT_EQ(LoadImage(dir + "/one.png", 1).pixels, LoadImage(dir + "/all.png", 1).pixels);
+}
+
 TEST(MrfStereo, TextReportNamesBackendEnergyTimeAndErrors) {
   if (!HasSolver(Algorithm::kIcm)) GTEST_SKIP() << "no ICM solver in this build";
   const test::CommandResult r = test::RunCommand(Stereo("--algorithm icm --synthetic-size 64 --labels 8"));
@@ -187,6 +203,7 @@ TEST(MrfStereo, HelpListsEveryOption) {
                              "--gt-scale",
                              "--output",
                              "--colour",
+                             "--threads",
                              "--json"})
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
 }

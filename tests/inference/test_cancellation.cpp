@@ -262,6 +262,7 @@ TEST(Cancellation, CallbacksRunWithinTheThreadCountAsked) {
     const Result r = Solve(model, options);
     ExpectValidLabelling(model, r, name);
     EXPECT_EQ(most, 1) << name;
+    EXPECT_EQ(r.threads, 1) << name;
     if (&model == &binary) EXPECT_EQ(r.energy, minimum) << name;
   }
 }
