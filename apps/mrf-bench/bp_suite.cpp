@@ -7,8 +7,9 @@
 #include <filesystem>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include <tbb/task_arena.h>
 
 #include "backends/common/bp_engine.h"
 #include "backends/common/bp_fast_tile.h"
@@ -123,7 +124,8 @@ int RunBp(const BenchOptions& o) {
   if (!aloe) sets.pop_back();
   const bool gpu = CudaDeviceCount() > 0;
   const int repeat = std::max(o.repeat, 3);
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // The threads this run may use: every core, or --threads.
+  const unsigned cores = static_cast<unsigned>(std::max(1, tbb::this_task_arena::max_concurrency()));
   std::printf("CPU threads available: %u; GPU: %s\n", cores, gpu ? CudaDeviceDescription().c_str() : "none");
   double copy_gbs = 0;
   if (gpu) {
