@@ -160,7 +160,9 @@ struct CudaExpansionMemory {
   std::int64_t per_kept_graph_bytes = 0;
 };
 
-/// Estimates the GPU memory of a run (grids only; 0 for other shapes).
+/// Estimates the GPU memory of a run's buffers (grids only; 0 for other shapes). The stack that local
+/// repairs raise (their frame, or stack_bytes, for every thread the device keeps resident) depends on
+/// the device and is not counted.
 CudaExpansionMemory EstimateCudaExpansionMemory(const Model& model, const CudaExpansionTuning& tuning);
 
 /// Checks that cuda-expansion can take the model and options, independently of any GPU; throws
