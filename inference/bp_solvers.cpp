@@ -7,10 +7,9 @@
 #include <string>
 #include <utility>
 
-#include <tbb/task_arena.h>
-
 #include "backends/common/bp_engine.h"
 #include "mrf/device.h"
+#include "mrf/threads.h"
 
 namespace mrf {
 
@@ -73,8 +72,9 @@ std::string Describe(const SolveOptions& o, const bp::Config& c, const bp::RunOu
 
 // PrepareProblem's parallel loops on options.num_threads threads, as the rest of the run.
 bp::Problem PrepareOnThreads(const Model& model, const SolveOptions& options) {
-  tbb::task_arena arena(options.num_threads > 0 ? options.num_threads : tbb::task_arena::automatic);
-  return arena.execute([&model] { return bp::PrepareProblem(model); });
+  bp::Problem problem;
+  RunOnThreads(options.num_threads, [&] { problem = bp::PrepareProblem(model); });
+  return problem;
 }
 
 }  // namespace
@@ -117,9 +117,8 @@ void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result
     tuning.mailbox = text == "1";
   }
   // The host's preparation on options.num_threads threads, as the rest of the run.
-  tbb::task_arena arena(options.num_threads > 0 ? options.num_threads : tbb::task_arena::automatic);
-  std::unique_ptr<bp::CudaRunner> runner =
-      arena.execute([&] { return std::make_unique<bp::CudaRunner>(model, config, tuning); });
+  std::unique_ptr<bp::CudaRunner> runner;
+  RunOnThreads(options.num_threads, [&] { runner = std::make_unique<bp::CudaRunner>(model, config, tuning); });
   result->timings.setup_ms = MsSince(start) - runner->times().upload_ms;
   std::string stop_note;
   bp::RunOutput out = runner->Run(Logger(options, result, start, &stop_note));

@@ -7,12 +7,11 @@
 #include <string>
 #include <utility>
 
-#include <tbb/task_arena.h>
-
 #include "inference/iteration_control.h"
 #include "inference/move_graph.h"
 #include "mrf/binary_graph.h"
 #include "mrf/registry.h"
+#include "mrf/threads.h"
 
 namespace mrf {
 
@@ -156,7 +155,6 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
   Result result;
   result.backend_requested = options.solver;
   result.cost_scale = model.cost_scale;
-  result.threads = tbb::this_task_arena::max_concurrency();
   try {
     std::string error;
     if (!options.IsValid(&error)) throw Error(error);
@@ -183,7 +181,6 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
       result = Result{};
       result.backend_requested = std::string("auto (") + ToString(algorithm) + ", auto)";
       result.cost_scale = model.cost_scale;
-      result.threads = tbb::this_task_arena::max_concurrency();
       result.fallback_reason = failure + "; ran " + entry->name + " instead";
       RunSolver(*entry, model, options, &result);
     }
@@ -207,6 +204,7 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
     result.message = e.what();
   }
   if (!result.ok && options.kept_cut) *options.kept_cut = KeptCut{};  // nothing to build on after a failure
+  result.threads = ThreadsFor(0);  // this arena's: RunOnThreads made it
   result.timings.total_ms = MsSince(start);
   return result;
 }
@@ -214,11 +212,11 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
 }  // namespace
 
 Result Solve(const Model& model, const SolveOptions& options) {
-  if (options.num_threads <= 0) return SolveInThisArena(model, options);
   // Every TBB loop of the run (the solver's, the start's, the graph fills, the energy) on at most
   // options.num_threads threads; options.IsValid() refuses negative counts inside.
-  tbb::task_arena arena(options.num_threads);
-  return arena.execute([&] { return SolveInThisArena(model, options); });
+  Result result;
+  RunOnThreads(options.num_threads, [&] { result = SolveInThisArena(model, options); });
+  return result;
 }
 
 }  // namespace mrf

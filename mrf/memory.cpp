@@ -15,6 +15,7 @@
 #include <system_error>
 #include <vector>
 
+#include "mrf/threads.h"
 #include "mrf/types.h"
 
 namespace mrf {
@@ -124,7 +125,12 @@ void ForPiecesOfLabels(std::size_t n, const std::function<void(std::size_t begin
 void LabelingAhead::Start(std::size_t n) {
   if (n < kParallelLabels || (making_.valid() && n_ == n)) return;
   try {
-    making_ = std::async(std::launch::async, [n] { return NewLabeling(n); });
+    // The background thread's loops on as many threads as its caller's arena allows (--threads).
+    making_ = std::async(std::launch::async, [n, threads = ThreadsFor(0)] {
+      Labeling labels;
+      RunOnThreads(threads, [&] { labels = NewLabeling(n); });
+      return labels;
+    });
     n_ = n;
   } catch (const std::system_error&) {  // no thread to be had: Take() makes it
     making_ = {};

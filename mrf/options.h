@@ -92,7 +92,9 @@ struct SolveOptions {
   /// Expansion and swap without initial_labels: label 0 everywhere, or a belief-propagation labelling.
   StartLabels start = StartLabels::kZero;
   double time_limit_s = 0;         ///< Stop after this many seconds (0 = no limit).
-  int num_threads = 0;             ///< TBB threads for the whole solve (0 = TBB's default).
+  /// CPU threads for the whole solve (mrf/threads.h: at most the cores); 0 = the calling thread's TBB
+  /// arena's, every core unless the caller limited it.
+  int num_threads = 0;
   /// Expansion/swap: truncate terms that break submodularity instead of rejecting the model.
   bool truncate_nonsubmodular = false;
   BpOptions bp;                    ///< Belief-propagation settings.

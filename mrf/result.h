@@ -42,8 +42,9 @@ struct Result {
   Timings timings;                          ///< Where the time went.
   std::vector<IterationRecord> log;         ///< Progress, one record per iteration.
   std::int64_t iterations = 0;              ///< Iterations (cycles, sweeps, pulses) the solver ran.
-  /// Host threads the solve's parallel loops could use (SolveOptions::num_threads, or TBB's default);
-  /// 0 when no solve ran.
+  /// CPU threads the solve's parallel loops could use: SolveOptions::num_threads (at most the cores), or
+  /// the calling thread's TBB arena's count when that is 0. Set by mrf::Solve and StGraph::maxflow, also
+  /// when they fail; 0 on a Result no solve returned.
   int threads = 0;
 
   /// A few lines for a terminal: backend, energy, bound, time, termination.

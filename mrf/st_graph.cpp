@@ -20,6 +20,7 @@
 #include "mrf/memory.h"
 #include "mrf/model.h"
 #include "mrf/registry.h"
+#include "mrf/threads.h"
 
 namespace mrf {
 
@@ -549,7 +550,6 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
   const auto start = std::chrono::steady_clock::now();
   Result result;
   result.backend_requested = backend;
-  result.threads = tbb::this_task_arena::max_concurrency();
   const StopCheck stop_check = MakeStopCheck(time_limit_s_, callback_, start);
   try {
     if (num_nodes() == 0) throw Error("maxflow: the graph has no nodes");
@@ -629,6 +629,7 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
     result.ok = false;
     result.message = e.what();
   }
+  result.threads = ThreadsFor(0);
   result.timings.total_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return result;

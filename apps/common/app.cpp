@@ -7,9 +7,9 @@
 #include <exception>
 #include <new>
 #include <nlohmann/json.hpp>
-#include <tbb/task_arena.h>
 
 #include "mrf/registry.h"
+#include "mrf/threads.h"
 #include "mrf/types.h"
 
 namespace mrf::app {
@@ -113,7 +113,8 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
       "  MRF_CUDA_UPLOAD=staged|pageable           GPU uploads through a pinned buffer, or plain copies\n"
       "  MRF_CUDA_DEBUG_SYNC=1, MRF_INJECT_CUDA_FAULT=oom|launch|nodevice  debugging and fault tests");
   int threads = 0;
-  cli.add_option("--threads", threads, "CPU threads for the run's parallel loops (0 = every core TBB finds)")
+  cli.add_option("--threads", threads,
+                 "CPU threads for the run's parallel loops (0 = every core; more than the cores = every core)")
       ->check(CLI::Range(0, 1 << 16))
       ->capture_default_str();
   try {
@@ -139,10 +140,10 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
     }
     return 1;
   };
-  if (threads == 0) return guarded();
   // Every TBB loop of the run, the model's construction included, on at most `threads` threads.
-  tbb::task_arena arena(threads);
-  return arena.execute(guarded);
+  int status = 1;
+  RunOnThreads(threads, [&] { status = guarded(); });
+  return status;
 }
 
 }  // namespace mrf::app

@@ -9,13 +9,12 @@
 #include <string>
 #include <vector>
 
-#include <tbb/task_arena.h>
-
 #include "backends/common/bp_engine.h"
 #include "backends/common/bp_fast_tile.h"
 #include "energies/stereo.h"
 #include "mrf-bench/suite.h"
 #include "mrf/device.h"
+#include "mrf/threads.h"
 
 namespace mrf::bench {
 namespace {
@@ -125,7 +124,7 @@ int RunBp(const BenchOptions& o) {
   const bool gpu = CudaDeviceCount() > 0;
   const int repeat = std::max(o.repeat, 3);
   // The threads this run may use: every core, or --threads.
-  const unsigned cores = static_cast<unsigned>(std::max(1, tbb::this_task_arena::max_concurrency()));
+  const unsigned cores = static_cast<unsigned>(ThreadsFor(0));
   std::printf("CPU threads available: %u; GPU: %s\n", cores, gpu ? CudaDeviceDescription().c_str() : "none");
   double copy_gbs = 0;
   if (gpu) {
@@ -265,10 +264,11 @@ int RunBp(const BenchOptions& o) {
         const double ms = cpu_time(c, &out);
         Row("tbb-bp", Describe(c), ms, out.best_energy, bad_rate(out.best_labels), std::to_string(cores) + " threads");
       }
-      // Thread scaling: 1 and 2 threads (and all), BP-M and tiled.
+      // Thread scaling: 1 and 2 threads (and all), BP-M and tiled; never more than the run may use.
       for (const Config& t : {MakeConfig(Schedule::kBpm, 5, 1, false), MakeConfig(Schedule::kTiled, 2, 2, false)}) {
         double one = 0;
-        std::vector<int> counts = {1, 2};
+        std::vector<int> counts = {1};
+        if (cores >= 2) counts.push_back(2);
         if (cores > 2) counts.push_back(static_cast<int>(cores));
         for (int threads : counts) {
           Config c = t;

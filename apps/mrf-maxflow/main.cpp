@@ -137,9 +137,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Validator(CheckBackend, "NAME"))
       ->capture_default_str();
   cli.add_flag("--json", json,
-               "Print one JSON object instead of the text report: flow, backend, backend_requested, fallback_reason, "
-               "source_side, sink_side, nodes, arcs, shape, read_ms, setup_ms, transfer_ms, solve_ms, total_ms "
-               "(-1: phase did not run)");
+               "Print one JSON object instead of the text report: file, nodes, arcs, shape, flow, complete, "
+               "cut_capacity, source_side, sink_side, backend, backend_requested, fallback_reason, read_ms, "
+               "setup_ms, transfer_ms, solve_ms, total_ms (-1: phase did not run), threads, ignored_arcs, message");
   cli.add_option("--cut", cut_path,
                  "Write the DIMACS ids of the sink side of the minimum cut (sink included), one per line, to this file");
   cli.add_option("--grid", grid_text,

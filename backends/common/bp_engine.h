@@ -94,7 +94,7 @@ struct Config {
   int tile_size = 0;                   ///< Tiled: tile side; 0 picks AutoTileSize().
   int inner_iterations = 1;            ///< Tiled: BP-M iterations inside a tile per visit.
   bool coarse_to_fine = false;         ///< Initialise messages from coarser levels (see docs/bp.md).
-  int num_threads = 0;                 ///< CPU: TBB threads (0 = TBB's default).
+  int num_threads = 0;                 ///< CPU: TBB threads (0 = the calling arena's; mrf/threads.h).
 };
 
 /// Checks a config against a problem; throws mrf::Error naming the field.

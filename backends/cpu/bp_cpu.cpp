@@ -6,12 +6,12 @@
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <atomic>
 
 #include "backends/common/bp_engine.h"
+#include "mrf/threads.h"
 
 namespace mrf::bp {
 
@@ -303,9 +303,8 @@ class CpuEngine {
 
 RunOutput RunCpu(const Problem& problem, const Config& config, const IterationCallback& callback) {
   CheckConfig(problem, config);
-  tbb::task_arena arena(config.num_threads > 0 ? config.num_threads : tbb::task_arena::automatic);
   RunOutput out;
-  arena.execute([&] {
+  RunOnThreads(config.num_threads, [&] {
     CpuEngine engine(problem, config);
     out = engine.Run(callback);
   });

@@ -316,7 +316,8 @@ TEST(BadInputApps, UnknownMaxflowBackendIsRefusedEvenWhereNoMoveUsesIt) {
   }
 }
 
-// The engines' environment variables are part of every program's --help, with the page that explains them.
+// The engines' environment variables are part of every program's --help, with the page that explains
+// them, and so is --threads, which every program takes.
 TEST(BadInputApps, EveryHelpNamesTheEnvironmentVariables) {
   for (const char* program : {"mrf-stereo", "mrf-restore", "mrf-segment", "mrf-maxflow", "mrf-solve", "mrf-bench",
                               "example-custom-energy"}) {
@@ -324,7 +325,7 @@ TEST(BadInputApps, EveryHelpNamesTheEnvironmentVariables) {
     EXPECT_EQ(r.exit_code, 0) << program;
     for (const char* name : {"MRF_PR_TUNING", "MRF_CUDA_EXPANSION_TUNING", "MRF_BP_CUDA_LAUNCH", "MRF_BP_CUDA_KERNEL",
                              "MRF_BP_LABELS_PER_LANE", "MRF_BP_CUDA_MAIL", "MRF_BP_CUDA_SETUP", "MRF_CUDA_UPLOAD", "MRF_CUDA_DEBUG_SYNC", "MRF_INJECT_CUDA_FAULT",
-                             "docs/environment.md"})
+                             "docs/environment.md", "--threads"})
       EXPECT_NE(r.out.find(name), std::string::npos) << program << " --help lacks " << name;
   }
 }

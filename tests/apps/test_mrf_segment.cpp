@@ -126,7 +126,7 @@ TEST(MrfSegment, HelpListsEveryOption) {
   ASSERT_EQ(r.exit_code, 0);
   for (const char* option : {"--scribbles", "--rect", "--size", "--seed", "--model", "--bins", "--components",
                              "--iterations", "--lambda", "--sigma", "--connectivity", "--backend", "--output-dir",
-                             "--output", "--overlay", "--json", "--quiet", "boost-bk"})
+                             "--output", "--overlay", "--json", "--quiet", "--threads", "boost-bk"})
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
 }
 

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include <tbb/info.h>
 #include <tbb/task_arena.h>
 
 #include "mrf/registry.h"
@@ -243,28 +244,44 @@ TEST(Cancellation, CallbackReturningFalseStopsEveryMultilabelCpuSolver) {
   }
 }
 
-// options.num_threads bounds the whole solve, not only belief propagation: the solver's callback runs in
-// the arena Solve opened, so it sees that many threads (TBB's default, 2 on CI's machine, without it).
+// options.num_threads bounds the whole solve, not only belief propagation, and so does a caller's own
+// TBB arena when it is 0 (BP and its start once opened an arena of every core there). Each solver's
+// callback runs where its loops do, so it sees the limit. A request above the cores gets the cores.
 TEST(Cancellation, CallbacksRunWithinTheThreadCountAsked) {
+  const int cores = tbb::info::default_concurrency();
+  if (cores < 2) GTEST_SKIP() << "one core: a limit of one thread cannot be told from the default";
   const Model binary = BinaryGridModel(503, 24);
   const Model multilabel = MultilabelModel();
   const Energy minimum = ExactMinimum(binary);
-  for (const char* name : {"tbb-pr", "cpu-expansion", "tbb-bp"}) {
-    const Model& model = std::string(name) == "tbb-pr" ? binary : multilabel;
-    SolveOptions options;
-    options.solver = name;
-    options.num_threads = 1;
-    int most = 0;
-    options.callback = [&](const IterationRecord&) {
-      most = std::max(most, tbb::this_task_arena::max_concurrency());
-      return true;
-    };
-    const Result r = Solve(model, options);
-    ExpectValidLabelling(model, r, name);
-    EXPECT_EQ(most, 1) << name;
-    EXPECT_EQ(r.threads, 1) << name;
-    if (&model == &binary) EXPECT_EQ(r.energy, minimum) << name;
-  }
+  struct Case {
+    const char* solver;
+    StartLabels start;
+  };
+  for (const Case& c : {Case{"tbb-pr", StartLabels::kZero}, Case{"cpu-expansion", StartLabels::kZero},
+                        Case{"cpu-expansion", StartLabels::kBeliefPropagation}, Case{"tbb-bp", StartLabels::kZero}})
+    for (const char* how : {"num_threads", "caller's arena", "above the cores"}) {
+      const std::string name = std::string(c.solver) + (c.start == StartLabels::kZero ? "" : " --start bp") + ", " + how;
+      const Model& model = std::string(c.solver) == "tbb-pr" ? binary : multilabel;
+      const bool above = std::string(how) == "above the cores";
+      SolveOptions options;
+      options.solver = c.solver;
+      options.start = c.start;
+      options.num_threads = std::string(how) == "num_threads" ? 1 : above ? cores + 5 : 0;
+      int most = 0;
+      options.callback = [&](const IterationRecord&) {
+        most = std::max(most, tbb::this_task_arena::max_concurrency());
+        return true;
+      };
+      Result r;
+      if (std::string(how) == "caller's arena")
+        tbb::task_arena(1).execute([&] { r = Solve(model, options); });
+      else
+        r = Solve(model, options);
+      ExpectValidLabelling(model, r, name);
+      EXPECT_EQ(most, above ? cores : 1) << name;
+      EXPECT_EQ(r.threads, above ? cores : 1) << name;
+      if (&model == &binary) EXPECT_EQ(r.energy, minimum) << name;
+    }
 }
 
 }  // namespace
