@@ -3,13 +3,11 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <memory>
 #include <string>
 #include <utility>
 
 #include "backends/common/bp_engine.h"
 #include "mrf/device.h"
-#include "mrf/threads.h"
 
 namespace mrf {
 
@@ -32,7 +30,7 @@ bp::Config ConfigFrom(const SolveOptions& options, bool gpu) {
   c.tile_size = options.bp.tile_size;
   c.inner_iterations = options.bp.inner_iterations;
   c.coarse_to_fine = options.bp.coarse_to_fine;
-  c.num_threads = options.num_threads;
+  // num_threads stays 0 (the calling arena's): mrf::Solve runs every solver on options.num_threads.
   return c;
 }
 
@@ -70,18 +68,11 @@ std::string Describe(const SolveOptions& o, const bp::Config& c, const bp::RunOu
   return text;
 }
 
-// PrepareProblem's parallel loops on options.num_threads threads, as the rest of the run.
-bp::Problem PrepareOnThreads(const Model& model, const SolveOptions& options) {
-  bp::Problem problem;
-  RunOnThreads(options.num_threads, [&] { problem = bp::PrepareProblem(model); });
-  return problem;
-}
-
 }  // namespace
 
 void SolveBpCpu(const Model& model, const SolveOptions& options, Result* result) {
   const auto start = Clock::now();
-  const bp::Problem problem = PrepareOnThreads(model, options);
+  const bp::Problem problem = bp::PrepareProblem(model);
   const bp::Config config = ConfigFrom(options, false);
   result->timings.setup_ms = MsSince(start);
   const auto solve_start = Clock::now();
@@ -116,17 +107,15 @@ void SolveBpCuda(const Model& model, const SolveOptions& options, Result* result
     if (text != "0" && text != "1") throw Error("MRF_BP_CUDA_MAIL must be 0 or 1 (got '" + text + "')");
     tuning.mailbox = text == "1";
   }
-  // The host's preparation on options.num_threads threads, as the rest of the run.
-  std::unique_ptr<bp::CudaRunner> runner;
-  RunOnThreads(options.num_threads, [&] { runner = std::make_unique<bp::CudaRunner>(model, config, tuning); });
-  result->timings.setup_ms = MsSince(start) - runner->times().upload_ms;
+  bp::CudaRunner runner(model, config, tuning);
+  result->timings.setup_ms = MsSince(start) - runner.times().upload_ms;
   std::string stop_note;
-  bp::RunOutput out = runner->Run(Logger(options, result, start, &stop_note));
-  result->timings.transfer_ms = runner->times().upload_ms + runner->times().download_ms;
-  result->timings.solve_ms = runner->times().solve_ms;
+  bp::RunOutput out = runner.Run(Logger(options, result, start, &stop_note));
+  result->timings.transfer_ms = runner.times().upload_ms + runner.times().download_ms;
+  result->timings.solve_ms = runner.times().solve_ms;
   result->labels = std::move(out.best_labels);
   result->iterations = out.iterations;
-  result->message = Describe(options, config, out, stop_note) + " on " + runner->Describe();
+  result->message = Describe(options, config, out, stop_note) + " on " + runner.Describe();
 }
 
 std::string CudaBpUnavailableReason() {

@@ -12,8 +12,9 @@
 
 namespace mrf {
 
-/// Min-sum BP on the CPU with TBB (bpm, sync or tiled schedule). Throws mrf::Error for models it
-/// cannot take (not a 4-connected grid, costs too large for 32-bit messages).
+/// Min-sum BP on the CPU with TBB (bpm, sync or tiled schedule), on the calling thread's TBB arena
+/// (mrf::Solve's, sized by options.num_threads). Throws mrf::Error for models it cannot take (not a
+/// 4-connected grid, costs too large for 32-bit messages).
 void SolveBpCpu(const Model& model, const SolveOptions& options, Result* result);
 
 /// Min-sum BP on the GPU (tiled or sync schedule; the automatic schedule is the tiled one). Same

@@ -61,7 +61,6 @@ Result BpStart(const SolverEntry& moves, const Model& model, const SolveOptions&
                bool* stopped) {
   SolveOptions bp;
   bp.max_iterations = 2;
-  bp.num_threads = options.num_threads;
   bp.time_limit_s = options.time_limit_s;
   bp.bp.schedule = "tiled";
   bp.bp.inner_iterations = 2;
