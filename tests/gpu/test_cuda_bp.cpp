@@ -4,7 +4,10 @@
 // problems too large for the device and injected faults give a clear error (and `auto` falls back).
 // Tests named *Small* are what compute-sanitizer runs.
 #include <gtest/gtest.h>
+#include <tbb/info.h>
+#include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <utility>
@@ -310,6 +313,47 @@ TEST(CudaBp, SolverMatchesTbbBpThroughTheRegistry) {
   EXPECT_GE(gpu.timings.transfer_ms, 0);
   EXPECT_GE(gpu.timings.solve_ms, 0);
   std::printf("cuda-bp: %s\n", gpu.message.c_str());
+}
+
+// The GPU paths keep the thread limit of their host work too: cuda-bp's setup (the coarse levels, the
+// problem's preparation) and cuda-expansion's BP start run in mrf::Solve's arena, so a limit given as
+// num_threads or as the caller's own arena holds in every callback, and the result reports it. The
+// labels do not depend on the thread count.
+TEST(CudaBp, GpuSolversKeepTheThreadLimit) {
+  MRF_SKIP_WITHOUT_CUDA();
+  const int cores = tbb::info::default_concurrency();
+  if (cores < 2) GTEST_SKIP() << "one core: a limit of one thread cannot be told from the default";
+  std::mt19937_64 rng(61);
+  const Model m = RandomGrid(rng, 96, 72, 10, {PairwiseKind::kTruncatedLinear, 1, 2, {}});
+  for (const char* solver : {"cuda-bp", "cuda-expansion"}) {
+    SolveOptions o;
+    o.solver = solver;
+    if (std::string(solver) == "cuda-expansion") o.start = StartLabels::kBeliefPropagation;
+    const Result unlimited = Solve(m, o);
+    ASSERT_TRUE(unlimited.ok) << solver << ": " << unlimited.message;
+    EXPECT_EQ(unlimited.backend_used, solver);
+    EXPECT_EQ(unlimited.threads, cores) << solver;
+    for (const char* how : {"num_threads", "caller's arena"}) {
+      int most = 0;
+      o.num_threads = std::string(how) == "num_threads" ? 1 : 0;
+      o.callback = [&](const IterationRecord&) {
+        most = std::max(most, tbb::this_task_arena::max_concurrency());
+        return true;
+      };
+      Result r;
+      if (std::string(how) == "caller's arena")
+        tbb::task_arena(1).execute([&] { r = Solve(m, o); });
+      else
+        r = Solve(m, o);
+      o.callback = nullptr;
+      ASSERT_TRUE(r.ok) << solver << ", " << how << ": " << r.message;
+      EXPECT_EQ(r.backend_used, solver) << how;
+      EXPECT_EQ(most, 1) << solver << ", " << how;
+      EXPECT_EQ(r.threads, 1) << solver << ", " << how;
+      EXPECT_EQ(r.labels, unlimited.labels) << solver << ", " << how;
+      EXPECT_EQ(r.energy, unlimited.energy) << solver << ", " << how;
+    }
+  }
 }
 
 TEST(CudaBp, BadInputsGiveClearErrors) {
