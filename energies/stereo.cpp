@@ -150,7 +150,9 @@ BtRange ComputeBtRange(const Image& image) {
 
 std::vector<Cost> ComputeStereoDataCosts(const Image& left, const Image& right, const StereoParams& params) {
   CheckPair(left, right, params);
-  const int w = left.width, h = left.height, nc = left.channels, colours = ColourChannels(left);
+  // Each image is read with its own stride: one may carry an alpha channel the other lacks.
+  const int w = left.width, h = left.height, colours = ColourChannels(left);
+  const int left_stride = left.channels, right_stride = right.channels;
   const Label labels = params.num_labels;
   const bool squared = params.cost == StereoCost::kSquared;
   // Worst possible sum, and the cap that truncation puts on any sum.
@@ -172,13 +174,13 @@ std::vector<Cost> ComputeStereoDataCosts(const Image& left, const Image& right, 
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
       Cost* out = &costs[(static_cast<std::size_t>(y) * w + x) * labels];
-      const std::size_t p1 = (static_cast<std::size_t>(y) * w + x) * nc;
+      const std::size_t p1 = (static_cast<std::size_t>(y) * w + x) * left_stride;
       for (Label d = 0; d < labels; ++d) {
         if (x - d < 0) {
           out[d] = outside;
           continue;
         }
-        const std::size_t p2 = (static_cast<std::size_t>(y) * w + (x - d)) * nc;
+        const std::size_t p2 = (static_cast<std::size_t>(y) * w + (x - d)) * right_stride;
         Cost sum = 0;
         for (int c = 0; c < colours; ++c) {
           const int c1 = left.pixels[p1 + c], c2 = right.pixels[p2 + c];
