@@ -7,6 +7,8 @@
 /// and what the CPU and the GPU must agree on, are described in docs/bp.md. No CUDA header is
 /// included here: the CUDA runner hides its state behind a pointer.
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -109,6 +111,12 @@ constexpr int kMaxTileThreads = 512;
 /// fits kAutoTileSharedBytes and kMaxTileThreads for these labels, so CPU and GPU pick the same one
 /// (16 labels: 24).
 int AutoTileSize(int num_labels, int kind);
+/// The tile side `config` asks for on a width x height grid, 0 when it leaves the choice to the engine.
+/// A side beyond the grid's longer side is that side: the same single tile (a larger one only grew the
+/// engines' scratch, and overflowed the tile count near the int limit).
+inline int RequestedTileSize(int tile_size, int width, int height) {
+  return tile_size > 0 ? std::min(tile_size, std::max({width, height, 1})) : 0;
+}
 
 /// Labels per lane (C) the CUDA tiled kernel uses by default for L labels (4 up to 128 labels, else 8).
 int DefaultLabelsPerLane(int num_labels);
@@ -131,8 +139,8 @@ struct TileGrid {
     g.width = width;
     g.height = height;
     g.tile = tile;
-    g.tiles_x = (width + tile - 1) / tile;
-    g.tiles_y = (height + tile - 1) / tile;
+    g.tiles_x = static_cast<int>((std::int64_t{width} + tile - 1) / tile);
+    g.tiles_y = static_cast<int>((std::int64_t{height} + tile - 1) / tile);
     return g;
   }
   /// Number of tile anti-diagonals tx + ty = d: the wavefront steps of one sweep.

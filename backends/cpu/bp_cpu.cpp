@@ -261,7 +261,8 @@ class CpuEngine {
     GridMessages other;
     if (c_.schedule == Schedule::kSync) other = GridMessages::Zero(p_);
     if (c_.schedule == Schedule::kTiled) {
-      out.grid = TileGrid::Make(W_, H_, c_.tile_size > 0 ? c_.tile_size : AutoTileSize(L_, p_.kind));
+      const int asked = RequestedTileSize(c_.tile_size, W_, H_);
+      out.grid = TileGrid::Make(W_, H_, asked > 0 ? asked : AutoTileSize(L_, p_.kind));
       out.borders = c_.coarse_to_fine ? BordersFromGrid(p_, out.grid, m) : BorderMessages::Zero(out.grid, L_);
       m = GridMessages();
     }

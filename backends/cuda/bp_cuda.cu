@@ -1569,7 +1569,8 @@ struct CudaRunner::Impl {
                                      LargestMessage(), min_scale);
     std::string why = fast_support.why;
     if (fast_support.ok) {
-      const int t = config.tile_size > 0 ? config.tile_size : AutoTileSize(problem.num_labels, problem.kind);
+      const int asked = RequestedTileSize(config.tile_size, problem.width, problem.height);
+      const int t = asked > 0 ? asked : AutoTileSize(problem.num_labels, problem.kind);
       const int lanes = FastLanes();
       const std::size_t bytes = fast::SharedWords(t, fast_support.words, lanes) * sizeof(fast::Word);
       if (bytes > CudaMaxSharedBytesPerBlock() ||
@@ -1714,9 +1715,10 @@ struct CudaRunner::Impl {
 
   void ChooseTile() {
     const int L = problem.num_labels;
+    const int asked = RequestedTileSize(config.tile_size, problem.width, problem.height);
     const std::size_t limit = CudaMaxSharedBytesPerBlock();
     if (use_fast) {
-      tile = config.tile_size > 0 ? config.tile_size : AutoTileSize(L, problem.kind);  // fits (ChooseKernel)
+      tile = asked > 0 ? asked : AutoTileSize(L, problem.kind);  // fits (ChooseKernel)
       const int lanes = FastLanes();
       shared_bytes = fast::SharedWords(tile, fast_support.words, lanes) * sizeof(fast::Word);
       threads = fastk::ComputeThreads(tile, lanes);
@@ -1725,8 +1727,8 @@ struct CudaRunner::Impl {
     auto fits = [&](int t) {
       return TileSharedBytes(t, Lp, problem.kind, envelope) <= limit && 2 * t * G <= kMaxTileThreads;
     };
-    if (config.tile_size > 0) {
-      tile = config.tile_size;
+    if (asked > 0) {
+      tile = asked;
       if (!fits(tile)) {
         int largest = 0;
         for (int t = 1; t <= tile; ++t)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -432,9 +433,15 @@ TEST(BpSchedules, OneTileCoveringTheGridIsBpm) {
   const Model m = RandomGridModel(rng, 12, 9, 5, {PairwiseKind::kTruncatedLinear, 1, 3, {}}, 3);
   const Problem p = bp::PrepareProblem(m);
   for (int inner : {1, 2, 4}) {
-    const bp::RunOutput tiled = bp::RunCpu(p, MakeConfig(Schedule::kTiled, 2, 12, inner));
     const bp::RunOutput bpm = bp::RunCpu(p, MakeConfig(Schedule::kBpm, inner));
-    EXPECT_EQ(tiled.labels, bpm.labels) << "inner " << inner;
+    // Any side from the grid's longer one up is that one tile; near the int limit the tile count
+    // once overflowed and the run went wrong.
+    for (int tile : {12, 13, 1000, std::numeric_limits<int>::max()}) {
+      const bp::RunOutput tiled = bp::RunCpu(p, MakeConfig(Schedule::kTiled, 2, tile, inner));
+      EXPECT_EQ(tiled.labels, bpm.labels) << "inner " << inner << ", tile " << tile;
+      EXPECT_EQ(tiled.grid.tile, 12) << "tile " << tile;
+      EXPECT_EQ(tiled.grid.tiles_x * tiled.grid.tiles_y, 1) << "tile " << tile;
+    }
   }
 }
 
