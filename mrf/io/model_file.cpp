@@ -16,8 +16,12 @@ namespace {
 constexpr char kMagic[8] = {'M', 'R', 'F', 'M', 'O', 'D', 'E', 'L'};
 
 // FNV-1a, 64 bits: catches truncation and bit flips; not a cryptographic hash.
-std::uint64_t Fnv1a(const char* data, std::size_t size) {
-  std::uint64_t h = 1469598103934665603ull;
+constexpr std::uint64_t kFnvOffsetBasis = 14695981039346656037ull;
+// What version 1 files start from instead: the standard basis with its last digit lost.
+constexpr std::uint64_t kVersion1OffsetBasis = 1469598103934665603ull;
+
+std::uint64_t Fnv1a(const char* data, std::size_t size, std::uint64_t basis = kFnvOffsetBasis) {
+  std::uint64_t h = basis;
   for (std::size_t i = 0; i < size; ++i) {
     h ^= static_cast<unsigned char>(data[i]);
     h *= 1099511628211ull;
@@ -125,12 +129,13 @@ Model LoadModelFromBytes(const std::string& bytes, const std::string& name) {
   Reader r(bytes, body, name);
   for (std::size_t i = 0; i < sizeof kMagic; ++i) r.Get<char>("magic");
   const auto version = r.Get<std::uint32_t>("version");
-  if (version != kModelFileVersion)
-    r.Fail("unsupported model file version " + std::to_string(version) + " (this build reads version " +
-           std::to_string(kModelFileVersion) + ")");
+  if (version < kOldestModelFileVersion || version > kModelFileVersion)
+    r.Fail("unsupported model file version " + std::to_string(version) + " (this build reads versions " +
+           std::to_string(kOldestModelFileVersion) + " to " + std::to_string(kModelFileVersion) + ")");
   std::uint64_t stored = 0;
   std::memcpy(&stored, bytes.data() + body, sizeof stored);
-  if (stored != Fnv1a(bytes.data(), body)) r.Fail("checksum mismatch (file is corrupt or truncated)");
+  const std::uint64_t basis = version == 1 ? kVersion1OffsetBasis : kFnvOffsetBasis;
+  if (stored != Fnv1a(bytes.data(), body, basis)) r.Fail("checksum mismatch (file is corrupt or truncated)");
 
   Model m;
   const auto kind = r.Get<std::uint32_t>("topology kind");

@@ -14,7 +14,10 @@
 namespace mrf {
 
 /// Current version written by SaveModel.
-constexpr std::uint32_t kModelFileVersion = 1;
+constexpr std::uint32_t kModelFileVersion = 2;
+/// Oldest version LoadModel() still reads. Version 1 is version 2 with another checksum: its FNV-1a
+/// started from an offset basis a digit short of the standard one (docs/model_format.md).
+constexpr std::uint32_t kOldestModelFileVersion = 1;
 
 /// Writes `model` (validated first) to a file; throws mrf::Error on failure.
 void SaveModel(const Model& model, const std::string& path);

@@ -56,7 +56,7 @@ std::string MakeSamples() {
   WriteFile(d + "/tx.txt", "0 1 x 0\n");
   WriteFile(d + "/tneg.txt", "0 -1 1 0\n");
   WriteFile(d + "/tbig.txt", "+0 1\n1 99999999999999999999\n");  // "+0": a sign is read as streams read it
-  const char newer[] = "MRFMODEL\x02\0\0\0 and then anything";  // version 2
+  const char newer[] = "MRFMODEL\x03\0\0\0 and then anything";  // version 3
   WriteFile(d + "/model.mrf", std::string(newer, sizeof newer - 1));
   Model m;
   m.topology = Topology::Grid2D(4, 3);
@@ -135,7 +135,7 @@ std::vector<Case> Cases() {
       {"model file damaged", "mrf-bench", "--suite models --model $D/damaged.mrf", 1,
        "$D/damaged.mrf: checksum mismatch (file is corrupt or truncated)"},
       {"model file of another version", "mrf-solve", "$D/model.mrf", 1,
-       "$D/model.mrf: unsupported model file version 2 (this build reads version 1)"},
+       "$D/model.mrf: unsupported model file version 3 (this build reads versions 1 to 2)"},
       // ---- Models: values out of range, overflow, solver requirements ----
       {"negative smoothness weight", "mrf-stereo", "--lambda -3 --synthetic-size 16 --labels 4", 1,
        "stereo: lambda must be non-negative (got -3)"},

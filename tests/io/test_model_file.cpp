@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -45,6 +47,29 @@ TEST(ModelFile, RoundTripsEveryTopologyAndPairwiseKind) {
       for (auto& l : x) l = static_cast<Label>(rng() % 3);
       EXPECT_EQ(EvaluateEnergy(back, x).total, EvaluateEnergy(m, x).total);
     }
+}
+
+// The file ends with the standard 64-bit FNV-1a of every byte before it (docs/model_format.md), so other
+// writers can produce it: computed here from the published constants, and checked on FNV's own vectors.
+std::uint64_t StandardFnv1a(const std::string& bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+TEST(ModelFile, EndsWithTheStandardFnv1aChecksum) {
+  ASSERT_EQ(StandardFnv1a(""), 0xcbf29ce484222325ull);
+  ASSERT_EQ(StandardFnv1a("a"), 0xaf63dc4c8601ec8cull);
+  ASSERT_EQ(StandardFnv1a("foobar"), 0x85944171f73967e8ull);
+  std::mt19937_64 rng(3);
+  const std::string bytes = Bytes(SampleModel(rng, Topology::Grid2D(4, 3, 4), PairwiseKind::kTruncatedLinear));
+  ASSERT_GT(bytes.size(), 20u);
+  std::uint32_t version = 0;
+  std::memcpy(&version, bytes.data() + 8, sizeof version);
+  EXPECT_EQ(version, kModelFileVersion);
+  std::uint64_t stored = 0;
+  std::memcpy(&stored, bytes.data() + bytes.size() - 8, sizeof stored);
+  EXPECT_EQ(stored, StandardFnv1a(bytes.substr(0, bytes.size() - 8)));
 }
 
 TEST(ModelFile, DamagedFilesGiveOneLineErrors) {

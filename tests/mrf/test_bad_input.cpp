@@ -303,10 +303,11 @@ class ModelBytes {
     bytes_ += text;
     return *this;
   }
-  // With the FNV-1a checksum of everything before it.
-  std::string Finish() const {
-    std::uint64_t h = 1469598103934665603ull;
-    for (char c : bytes_) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  // With the 64-bit FNV-1a checksum of everything before it, from the standard offset basis
+  // (0xcbf29ce484222325) unless another is given.
+  std::string Finish(std::uint64_t basis = 0xcbf29ce484222325ull) const {
+    std::uint64_t h = basis;
+    for (char c : bytes_) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
     std::string out = bytes_;
     out.append(reinterpret_cast<const char*>(&h), sizeof h);
     return out;
@@ -317,7 +318,7 @@ class ModelBytes {
 };
 
 // A 2x1 grid model header up to and including the label count.
-ModelBytes Header(std::uint32_t version = 1, std::uint32_t kind = 0, std::int32_t width = 2, std::int32_t nodes = 2,
+ModelBytes Header(std::uint32_t version = 2, std::uint32_t kind = 0, std::int32_t width = 2, std::int32_t nodes = 2,
                   std::int32_t labels = 2) {
   ModelBytes b;
   b.Raw("MRFMODEL").Put<std::uint32_t>(version).Put<std::uint32_t>(kind);
@@ -346,7 +347,18 @@ TEST(BadModelFiles, EveryFieldHasItsMessage) {
   EXPECT_EQ(LoadError("P5 not a model at all, long enough"), "m.mrf: not an mrf model file (bad magic)");
   {
     ModelBytes b = Header(7);
-    EXPECT_EQ(LoadError(Tail(b).Finish()), "m.mrf: unsupported model file version 7 (this build reads version 1)");
+    EXPECT_EQ(LoadError(Tail(b).Finish()), "m.mrf: unsupported model file version 7 (this build reads versions 1 to 2)");
+  }
+  {
+    // Version 1 files took their checksum from an offset basis a digit short of FNV-1a's; they are
+    // still read, and each version is checked with its own basis only.
+    const std::uint64_t version1_basis = 1469598103934665603ull;
+    ModelBytes one = Header(1), two = Header(2);
+    EXPECT_NO_THROW(LoadModelFromBytes(Tail(one).Finish(version1_basis), "m.mrf"));
+    EXPECT_EQ(LoadError(Tail(one).Finish()), "m.mrf: checksum mismatch (file is corrupt or truncated)");
+    EXPECT_EQ(LoadError(Tail(two).Finish(version1_basis)), "m.mrf: checksum mismatch (file is corrupt or truncated)");
+    ModelBytes zero = Header(0);
+    EXPECT_EQ(LoadError(Tail(zero).Finish()), "m.mrf: unsupported model file version 0 (this build reads versions 1 to 2)");
   }
   {
     ModelBytes b = Header();
@@ -355,19 +367,19 @@ TEST(BadModelFiles, EveryFieldHasItsMessage) {
     EXPECT_EQ(LoadError(bytes), "m.mrf: checksum mismatch (file is corrupt or truncated)");
   }
   {
-    ModelBytes b = Header(1, 9);
+    ModelBytes b = Header(2, 9);
     EXPECT_EQ(LoadError(Tail(b).Finish()), "m.mrf: unknown topology kind 9");
   }
   {
-    ModelBytes b = Header(1, 0, 2, 3);
+    ModelBytes b = Header(2, 0, 2, 3);
     EXPECT_EQ(LoadError(Tail(b).Finish()), "m.mrf: node count 3 does not match the grid 2x1, 4-connected");
   }
   {
-    ModelBytes b = Header(1, 0, -2, -2);
+    ModelBytes b = Header(2, 0, -2, -2);
     EXPECT_EQ(LoadError(Tail(b).Finish()), "m.mrf: grid size -2x1 is not positive");
   }
   {
-    ModelBytes b = Header(1, 0, 2, 2, 0);
+    ModelBytes b = Header(2, 0, 2, 2, 0);
     EXPECT_EQ(LoadError(Tail(b).Finish()), "m.mrf: label count 0 is not positive");
   }
   {
@@ -398,7 +410,7 @@ TEST(BadModelFiles, EveryFieldHasItsMessage) {
   }
   {
     ModelBytes b;  // an edge list whose edge count is larger than the file
-    b.Raw("MRFMODEL").Put<std::uint32_t>(1).Put<std::uint32_t>(3);
+    b.Raw("MRFMODEL").Put<std::uint32_t>(2).Put<std::uint32_t>(3);
     b.Put<std::int32_t>(0).Put<std::int32_t>(0).Put<std::int32_t>(0).Put<std::int32_t>(2).Put<std::int64_t>(1LL << 40);
     EXPECT_EQ(LoadError(b.Finish()), "m.mrf: edge count 1099511627776 does not fit the file");
   }
