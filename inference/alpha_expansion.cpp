@@ -36,9 +36,10 @@ void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* 
   // The terms of the move on `alpha` (x = 1: the node takes alpha) for a node or an edge whose
   // labels are given; sign -1 takes back terms an earlier graph holds. Nodes labelled alpha stay
   // out of the move; their edges become unary terms of their neighbours.
+  // (V(l, alpha) and V(alpha, l) are looked up per term: tabling them per move cost O(L) a move,
+  // which dominated models with many more labels than nodes.)
   Label alpha = 0;
   Energy v_aa = 0;
-  std::vector<Energy> to_alpha(static_cast<std::size_t>(num_labels)), from_alpha(to_alpha.size());  // V(l,a), V(a,l)
   auto node_terms = [&](int sign, NodeId p, Label lp) {
     if (lp != alpha) graph.AddUnary(p, sign * Energy{model.unary_cost(p, lp)}, sign * Energy{model.unary_cost(p, alpha)});
   };
@@ -47,14 +48,14 @@ void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* 
     if (w == 0) return;
     if (lp != alpha) {
       if (lq == alpha) {
-        graph.AddUnary(p, sign * w * to_alpha[lp], sign * w * v_aa);
+        graph.AddUnary(p, sign * w * cost(lp, alpha), sign * w * v_aa);
       } else if (sign > 0) {
-        graph.AddPairwise(slot, p, q, w * cost(lp, lq), w * to_alpha[lp], w * from_alpha[lq], w * v_aa);
+        graph.AddPairwise(slot, p, q, w * cost(lp, lq), w * cost(lp, alpha), w * cost(alpha, lq), w * v_aa);
       } else {
-        graph.RemovePairwise(slot, p, q, w * cost(lp, lq), w * to_alpha[lp], w * from_alpha[lq], w * v_aa);
+        graph.RemovePairwise(slot, p, q, w * cost(lp, lq), w * cost(lp, alpha), w * cost(alpha, lq), w * v_aa);
       }
     } else if (lq != alpha) {
-      graph.AddUnary(q, sign * w * from_alpha[lq], sign * w * v_aa);
+      graph.AddUnary(q, sign * w * cost(alpha, lq), sign * w * v_aa);
     }
   };
 
@@ -72,10 +73,6 @@ void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* 
   auto expand = [&](std::int64_t move) {
     alpha = static_cast<Label>(move);
     v_aa = cost(alpha, alpha);
-    for (Label l = 0; l < num_labels; ++l) {
-      to_alpha[static_cast<std::size_t>(l)] = cost(l, alpha);
-      from_alpha[static_cast<std::size_t>(l)] = cost(alpha, l);
-    }
     const Labeling& labels = state.labels();
     const std::vector<NodeId>& log = state.change_log();
     const std::size_t a = static_cast<std::size_t>(alpha);
@@ -121,9 +118,9 @@ void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* 
         const Energy w = cost.weight(slot);
         const Label lp = labels[p], lq = labels[q];
         if (w == 0 || (lp == alpha && lq == alpha)) return;
-        if (lp == alpha) graph.AddUnary(q, w * from_alpha[lq], w * v_aa);
-        else if (lq == alpha) graph.AddUnary(p, w * to_alpha[lp], w * v_aa);
-        else graph.AddPairwise(slot, p, q, w * cost(lp, lq), w * to_alpha[lp], w * from_alpha[lq], w * v_aa);
+        if (lp == alpha) graph.AddUnary(q, w * cost(alpha, lq), w * v_aa);
+        else if (lq == alpha) graph.AddUnary(p, w * cost(lp, alpha), w * v_aa);
+        else graph.AddPairwise(slot, p, q, w * cost(lp, lq), w * cost(lp, alpha), w * cost(alpha, lq), w * v_aa);
       });
       if (incremental) built_from[a] = labels;
     }
