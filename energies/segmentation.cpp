@@ -367,10 +367,21 @@ std::unique_ptr<ColourModel> FitModel(const Image& image, const std::vector<std:
 
 }  // namespace
 
+double SegmentationBytes(int width, int height, const std::string& backend) {
+  const double per_pixel = backend == "boost-bk" ? 750 : backend == "tbb-pr" ? 130 : 170;  // the peaks, rounded up
+  return per_pixel * width * height;
+}
+
+void CheckSegmentationFits(int width, int height, const std::string& backend) {
+  CheckFitsInMemory(SegmentationBytes(width, height, backend),
+                    "the image, models and graph of " + std::to_string(width) + "x" + std::to_string(height) + " pixels");
+}
+
 Segmentation SegmentImage(const Image& image, const Seeds& seeds, const SegmentationOptions& options,
                           const SolveOptions& solve, const std::function<void(const SegmentationRound&)>& progress) {
   const auto start = std::chrono::steady_clock::now();
   CheckImage(image);
+  CheckSegmentationFits(image.width, image.height, solve.solver);
   std::string error;
   if (!options.IsValid(&error)) throw Error(error);
   if (seeds.width != image.width || seeds.height != image.height || seeds.labels.size() != image.size())

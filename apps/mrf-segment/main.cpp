@@ -202,6 +202,7 @@ int main(int argc, char** argv) {
     if (synthetic) {
       mrf::SyntheticSceneOptions scene_options;
       ParseSize(size_text, &scene_options.width, &scene_options.height);
+      mrf::CheckSegmentationFits(scene_options.width, scene_options.height, backend);  // before making the scene
       scene_options.seed = seed;
       scene_options.histogram_bins = options.histogram_bins;
       scene_options.pairwise_weight = lambda;
@@ -217,6 +218,7 @@ int main(int argc, char** argv) {
                std::to_string(scene.patch_size) + " training patches";
     } else {
       image = LoadSegmentationImage(image_path);
+      mrf::CheckSegmentationFits(image.width, image.height, backend);  // before reading the seeds
       if (rect) {
         seeds = mrf::SeedsFromRectangle(image.width, image.height, *rect);
         source = image_path + ", rectangle " + rect_text;

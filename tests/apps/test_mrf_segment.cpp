@@ -6,8 +6,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "energies/segmentation.h"
 #include "energies/synthetic_scene.h"
 #include "mrf/io/image.h"
+#include "mrf/memory.h"
 #include "mrf/solve.h"
 #include "support/test_support.h"
 
@@ -151,6 +153,20 @@ TEST(MrfSegment, ScribblesOfTheWrongSize) {
   WriteDiscAndScribbles(dir, 40, 30);
   SavePng(dir + "/small.png", Image::Filled(20, 30, 3, 255));
   ExpectOneLineError(test::RunCommand(Segment(dir + "/disc.png --scribbles " + dir + "/small.png")), "20x30");
+}
+
+// A scene the machine cannot hold is refused before it is made, with the library's figures (the run
+// used to spend minutes making it, then ended in "out of memory" or was killed).
+TEST(MrfSegment, SizesBeyondTheMemoryAreRefusedFirst) {
+  for (const char* backend : {"cpu-bk", "boost-bk"}) {
+    const double bytes = SegmentationBytes(32768, 32768, backend);
+    if (bytes <= UsableMemoryBytes()) GTEST_SKIP() << "this machine holds a 32768x32768 segmentation";
+    const test::CommandResult r = test::RunCommand(Segment(std::string("--size 32768x32768 -q --backend ") + backend));
+    ExpectOneLineError(r, MemoryShortfall(bytes, "the image, models and graph of 32768x32768 pixels"));
+  }
+  EXPECT_GT(SegmentationBytes(100, 100, "boost-bk"), SegmentationBytes(100, 100, "cpu-bk"));
+  EXPECT_GT(SegmentationBytes(100, 100, "cpu-bk"), SegmentationBytes(100, 100, "tbb-pr"));
+  EXPECT_NO_THROW(CheckSegmentationFits(64, 64, "auto"));
 }
 
 TEST(MrfSegment, UnknownBackend) {
