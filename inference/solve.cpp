@@ -18,7 +18,10 @@ namespace mrf {
 Algorithm AutoAlgorithm(const Model& model) {
   if (model.num_labels == 2 && IsSubmodularBinary(model)) return Algorithm::kMaxFlow;
   if (model.pairwise.IsMetric(model.num_labels)) return Algorithm::kExpansion;
-  return Algorithm::kBeliefPropagation;
+  // BP's engines take 4-connected 2-D grids only; elsewhere swap, when its moves are graph cuts, or ICM,
+  // which takes anything.
+  if (model.topology.kind() == TopologyKind::kGrid4) return Algorithm::kBeliefPropagation;
+  return FindNonSubmodularMoveTerm(model, false).empty() ? Algorithm::kSwap : Algorithm::kIcm;
 }
 
 namespace {

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   bool json = false, quiet = false, list = false;
   cli.add_option("MODEL", model_path, "Model file written by mrf::SaveModel (or --save-model of the apps)");
   cli.add_option("--solver", solver, "Solver name from the registry, or auto (see --list-solvers)")->capture_default_str();
-  cli.add_option("--algorithm", algorithm, "With --solver auto: auto|maxflow|expansion|swap|icm|bp")->capture_default_str();
+  cli.add_option("--algorithm", algorithm, "With --solver auto: auto|maxflow|expansion|swap|icm|bp (auto: max-flow for submodular two-label models, expansion for metrics, else BP on 4-connected grids, swap or ICM elsewhere)")->capture_default_str();
   cli.add_option("--device", device, "With --solver auto: auto|cpu|cuda")->capture_default_str();
   cli.add_option("--maxflow-backend", maxflow, "Max-flow engine inside expansion/swap moves")->capture_default_str();
   cli.add_option("--iterations", options.max_iterations, "Iteration limit (cycles for expansion/swap)")

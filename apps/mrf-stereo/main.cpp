@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   mrf::app::AddSolveOptions(cli, &solve);
   cli.add_option("--gt", gt_path, "Ground-truth disparity image (grey; 0 = unknown) for the bad-pixel rate");
   cli.add_option("--gt-scale", gt_scale,
-                 "Ground-truth value per disparity unit (default: 16 tsukuba, 8 venus, 4 teddy, else 1)")
+                 "Ground-truth value per disparity unit; 0 (the default) picks the preset's: 16 tsukuba, 8 venus, 4 teddy, else 1")
       ->check(mrf::app::FiniteNonNegative());
   cli.add_option("--bad-threshold", bad_threshold, "A pixel is bad when its disparity error exceeds this")
       ->check(mrf::app::FiniteNonNegative())

@@ -141,6 +141,12 @@ Model LoadModelFromBytes(const std::string& bytes, const std::string& name) {
   const auto kind = r.Get<std::uint32_t>("topology kind");
   const auto width = r.Get<std::int32_t>("width"), height = r.Get<std::int32_t>("height");
   const auto depth = r.Get<std::int32_t>("depth"), nodes = r.Get<std::int32_t>("node count");
+  const bool two_d = kind == static_cast<std::uint32_t>(TopologyKind::kGrid4) ||
+                     kind == static_cast<std::uint32_t>(TopologyKind::kGrid8);
+  if (two_d && depth != 1) r.Fail("a 2-D grid's depth must be 1 (got " + std::to_string(depth) + ")");
+  if (kind == static_cast<std::uint32_t>(TopologyKind::kEdgeList) && (width != 0 || height != 0 || depth != 0))
+    r.Fail("an edge list's width, height and depth must be 0 (got " + std::to_string(width) + ", " +
+           std::to_string(height) + ", " + std::to_string(depth) + ")");
   try {
     switch (kind) {
       case static_cast<std::uint32_t>(TopologyKind::kGrid4): m.topology = Topology::Grid2D(width, height, 4); break;

@@ -93,6 +93,36 @@ TEST(Expansion, AutoPicksExpansionForMetricMultilabelModels) {
   EXPECT_EQ(r.backend_used, "cpu-expansion");
 }
 
+// Without a metric, auto takes BP where BP runs (4-connected 2-D grids) and elsewhere the move solver that
+// can take the terms: swap for a semimetric, ICM for any other table. It once picked BP everywhere, which
+// then refused 3-D grids, 8-connected grids and edge lists.
+TEST(Expansion, AutoPicksASolverThatRunsForNonMetricTerms) {
+  std::mt19937_64 rng(6);
+  const Pairwise quadratic{PairwiseKind::kTruncatedQuadratic, 2, 9, {}};  // a semimetric, not a metric
+  Pairwise asymmetric{PairwiseKind::kTable, 1, kMaxCost, {0, 5, 2, 1, 0, 3, 4, 2, 0}};  // V(a,b) != V(b,a)
+  Pairwise negative{PairwiseKind::kTable, 1, kMaxCost, {0, -4, -4, 0}};   // swap's moves are not graph cuts
+  struct Case {
+    Topology topology;
+    Pairwise pairwise;
+    Label labels;
+    const char* backend;
+  };
+  for (const Case& c : {Case{Topology::Grid2D(5, 4, 4), quadratic, 4, "tbb-bp"},
+                        Case{Topology::Grid2D(5, 4, 8), quadratic, 4, "cpu-swap"},
+                        Case{Topology::Grid3D(3, 3, 2), quadratic, 4, "cpu-swap"},
+                        Case{Topology::EdgeList(4, {0, 1, 2}, {1, 2, 3}), asymmetric, 3, "cpu-swap"},
+                        Case{Topology::Grid3D(3, 3, 2), negative, 2, "cpu-icm"}}) {
+    const Model m = test::RandomModel(rng, c.topology, c.labels, 20, c.pairwise);
+    ASSERT_FALSE(m.pairwise.IsMetric(m.num_labels)) << c.backend;
+    SolveOptions options;
+    options.device = Device::kCpu;
+    const Result r = Solve(m, options);
+    ASSERT_TRUE(r.ok) << c.backend << ": " << r.message;
+    EXPECT_EQ(r.backend_used, c.backend) << m.topology.Describe();
+    EXPECT_EQ(r.energy, EvaluateEnergy(m, r.labels).total) << c.backend;
+  }
+}
+
 TEST(Expansion, SameSeedSameRunAndRandomOrderDiffersFromSequential) {
   std::mt19937_64 rng(9);
   Pairwise v;

@@ -374,6 +374,21 @@ TEST(BadModelFiles, EveryFieldHasItsMessage) {
     ModelBytes b = Header(2, 0, 2, 3);
     EXPECT_EQ(LoadError(Tail(b).Finish()), "m.mrf: node count 3 does not match the grid 2x1, 4-connected");
   }
+  for (const std::int32_t depth : {0, 5}) {  // a 2-D grid (4- or 8-connected) has depth 1
+    for (const std::uint32_t kind : {0u, 1u}) {
+      ModelBytes b;
+      b.Raw("MRFMODEL").Put<std::uint32_t>(2).Put<std::uint32_t>(kind);
+      b.Put<std::int32_t>(2).Put<std::int32_t>(1).Put<std::int32_t>(depth).Put<std::int32_t>(2).Put<std::int32_t>(2);
+      EXPECT_EQ(LoadError(Tail(b).Finish()), "m.mrf: a 2-D grid's depth must be 1 (got " + std::to_string(depth) + ")");
+    }
+  }
+  {
+    ModelBytes b;  // an edge list with a grid's sizes
+    b.Raw("MRFMODEL").Put<std::uint32_t>(2).Put<std::uint32_t>(3);
+    b.Put<std::int32_t>(5).Put<std::int32_t>(5).Put<std::int32_t>(1).Put<std::int32_t>(2);
+    b.Array(std::vector<NodeId>{0}).Array(std::vector<NodeId>{1}).Put<std::int32_t>(2);
+    EXPECT_EQ(LoadError(Tail(b).Finish()), "m.mrf: an edge list's width, height and depth must be 0 (got 5, 5, 1)");
+  }
   {
     ModelBytes b = Header(2, 0, -2, -2);
     EXPECT_EQ(LoadError(Tail(b).Finish()), "m.mrf: grid size -2x1 is not positive");
