@@ -137,9 +137,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Validator(CheckBackend, "NAME"))
       ->capture_default_str();
   cli.add_flag("--json", json,
-               "Print one JSON object instead of the text report: file, nodes, arcs, shape, flow, complete, "
+               "Print one JSON object instead of the text report: ok, file, nodes, arcs, shape, flow, complete, "
                "cut_capacity, source_side, sink_side, backend, backend_requested, fallback_reason, read_ms, "
-               "setup_ms, transfer_ms, solve_ms, total_ms (-1: phase did not run), threads, ignored_arcs, message");
+               "setup_ms, transfer_ms, solve_ms, total_ms (-1: phase did not run), threads, ignored_arcs, message; "
+               "when the solve fails, ok false with file, nodes, arcs, the backends, read_ms, threads and message "
+               "(then the error line)");
   cli.add_option("--cut", cut_path,
                  "Write the DIMACS ids of the sink side of the minimum cut (sink included), one per line, to this file");
   cli.add_option("--grid", grid_text,
@@ -209,7 +211,23 @@ int main(int argc, char** argv) {
                                        backend);
     graph.set_limits(time_limit);
     const mrf::Result result = graph.maxflow(backend);
-    if (!result.ok) throw mrf::Error(file + ": max-flow failed: " + result.message);
+    if (!result.ok) {
+      if (json) {  // a script still gets one object, then the error line and exit status 1
+        nlohmann::ordered_json j;
+        j["ok"] = false;
+        j["file"] = file;
+        j["nodes"] = info.num_nodes;
+        j["arcs"] = info.num_arcs;
+        j["backend"] = result.backend_used;
+        j["backend_requested"] = backend;
+        j["fallback_reason"] = result.fallback_reason;
+        j["read_ms"] = read_ms;
+        j["threads"] = result.threads;
+        j["message"] = result.message;
+        std::printf("%s\n", j.dump().c_str());
+      }
+      throw mrf::Error(file + ": max-flow failed: " + result.message);
+    }
     const bool stopped = !result.has_lower_bound;  // a completed max-flow always has its bound
     const double total_ms = MsSince(start);
 
@@ -225,6 +243,7 @@ int main(int argc, char** argv) {
                                   : std::string("general graph");
     if (json) {
       nlohmann::ordered_json j;
+      j["ok"] = true;
       j["file"] = file;
       j["nodes"] = info.num_nodes;
       j["arcs"] = info.num_arcs;

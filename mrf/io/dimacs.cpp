@@ -166,9 +166,11 @@ Parsed ParseInteger(std::string_view text, std::int64_t* value) {
 
 Topology GridFromComment(std::int64_t width, std::int64_t height, std::int64_t depth, std::int64_t connectivity) {
   const auto max_side = std::numeric_limits<int>::max();
-  if (width < 1 || height < 1 || depth < 1 || width > max_side || height > max_side || depth > max_side)
-    throw Error("grid size " + std::to_string(width) + "x" + std::to_string(height) +
-                (depth == 1 ? std::string() : "x" + std::to_string(depth)) + " is not positive");
+  const std::string size = std::to_string(width) + "x" + std::to_string(height) +
+                           (depth == 1 ? std::string() : "x" + std::to_string(depth));
+  if (width < 1 || height < 1 || depth < 1) throw Error("grid size " + size + " is not positive");
+  if (width > max_side || height > max_side || depth > max_side)
+    throw Error("grid size " + size + " has a side above " + std::to_string(max_side));
   const int w = static_cast<int>(width), h = static_cast<int>(height), d = static_cast<int>(depth);
   if (connectivity == 6) return Topology::Grid3D(w, h, d);
   if (connectivity == 4 || connectivity == 8) {
@@ -725,6 +727,7 @@ Topology ParseGridShape(const std::string& text) {
   if (colon != std::string::npos &&
       (ParseInteger(connectivity_text, &connectivity) != Parsed::kOk || connectivity_text[0] == '+'))
     return fail("has a connectivity '" + connectivity_text + "' that is not 4, 8 or 6");
+  if (sides.size() == 2 && connectivity == 6) return fail("is 6-connected with two sizes (a 3-D grid is WxHxD:6)");
   try {
     return GridFromComment(sides[0], sides[1], sides.size() == 3 ? sides[2] : 1, connectivity);
   } catch (const Error& e) {

@@ -216,6 +216,24 @@ TEST_F(MrfMaxflow, BadFilesFailWithOneLine) {
   }
 }
 
+// A solve that fails still gives a script its one JSON object (ok false, the reason), then the error
+// line and exit status 1: cuda-pr without a GPU, or with one whose memory runs out (an injected fault).
+TEST_F(MrfMaxflow, FailedSolveWithJsonPrintsItsObjectThenTheError) {
+  const auto run = test::RunCommand("MRF_INJECT_CUDA_FAULT=oom " + Program() + " " + example_ +
+                                    " --json --backend cuda-pr");
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(std::count(run.out.begin(), run.out.end(), '\n'), 1) << run.out;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_FALSE(j["ok"].get<bool>());
+  EXPECT_EQ(j["file"], example_);
+  EXPECT_EQ(j["backend_requested"], "cuda-pr");
+  EXPECT_FALSE(j["message"].get<std::string>().empty()) << j.dump();
+  EXPECT_NE(run.err.find(j["message"].get<std::string>()), std::string::npos) << run.err;
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_EQ(run.err.rfind("mrf-maxflow: error: " + example_ + ": max-flow failed: ", 0), 0u) << run.err;
+  EXPECT_TRUE(ParseJson(Maxflow(example_ + " --json --backend cpu-bk"))["ok"].get<bool>());
+}
+
 TEST_F(MrfMaxflow, MissingFileUnknownBackendAndBadCommandLines) {
   ExpectOneLineError(Maxflow(dir_ + "/absent.max"), 1, "cannot open DIMACS file '" + dir_ + "/absent.max'");
   const std::string all_names = Registry::Global().NameList(Algorithm::kMaxFlow);

@@ -435,14 +435,32 @@ TEST(DimacsErrors, LinesThatNeverEnd) {
             "bad.max:2: line longer than 16 MiB (not a DIMACS file?)");
 }
 
+std::string ShapeError(const std::string& text) {
+  try {
+    ParseGridShape(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 TEST(DimacsGridShape, ParsesAndFormats) {
   EXPECT_EQ(ParseGridShape("640x480"), Topology::Grid2D(640, 480, 4));
   EXPECT_EQ(ParseGridShape("64x48:8"), Topology::Grid2D(64, 48, 8));
   EXPECT_EQ(ParseGridShape("8x7x6"), Topology::Grid3D(8, 7, 6));
   EXPECT_EQ(ParseGridShape("8x7x1:4"), Topology::Grid2D(8, 7, 4));
   for (const char* text : {"64x48:8", "8x7x6:6", "5x3:4"}) EXPECT_EQ(FormatGridShape(ParseGridShape(text)), text);
-  for (const char* bad : {"", "64", "64x", "x48", "0x4", "-3x4", "4x4:5", "4x4x4:8", "4x4x4x4", "4x4:", "axb"})
+  for (const char* bad : {"", "64", "64x", "x48", "0x4", "-3x4", "4x4:5", "4x4x4:8", "4x4x4x4", "4x4:", "axb", "2x1:6"})
     EXPECT_THROW(ParseGridShape(bad), Error) << bad;
+  // The messages say what is wrong: a side too large is not "not positive", and a 3-D grid needs its depth.
+  EXPECT_EQ(ShapeError("99999999999x1"),
+            "grid shape '99999999999x1' is invalid: grid size 99999999999x1 has a side above 2147483647 (expected WxH, "
+            "WxH:8, WxHxD or WxHxD:6)");
+  EXPECT_EQ(ShapeError("0x4"),
+            "grid shape '0x4' is invalid: grid size 0x4 is not positive (expected WxH, WxH:8, WxHxD or WxHxD:6)");
+  EXPECT_EQ(ShapeError("2x1:6"),
+            "grid shape '2x1:6' is 6-connected with two sizes (a 3-D grid is WxHxD:6) (expected WxH, WxH:8, WxHxD or "
+            "WxHxD:6)");
 }
 
 }  // namespace
