@@ -1,11 +1,16 @@
 // mrf-bench: times every available solver on the reference problems and prints tables of medians
 // and ratios against a baseline measured in the same run.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
 #include "common/app.h"
+#include "mrf-bench/bench_common.h"
 #include "mrf-bench/suite.h"
 #include "mrf/device.h"
 #include "mrf/types.h"
@@ -49,7 +54,8 @@ int main(int argc, char** argv) {
       cli.add_option("--model", options.models, "models suite: a saved model file to replay (repeatable)");
   CLI::Option* models_opt =
       cli.add_option("--models", options.model_dirs, "models suite: replay every *.mrf file in this folder (repeatable)");
-  cli.add_option("--solvers", options.solvers, "Comma-separated solver names (default: every available one)");
+  CLI::Option* solvers_opt =
+      cli.add_option("--solvers", options.solvers, "Comma-separated solver names (default: every available one)");
   cli.add_option("--data-dir", options.data_dir, "Folder holding middlebury/ benchmark images")
       ->check(CLI::ExistingDirectory)
       ->capture_default_str();
@@ -74,7 +80,15 @@ int main(int argc, char** argv) {
       const std::filesystem::path parent = std::filesystem::path(path).parent_path();
       if (!path.empty() && !parent.empty() && !std::filesystem::is_directory(parent))
         throw mrf::Error(std::string(option) + ": folder '" + parent.string() + "' does not exist");
+      if (!path.empty() && std::filesystem::is_directory(path))
+        throw mrf::Error(std::string(option) + ": '" + path + "' is a folder, not a file");
+      if (!path.empty() && std::filesystem::exists(path) && ::access(path.c_str(), W_OK) != 0)
+        throw mrf::Error(std::string(option) + ": cannot write '" + path + "': " + std::strerror(errno));
     }
+    if (solvers_opt->count() > 0 && SplitNames(options.solvers).empty())
+      throw mrf::Error("--solvers '" + options.solvers + "' names no solver");
+    if (suite == "models" && options.models.empty() && options.model_dirs.empty())
+      throw mrf::Error("the models suite replays saved models: name them with --model FILE or --models DIR");
     // Options that only some suites read are refused with a suite that would ignore them.
     const std::vector<std::pair<const CLI::Option*, std::vector<std::string>>> owners = {
         {model_opt, {"models"}},

@@ -191,6 +191,9 @@ std::vector<Case> Cases() {
       {"solver of another suite", "mrf-bench", "--suite binary --solvers cpu-icm", 1,
        "--solvers: 'cpu-icm' is not a max-flow solver (max-flow solvers: cpu-bk, boost-bk, tbb-pr, cuda-pr, "
        "kolmogorov-bk)"},
+      {"solver list naming none", "mrf-bench", "--suite binary --solvers ,,", 1, "--solvers ',,' names no solver"},
+      {"models suite without models", "mrf-bench", "--suite models", 1,
+       "the models suite replays saved models: name them with --model FILE or --models DIR"},
       {"unknown tuning name", "mrf-bench", "--suite pushrelabel --tuning speed=9", 1,
        "push-relabel tuning: unknown name 'speed' (known: tile_x, tile_y, tile3d_x, tile3d_y, tile3d_z, "
        "local_iterations, resolve_local_iterations, rounds_per_global_relabel, resolve_push_rounds, "
@@ -244,6 +247,7 @@ std::vector<Case> Cases() {
        "cannot write labels to '$D/no/labels.txt': No such file or directory"},
       {"JSON output folder missing", "mrf-bench", "--suite binary --json $D/no/rows.json", 1,
        "--json: folder '$D/no' does not exist"},
+      {"plot output a folder", "mrf-bench", "--suite binary --plot $D", 1, "--plot: '$D' is a folder, not a file"},
       // Writes are checked up to closing the file: a full device is an error, not a short file.
       {"PNG output on a full device", "mrf-stereo", "--synthetic-size 16 --labels 4 -o /dev/full", 1,
        "cannot write PNG '/dev/full': No space left on device"},
