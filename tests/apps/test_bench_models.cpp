@@ -114,10 +114,13 @@ TEST(BenchModels, BadInputIsAOneLineError) {
   }
 }
 
+// Asked for by name with nothing to replay, the suite is an error that says how to give models (within
+// --suite all it only notes that, and the other suites run).
 TEST(BenchModels, NoModelGivenSaysHowToGiveOne) {
   const test::CommandResult r = test::RunCommand(test::AppPath("mrf-bench") + " --suite models");
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("--model FILE or --models DIR"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--model FILE or --models DIR"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 }  // namespace
