@@ -30,7 +30,7 @@ StereoCost ParseStereoCost(const std::string& name);
 
 /// Everything that defines a stereo energy. The defaults are the Tsukuba benchmark problem.
 struct StereoParams {
-  /// Number of disparities: labels 0..num_labels-1. Must be below the image width.
+  /// Number of disparities: labels 0..num_labels-1. At most the image width.
   Label num_labels = 16;
   /// Use the Birchfield-Tomasi sampling-insensitive difference (else the plain difference).
   bool birchfield_tomasi = true;

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   cli.add_option("--jump-cost", jump_cost, "Pairwise cost between classes two or more apart")
       ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
-  cli.add_option("--algorithm", algorithm, "auto|expansion|swap|icm|bp")->capture_default_str();
+  cli.add_option("--algorithm", algorithm, "auto|maxflow|expansion|swap|icm|bp (maxflow: two labels only)")->capture_default_str();
   cli.add_option("--device", device, "auto|cpu|cuda")->capture_default_str();
   cli.add_option("--seed", seed, "Seed of the generated picture")
       ->check(mrf::app::FiniteNonNegative())

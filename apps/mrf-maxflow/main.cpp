@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
                  "cut but not a minimum one (the report says 'stopped early'; boost-bk checks only before it starts)")
       ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
-  cli.add_flag("--quiet", quiet, "No progress messages on stderr (big files print some)");
+  cli.add_flag("-q,--quiet", quiet, "No progress messages on stderr (big files print some)");
   example_opt->excludes(file_opt);
 
   return mrf::app::Run(kProgram, argc, argv, cli, [&]() -> int {

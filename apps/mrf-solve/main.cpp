@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   cli.add_flag("--truncate", options.truncate_nonsubmodular, "Truncate non-submodular move terms instead of failing");
   cli.add_option("--labels", labels_path, "Write the labelling here, one label per line");
   cli.add_flag("--json", json, "Print one JSON object instead of the report");
-  cli.add_flag("--quiet", quiet, "No progress messages");
+  cli.add_flag("-q,--quiet", quiet, "No progress messages");
   cli.add_flag("--list-solvers", list, "List the solvers of this build and exit (a JSON array with --json)");
   return mrf::app::Run("mrf-solve", argc, argv, cli, [&] {
     if (list && json) {

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   cli.add_option("--preset", preset,
                  "Benchmark energy: " + mrf::StereoParams::PresetNames() +
                      "; energy options given explicitly override the preset's values");
-  cli.add_option("--labels", labels, "Number of disparities (labels 0..N-1); below the image width")
+  cli.add_option("--labels", labels, "Number of disparities (labels 0..N-1); at most the image width")
       ->capture_default_str();
   cli.add_option("--data-cost", data_cost, "Channel differences summed as absolute|squared")->capture_default_str();
   cli.add_flag("--no-bt", no_bt, "Plain pixel differences instead of Birchfield-Tomasi's sampling-insensitive ones");
