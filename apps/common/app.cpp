@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <nlohmann/json.hpp>
 
@@ -144,6 +145,43 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
   int status = 1;
   RunOnThreads(threads, [&] { status = guarded(); });
   return status;
+}
+
+
+namespace {
+
+// The file a path names, for comparisons: resolved when it exists, else its absolute, normal form.
+// False for things that are not regular files or new paths (devices, pipes): those may repeat.
+bool ComparableFile(const std::string& path, std::filesystem::path* out) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::exists(status)) {
+    if (!std::filesystem::is_regular_file(status)) return false;
+    *out = std::filesystem::canonical(path, ec);
+    return !ec;
+  }
+  *out = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  return !ec;
+}
+
+}  // namespace
+
+void CheckOutputsAreDistinct(const std::vector<NamedFile>& inputs, const std::vector<NamedFile>& outputs) {
+  std::vector<std::pair<const NamedFile*, std::filesystem::path>> seen;
+  for (const NamedFile& f : inputs) {
+    std::filesystem::path file;
+    if (!f.path.empty() && ComparableFile(f.path, &file)) seen.emplace_back(&f, file);
+  }
+  const std::size_t num_inputs = seen.size();
+  for (const NamedFile& out : outputs) {
+    std::filesystem::path file;
+    if (out.path.empty() || !ComparableFile(out.path, &file)) continue;
+    for (std::size_t i = 0; i < seen.size(); ++i)
+      if (seen[i].second == file)
+        throw Error(out.option + ": '" + out.path + "' is also " + seen[i].first->option +
+                    (i < num_inputs ? ": the output would overwrite it" : ": give each output its own file"));
+    seen.emplace_back(&out, file);
+  }
 }
 
 }  // namespace mrf::app

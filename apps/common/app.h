@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "mrf/device.h"
 #include "mrf/options.h"
@@ -41,6 +42,16 @@ CLI::Validator FinitePositive();
 /// algorithm, device, priority, compiled_in, available, unavailable_reason (null when available) and
 /// summary. What --list-solvers and --list-backends print with --json.
 std::string RegistryJson(std::optional<Algorithm> only);
+
+/// A file a program reads or writes, with the option (or argument) that names it; empty paths are skipped.
+struct NamedFile {
+  std::string option;
+  std::string path;
+};
+/// Throws mrf::Error ("-o: 'left.png' is also LEFT: the output would overwrite it") when an output names the
+/// same file as an input or as another output. Paths are compared as files (links and "./" resolved);
+/// devices such as /dev/null may be named twice.
+void CheckOutputsAreDistinct(const std::vector<NamedFile>& inputs, const std::vector<NamedFile>& outputs);
 
 /// Starts the GPU's context in the background (CudaStartInBackground) when the solve may run there:
 /// `solver` is "auto" and `device` is not "cpu", or `solver` names a CUDA solver. Null otherwise. A

@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
 
   return mrf::app::Run(kProgram, argc, argv, cli, [&]() -> int {
     mrf::app::SetQuiet(quiet || json);
+    mrf::app::CheckOutputsAreDistinct({{"FILE", file}}, {{"--cut", cut_path}});
     if (list && json) {
       std::printf("%s\n", mrf::app::RegistryJson(mrf::Algorithm::kMaxFlow).c_str());
       return 0;

@@ -62,6 +62,9 @@ int main(int argc, char** argv) {
 
   return mrf::app::Run(kProgram, argc, argv, cli, [&] {
     mrf::app::SetQuiet(quiet || json);
+    mrf::app::CheckOutputsAreDistinct(
+        {{"IMAGE", image_path}, {"--mask", mask_path}, {"--clean", clean_path}, {"--table", table_path}},
+        {{"-o", output_path}, {"--save-model", model_path}});
     params.smoothness.kind = mrf::ParsePairwiseKind(smoothness);
     params.smoothness.lambda = lambda;
     params.smoothness.truncation = params.smoothness.kind == mrf::PairwiseKind::kPotts ? 1 : vmax;

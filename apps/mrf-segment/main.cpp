@@ -179,6 +179,9 @@ int main(int argc, char** argv) {
       if (mask_path.empty()) mask_path = (std::filesystem::path(output_dir) / "mask.png").string();
       if (overlay_path.empty()) overlay_path = (std::filesystem::path(output_dir) / "overlay.png").string();
     }
+    mrf::app::CheckOutputsAreDistinct({{"IMAGE", image_path}, {"--scribbles", scribbles_path}},
+                                      {{"the mask (-o)", mask_path}, {"the overlay (--overlay)", overlay_path},
+                                       {"--save-model", save_model_path}});
 
     mrf::SegmentationOptions options;
     options.colour_model = mrf::ParseColourModelKind(model_name);

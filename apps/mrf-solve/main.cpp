@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   cli.add_flag("-q,--quiet", quiet, "No progress messages");
   cli.add_flag("--list-solvers", list, "List the solvers of this build and exit (a JSON array with --json)");
   return mrf::app::Run("mrf-solve", argc, argv, cli, [&] {
+    mrf::app::CheckOutputsAreDistinct({{"MODEL", model_path}}, {{"--labels", labels_path}});
     if (list && json) {
       std::printf("%s\n", mrf::app::RegistryJson(std::nullopt).c_str());
       return 0;

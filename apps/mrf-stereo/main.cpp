@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
     mrf::app::SetQuiet(quiet || json);
     if (!left_path.empty() && right_path.empty())
       throw mrf::Error("LEFT given without RIGHT (give both images, or neither)");
+    mrf::app::CheckOutputsAreDistinct(
+        {{"LEFT", left_path}, {"RIGHT", right_path}, {"--gt", gt_path}, {"--table", table_path}},
+        {{"-o", output_path}, {"--colour", colour_path}, {"--save-model", model_path}});
     const bool synthetic = left_path.empty();
     if (synthetic && !gt_path.empty())
       throw mrf::Error("--gt needs LEFT and RIGHT images (the synthetic pair has its own)");

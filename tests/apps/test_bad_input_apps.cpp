@@ -245,6 +245,13 @@ std::vector<Case> Cases() {
        "cannot write model file '$D/no/m.mrf': No such file or directory"},
       {"labels output folder missing", "mrf-solve", "$D/three.mrf --solver cpu-icm --labels $D/no/labels.txt", 1,
        "cannot write labels to '$D/no/labels.txt': No such file or directory"},
+      // An output never overwrites an input, and two outputs never share a file (devices may repeat).
+      {"output over an input", "mrf-stereo", "$D/rgb.ppm $D/rgb.ppm --labels 2 -o $D/rgb.ppm", 1,
+       "-o: '$D/rgb.ppm' is also LEFT: the output would overwrite it"},
+      {"output over an input, another spelling", "mrf-solve", "$D/three.mrf --labels $D/../bad_input_apps/three.mrf", 1,
+       "--labels: '$D/../bad_input_apps/three.mrf' is also MODEL: the output would overwrite it"},
+      {"two outputs in one file", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D/same.png --save-model $D/same.png",
+       1, "--save-model: '$D/same.png' is also -o: give each output its own file"},
       {"JSON output folder missing", "mrf-bench", "--suite binary --json $D/no/rows.json", 1,
        "--json: folder '$D/no' does not exist"},
       {"plot output a folder", "mrf-bench", "--suite binary --plot $D", 1, "--plot: '$D' is a folder, not a file"},

@@ -131,6 +131,14 @@ TEST(MrfStereo, ImagesWithGroundTruthAndColourOutput) {
   EXPECT_EQ(colour.channels, 3);
 }
 
+// Outputs may share a device (only files are checked for overwriting inputs or each other).
+TEST(MrfStereo, OutputsMayShareADevice) {
+  const test::CommandResult r =
+      test::RunCommand(Stereo("--synthetic-size 16 --labels 4 -q -o /dev/null --colour /dev/null --save-model /dev/null"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
 TEST(MrfStereo, TsukubaPresetReportsBadPixels) {
   const std::string left = test::SharedDataPath("middlebury/tsukuba-imL.png");
   const std::string right = test::SharedDataPath("middlebury/tsukuba-imR.png");
