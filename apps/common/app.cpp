@@ -127,6 +127,28 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
     return cli.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return cli.exit(e);
+  } catch (const CLI::ConversionError& e) {
+    // CLI11 says "Could not convert: NAME = VALUE" both for words and for numbers too large for the
+    // option's type: name the type instead.
+    const std::string text = e.what(), prefix = "Could not convert: ";
+    const std::size_t equals = text.find(" = ");
+    std::string type;
+    if (text.rfind(prefix, 0) == 0 && equals != std::string::npos) {
+      const std::string name = text.substr(prefix.size(), equals - prefix.size()), value = text.substr(equals + 3);
+      try {
+        type = cli.get_option(name)->get_type_name();
+        type = type.substr(0, type.find(':'));
+      } catch (const CLI::Error&) {
+      }
+      if (!type.empty()) {
+        std::fprintf(stderr, "%s: error: %s: '%s' is not a%s %s, or is out of its range (see --help)\n",
+                     program.c_str(), name.c_str(), value.c_str(), type == "INT" || type == "UINT" ? "n" : "",
+                     type.c_str());
+        return 2;
+      }
+    }
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", program.c_str(), e.what());
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "%s: error: %s (see --help)\n", program.c_str(), e.what());
     return 2;

@@ -218,6 +218,9 @@ std::vector<Case> Cases() {
        "bad rectangle 'a,b' (expected x,y,w,h, e.g. 40,30,200,150)"},
       {"problem size out of range", "mrf-bench", "--suite binary --sizes 2", 1, "--sizes: side 2 is outside 4..16384"},
       {"repeat out of range", "mrf-bench", "--suite binary --repeat 0", 2, "--repeat: Value 0 not in range 1 to 1000"},
+      {"integer beyond its type", "mrf-stereo", "--lambda 99999999999999999999", 2,
+       "--lambda: '99999999999999999999' is not an INT, or is out of its range"},
+      {"word for a number", "mrf-stereo", "--labels many", 2, "--labels: 'many' is not an INT, or is out of its range"},
       {"labels out of range", "mrf-stereo", "--labels 0", 1, "stereo: number of labels must be at least 1 (got 0)"},
       // ---- Options: conflicting or incomplete ----
       {"LEFT without RIGHT", "mrf-stereo", "$D/rgb.ppm", 1, "LEFT given without RIGHT (give both images, or neither)"},
