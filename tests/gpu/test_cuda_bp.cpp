@@ -5,7 +5,6 @@
 // Tests named *Small* are what compute-sanitizer runs.
 #include <gtest/gtest.h>
 #include <tbb/info.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -317,7 +316,8 @@ TEST(CudaBp, SolverMatchesTbbBpThroughTheRegistry) {
 
 // The GPU paths keep the thread limit of their host work too: cuda-bp's setup (the coarse levels, the
 // problem's preparation) and cuda-expansion's BP start run in mrf::Solve's arena, so a limit given as
-// num_threads or as the caller's own arena holds in every callback, and the result reports it. The
+// num_threads or as the caller's own arena holds in every callback (a request above the cores gets the
+// cores), and the result reports it. The
 // labels do not depend on the thread count.
 TEST(CudaBp, GpuSolversKeepTheThreadLimit) {
   MRF_SKIP_WITHOUT_CUDA();
@@ -333,23 +333,15 @@ TEST(CudaBp, GpuSolversKeepTheThreadLimit) {
     ASSERT_TRUE(unlimited.ok) << solver << ": " << unlimited.message;
     EXPECT_EQ(unlimited.backend_used, solver);
     EXPECT_EQ(unlimited.threads, cores) << solver;
-    for (const char* how : {"num_threads", "caller's arena"}) {
+    for (const test::ThreadLimit limit :
+         {test::ThreadLimit::kNumThreads, test::ThreadLimit::kCallersArena, test::ThreadLimit::kAboveTheCores}) {
+      const char* how = test::ToString(limit);
       int most = 0;
-      o.num_threads = std::string(how) == "num_threads" ? 1 : 0;
-      o.callback = [&](const IterationRecord&) {
-        most = std::max(most, tbb::this_task_arena::max_concurrency());
-        return true;
-      };
-      Result r;
-      if (std::string(how) == "caller's arena")
-        tbb::task_arena(1).execute([&] { r = Solve(m, o); });
-      else
-        r = Solve(m, o);
-      o.callback = nullptr;
+      const Result r = test::SolveUnderThreadLimit(m, o, limit, &most);
       ASSERT_TRUE(r.ok) << solver << ", " << how << ": " << r.message;
       EXPECT_EQ(r.backend_used, solver) << how;
-      EXPECT_EQ(most, 1) << solver << ", " << how;
-      EXPECT_EQ(r.threads, 1) << solver << ", " << how;
+      EXPECT_EQ(most, test::ThreadsAllowed(limit)) << solver << ", " << how;
+      EXPECT_EQ(r.threads, test::ThreadsAllowed(limit)) << solver << ", " << how;
       EXPECT_EQ(r.labels, unlimited.labels) << solver << ", " << how;
       EXPECT_EQ(r.energy, unlimited.energy) << solver << ", " << how;
     }

@@ -9,7 +9,6 @@
 #include <string>
 
 #include <tbb/info.h>
-#include <tbb/task_arena.h>
 
 #include "mrf/registry.h"
 #include "mrf/solve.h"
@@ -259,27 +258,19 @@ TEST(Cancellation, CallbacksRunWithinTheThreadCountAsked) {
   };
   for (const Case& c : {Case{"tbb-pr", StartLabels::kZero}, Case{"cpu-expansion", StartLabels::kZero},
                         Case{"cpu-expansion", StartLabels::kBeliefPropagation}, Case{"tbb-bp", StartLabels::kZero}})
-    for (const char* how : {"num_threads", "caller's arena", "above the cores"}) {
-      const std::string name = std::string(c.solver) + (c.start == StartLabels::kZero ? "" : " --start bp") + ", " + how;
+    for (const test::ThreadLimit limit :
+         {test::ThreadLimit::kNumThreads, test::ThreadLimit::kCallersArena, test::ThreadLimit::kAboveTheCores}) {
+      const std::string name = std::string(c.solver) + (c.start == StartLabels::kZero ? "" : " --start bp") + ", " +
+                               test::ToString(limit);
       const Model& model = std::string(c.solver) == "tbb-pr" ? binary : multilabel;
-      const bool above = std::string(how) == "above the cores";
       SolveOptions options;
       options.solver = c.solver;
       options.start = c.start;
-      options.num_threads = std::string(how) == "num_threads" ? 1 : above ? cores + 5 : 0;
       int most = 0;
-      options.callback = [&](const IterationRecord&) {
-        most = std::max(most, tbb::this_task_arena::max_concurrency());
-        return true;
-      };
-      Result r;
-      if (std::string(how) == "caller's arena")
-        tbb::task_arena(1).execute([&] { r = Solve(model, options); });
-      else
-        r = Solve(model, options);
+      const Result r = test::SolveUnderThreadLimit(model, options, limit, &most);
       ExpectValidLabelling(model, r, name);
-      EXPECT_EQ(most, above ? cores : 1) << name;
-      EXPECT_EQ(r.threads, above ? cores : 1) << name;
+      EXPECT_EQ(most, test::ThreadsAllowed(limit)) << name;
+      EXPECT_EQ(r.threads, test::ThreadsAllowed(limit)) << name;
       if (&model == &binary) EXPECT_EQ(r.energy, minimum) << name;
     }
 }

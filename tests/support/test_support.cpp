@@ -13,6 +13,9 @@
 #include <sstream>
 #include <unistd.h>
 
+#include <tbb/info.h>
+#include <tbb/task_arena.h>
+
 #include "mrf/binary_graph.h"
 #include "mrf/config.h"
 #include "mrf/registry.h"
@@ -272,6 +275,34 @@ Energy BruteForceMinEnergy(const Model& model, Labeling* best) {
   }
   if (best) *best = best_labels;
   return best_energy;
+}
+
+const char* ToString(ThreadLimit limit) {
+  switch (limit) {
+    case ThreadLimit::kNumThreads: return "num_threads";
+    case ThreadLimit::kCallersArena: return "caller's arena";
+    case ThreadLimit::kAboveTheCores: return "above the cores";
+  }
+  return "?";
+}
+
+int ThreadsAllowed(ThreadLimit limit) {
+  return limit == ThreadLimit::kAboveTheCores ? tbb::info::default_concurrency() : 1;
+}
+
+Result SolveUnderThreadLimit(const Model& model, SolveOptions options, ThreadLimit limit, int* most) {
+  *most = 0;
+  options.num_threads = limit == ThreadLimit::kNumThreads       ? 1
+                        : limit == ThreadLimit::kAboveTheCores ? tbb::info::default_concurrency() + 5
+                                                               : 0;
+  options.callback = [most](const IterationRecord&) {
+    *most = std::max(*most, tbb::this_task_arena::max_concurrency());
+    return true;
+  };
+  if (limit != ThreadLimit::kCallersArena) return Solve(model, options);
+  Result r;
+  tbb::task_arena(1).execute([&] { r = Solve(model, options); });
+  return r;
 }
 
 }  // namespace mrf::test

@@ -74,6 +74,17 @@ void ExpectSwapRefusesFrequentOrder(const Model& model, SolveOptions options);
 /// (energy, flow, bound): a stopped cut is never taken for a solved one.
 void ExpectStoppedSolvesLeaveTheKeptCutUsable(const std::string& solver);
 
+/// How a test limits a solve's threads: options.num_threads = 1; a caller's tbb::task_arena(1) around
+/// Solve with num_threads 0; or num_threads five above the cores (which must give the cores).
+enum class ThreadLimit { kNumThreads, kCallersArena, kAboveTheCores };
+/// "num_threads", "caller's arena" or "above the cores", for messages.
+const char* ToString(ThreadLimit limit);
+/// The most threads a solve under `limit` may use: 1, or the cores above them.
+int ThreadsAllowed(ThreadLimit limit);
+/// Solves `model` under `limit`. `*most` gets the largest tbb::this_task_arena::max_concurrency() any
+/// iteration callback saw: a solver's callback runs where its loops do (options.callback is replaced).
+Result SolveUnderThreadLimit(const Model& model, SolveOptions options, ThreadLimit limit, int* most);
+
 }  // namespace mrf::test
 
 /// Skips the current test, printing why, when no CUDA device can be used.
