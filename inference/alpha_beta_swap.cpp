@@ -20,7 +20,8 @@ void RunAlphaBetaSwap(const Model& model, const SolveOptions& options, Result* o
   const std::string broken = FindNonSubmodularMoveTerm(model, /*expansion=*/false);
   if (!broken.empty() && !options.truncate_nonsubmodular)
     throw Error(std::string("swap needs a semimetric smoothness term, but this ") + ToString(model.pairwise.kind) +
-                " term has " + broken + "; set truncate_nonsubmodular (--truncate in the programs) to truncate such move terms, or use bp");
+                " term has " + broken + "; set truncate_nonsubmodular (--truncate of mrf-solve, mrf-stereo and mrf-restore) "
+                "to truncate such move terms, or use bp");
 
   // A cycle visits every label pair, and its bookkeeping holds a few words per pair: refuse label counts
   // whose pairs alone would fill memory (a 2-node model with 100000 labels has 5 billion pairs).

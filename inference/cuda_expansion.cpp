@@ -225,10 +225,12 @@ void CheckMoveInput(const Model& model, const SolveOptions& options, bool swap) 
   if (!broken.empty() && !options.truncate_nonsubmodular) {
     if (swap)  // cpu-swap's message
       throw Error(std::string("swap needs a semimetric smoothness term, but this ") + ToString(model.pairwise.kind) +
-                  " term has " + broken + "; set truncate_nonsubmodular (--truncate in the programs) to truncate such move terms, or use bp");
+                  " term has " + broken + "; set truncate_nonsubmodular (--truncate of mrf-solve, mrf-stereo and mrf-restore) "
+                "to truncate such move terms, or use bp");
     throw Error(std::string("expansion needs a metric smoothness term, but this ") + ToString(model.pairwise.kind) +
                 " term breaks the triangle inequality: " + broken +
-                "; set truncate_nonsubmodular (--truncate in the programs) to truncate such move terms, or use swap or bp");
+                "; set truncate_nonsubmodular (--truncate of mrf-solve, mrf-stereo and mrf-restore) to truncate "
+                "such move terms, or use swap or bp");
   }
   // The device keeps lambda * distance in a 32-bit table, and a move's capacities are differences
   // of two pairwise costs: they fit the engine's 32-bit capacities when twice the largest cost does.

@@ -14,7 +14,7 @@ namespace mrf {
 
 /// Which inference algorithm to run.
 enum class Algorithm {
-  kAuto,       ///< Max-flow for submodular two-label models, else expansion for metrics, else BP.
+  kAuto,       ///< Max-flow for submodular two-label models, else expansion for metrics, else BP (swap or ICM off 4-connected grids: AutoAlgorithm()).
   kMaxFlow,    ///< One exact graph cut (two labels, submodular).
   kExpansion,  ///< Alpha-expansion.
   kSwap,       ///< Alpha-beta swap.

@@ -140,10 +140,13 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
         type = type.substr(0, type.find(':'));
       } catch (const CLI::Error&) {
       }
-      if (!type.empty()) {
-        std::fprintf(stderr, "%s: error: %s: '%s' is not a%s %s, or is out of its range (see --help)\n",
-                     program.c_str(), name.c_str(), value.c_str(), type == "INT" || type == "UINT" ? "n" : "",
-                     type.c_str());
+      const std::string kind = type == "INT"     ? "an integer"
+                               : type == "UINT"  ? "a non-negative integer"
+                               : type == "FLOAT" ? "a number"
+                                                 : "";
+      if (!kind.empty()) {
+        std::fprintf(stderr, "%s: error: %s: '%s' is not %s, or is out of its range (see --help)\n", program.c_str(),
+                     name.c_str(), value.c_str(), kind.c_str());
         return 2;
       }
     }
@@ -172,34 +175,52 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
 
 namespace {
 
-// The file a path names, for comparisons: resolved when it exists, else its absolute, normal form.
-// False for things that are not regular files or new paths (devices, pipes): those may repeat.
-bool ComparableFile(const std::string& path, std::filesystem::path* out) {
+// Which file a path names. An existing one is compared by identity (device and inode: links and other
+// spellings of it are the same file); a new one by where it would be created (dangling links followed).
+struct FileIdentity {
+  bool exists = false;
+  std::filesystem::path path;
+};
+
+// False for paths that are not regular files or new ones (devices, pipes): those may repeat.
+bool Identify(const std::string& path, FileIdentity* id) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (!ec && std::filesystem::exists(status)) {
     if (!std::filesystem::is_regular_file(status)) return false;
-    *out = std::filesystem::canonical(path, ec);
-    return !ec;
+    *id = {true, path};
+    return true;
   }
-  *out = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  std::filesystem::path where = std::filesystem::absolute(path, ec);
+  for (int hops = 0; hops < 40 && std::filesystem::is_symlink(std::filesystem::symlink_status(where, ec)); ++hops) {
+    const std::filesystem::path target = std::filesystem::read_symlink(where, ec);
+    if (ec) break;
+    where = target.is_absolute() ? target : where.parent_path() / target;
+  }
+  *id = {false, std::filesystem::weakly_canonical(where, ec)};
   return !ec;
+}
+
+bool SameFile(const FileIdentity& a, const FileIdentity& b) {
+  if (a.exists != b.exists) return false;
+  std::error_code ec;
+  return a.exists ? std::filesystem::equivalent(a.path, b.path, ec) : a.path == b.path;
 }
 
 }  // namespace
 
 void CheckOutputsAreDistinct(const std::vector<NamedFile>& inputs, const std::vector<NamedFile>& outputs) {
-  std::vector<std::pair<const NamedFile*, std::filesystem::path>> seen;
-  for (const NamedFile& f : inputs) {
-    std::filesystem::path file;
-    if (!f.path.empty() && ComparableFile(f.path, &file)) seen.emplace_back(&f, file);
+  std::vector<std::pair<const NamedFile*, FileIdentity>> seen;
+  for (const NamedFile& f : inputs) {  // a missing input is left to the reader's own message
+    FileIdentity file;
+    if (!f.path.empty() && Identify(f.path, &file) && file.exists) seen.emplace_back(&f, file);
   }
   const std::size_t num_inputs = seen.size();
   for (const NamedFile& out : outputs) {
-    std::filesystem::path file;
-    if (out.path.empty() || !ComparableFile(out.path, &file)) continue;
+    FileIdentity file;
+    if (out.path.empty() || !Identify(out.path, &file)) continue;
     for (std::size_t i = 0; i < seen.size(); ++i)
-      if (seen[i].second == file)
+      if (SameFile(seen[i].second, file))
         throw Error(out.option + ": '" + out.path + "' is also " + seen[i].first->option +
                     (i < num_inputs ? ": the output would overwrite it" : ": give each output its own file"));
     seen.emplace_back(&out, file);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "common/app.h"
 #include "mrf-bench/bench_common.h"
@@ -74,17 +75,29 @@ int main(int argc, char** argv) {
   return mrf::app::Run("mrf-bench", argc, argv, cli, [&] {
     const std::string gpu = mrf::CudaDeviceDescription();
     std::printf("# mrf-bench; GPU: %s\n", gpu.empty() ? ("none (" + mrf::CudaUnavailableReason() + ")").c_str() : gpu.c_str());
-    // Output folders are checked before hours of benchmarking, not after.
-    for (const auto& [option, path] : {std::pair<const char*, std::string>{"--json", options.json_path},
-                                       std::pair<const char*, std::string>{"--plot", options.plot_path}}) {
-      const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-      if (!path.empty() && !parent.empty() && !std::filesystem::is_directory(parent))
-        throw mrf::Error(std::string(option) + ": folder '" + parent.string() + "' does not exist");
-      if (!path.empty() && std::filesystem::is_directory(path))
-        throw mrf::Error(std::string(option) + ": '" + path + "' is a folder, not a file");
-      if (!path.empty() && std::filesystem::exists(path) && ::access(path.c_str(), W_OK) != 0)
-        throw mrf::Error(std::string(option) + ": cannot write '" + path + "': " + std::strerror(errno));
+    // Output files are checked before hours of benchmarking, not after: the files each suite will write
+    // (with --suite all, one per suite), in folders that exist and can be written, never a model read.
+    std::vector<mrf::app::NamedFile> inputs, outputs;
+    for (const std::string& model : options.models) inputs.push_back({"--model", model});
+    for (const Suite& s : Suites()) {
+      if (suite != "all" && suite != s.name) continue;
+      for (const auto& [option, given] : {std::pair<const char*, std::string>{"--json", options.json_path},
+                                          std::pair<const char*, std::string>{"--plot", options.plot_path}}) {
+        const std::string path = suite == "all" ? WithSuiteName(given, s.name) : given;
+        if (path.empty()) continue;
+        outputs.push_back({option, path});
+        std::filesystem::path parent = std::filesystem::path(path).parent_path();
+        if (parent.empty()) parent = ".";
+        if (!std::filesystem::is_directory(parent))
+          throw mrf::Error(std::string(option) + ": folder '" + parent.string() + "' does not exist");
+        if (std::filesystem::is_directory(path))
+          throw mrf::Error(std::string(option) + ": '" + path + "' is a folder, not a file");
+        const bool exists = std::filesystem::exists(path);
+        if (::access(exists ? path.c_str() : parent.c_str(), exists ? W_OK : W_OK | X_OK) != 0)
+          throw mrf::Error(std::string(option) + ": cannot write '" + path + "': " + std::strerror(errno));
+      }
     }
+    mrf::app::CheckOutputsAreDistinct(inputs, outputs);
     if (solvers_opt->count() > 0 && SplitNames(options.solvers).empty())
       throw mrf::Error("--solvers '" + options.solvers + "' names no solver");
     if (suite == "models" && options.models.empty() && options.model_dirs.empty())

@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
                "Print one JSON object instead of the text report: ok, file, nodes, arcs, shape, flow, complete, "
                "cut_capacity, source_side, sink_side, backend, backend_requested, fallback_reason, read_ms, "
                "setup_ms, transfer_ms, solve_ms, total_ms (-1: phase did not run), threads, ignored_arcs, message; "
-               "when the solve fails, ok false with file, nodes, arcs, the backends, read_ms, threads and message "
+               "when the solve fails, ok false with file, nodes, arcs, backend, backend_requested, fallback_reason, "
+               "read_ms, threads and message "
                "(then the error line)");
   cli.add_option("--cut", cut_path,
                  "Write the DIMACS ids of the sink side of the minimum cut (sink included), one per line, to this file");

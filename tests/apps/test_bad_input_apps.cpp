@@ -70,6 +70,11 @@ std::string MakeSamples() {
   damaged[damaged.size() / 2] ^= 0x10;
   WriteFile(d + "/damaged.mrf", damaged);
   std::filesystem::create_directories(d + "/folder.png");
+  // Another name for three.mrf, and a link to a file no one has written yet.
+  std::filesystem::remove(d + "/hard.mrf");
+  std::filesystem::create_hard_link(d + "/three.mrf", d + "/hard.mrf");
+  std::filesystem::remove(d + "/dangling.png");
+  std::filesystem::create_symlink("not-yet.png", d + "/dangling.png");
   return d;
 }
 
@@ -219,8 +224,8 @@ std::vector<Case> Cases() {
       {"problem size out of range", "mrf-bench", "--suite binary --sizes 2", 1, "--sizes: side 2 is outside 4..16384"},
       {"repeat out of range", "mrf-bench", "--suite binary --repeat 0", 2, "--repeat: Value 0 not in range 1 to 1000"},
       {"integer beyond its type", "mrf-stereo", "--lambda 99999999999999999999", 2,
-       "--lambda: '99999999999999999999' is not an INT, or is out of its range"},
-      {"word for a number", "mrf-stereo", "--labels many", 2, "--labels: 'many' is not an INT, or is out of its range"},
+       "--lambda: '99999999999999999999' is not an integer, or is out of its range"},
+      {"word for a number", "mrf-stereo", "--labels many", 2, "--labels: 'many' is not an integer, or is out of its range"},
       {"labels out of range", "mrf-stereo", "--labels 0", 1, "stereo: number of labels must be at least 1 (got 0)"},
       // ---- Options: conflicting or incomplete ----
       {"LEFT without RIGHT", "mrf-stereo", "$D/rgb.ppm", 1, "LEFT given without RIGHT (give both images, or neither)"},
@@ -253,6 +258,13 @@ std::vector<Case> Cases() {
        "-o: '$D/rgb.ppm' is also LEFT: the output would overwrite it"},
       {"output over an input, another spelling", "mrf-solve", "$D/three.mrf --labels $D/../bad_input_apps/three.mrf", 1,
        "--labels: '$D/../bad_input_apps/three.mrf' is also MODEL: the output would overwrite it"},
+      {"output over an input's hard link", "mrf-solve", "$D/hard.mrf --labels $D/three.mrf", 1,
+       "--labels: '$D/three.mrf' is also MODEL: the output would overwrite it"},
+      {"outputs meeting behind a link", "mrf-restore",
+       "--synthetic-size 16 --levels 4 -o $D/dangling.png --save-model $D/not-yet.png", 1,
+       "--save-model: '$D/not-yet.png' is also -o: give each output its own file"},
+      {"benchmark rows over a model", "mrf-bench", "--suite models --model $D/three.mrf --json $D/three.mrf", 1,
+       "--json: '$D/three.mrf' is also --model: the output would overwrite it"},
       {"two outputs in one file", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D/same.png --save-model $D/same.png",
        1, "--save-model: '$D/same.png' is also -o: give each output its own file"},
       {"JSON output folder missing", "mrf-bench", "--suite binary --json $D/no/rows.json", 1,

@@ -158,15 +158,18 @@ TEST(MrfSegment, ScribblesOfTheWrongSize) {
 // A scene the machine cannot hold is refused before it is made, with the library's figures (the run
 // used to spend minutes making it, then ended in "out of memory" or was killed).
 TEST(MrfSegment, SizesBeyondTheMemoryAreRefusedFirst) {
-  for (const char* backend : {"cpu-bk", "boost-bk"}) {
-    const double bytes = SegmentationBytes(32768, 32768, backend);
-    if (bytes <= UsableMemoryBytes()) GTEST_SKIP() << "this machine holds a 32768x32768 segmentation";
-    const test::CommandResult r = test::RunCommand(Segment(std::string("--size 32768x32768 -q --backend ") + backend));
-    ExpectOneLineError(r, MemoryShortfall(bytes, "the image, models and graph of 32768x32768 pixels"));
-  }
   EXPECT_GT(SegmentationBytes(100, 100, "boost-bk"), SegmentationBytes(100, 100, "cpu-bk"));
   EXPECT_GT(SegmentationBytes(100, 100, "cpu-bk"), SegmentationBytes(100, 100, "tbb-pr"));
   EXPECT_NO_THROW(CheckSegmentationFits(64, 64, "auto"));
+  int refused = 0;
+  for (const char* backend : {"cpu-bk", "boost-bk"}) {
+    const double bytes = SegmentationBytes(32768, 32768, backend);
+    if (bytes <= UsableMemoryBytes()) continue;  // this machine holds it
+    const test::CommandResult r = test::RunCommand(Segment(std::string("--size 32768x32768 -q --backend ") + backend));
+    ExpectOneLineError(r, MemoryShortfall(bytes, "the image, models and graph of 32768x32768 pixels"));
+    ++refused;
+  }
+  if (refused == 0) GTEST_SKIP() << "this machine holds a 32768x32768 segmentation with either backend";
 }
 
 TEST(MrfSegment, UnknownBackend) {

@@ -155,7 +155,7 @@ TEST(BadModels, SolverRequirements) {
   o.solver = "cpu-expansion";
   EXPECT_EQ(SolveError(quadratic, o),
             "expansion needs a metric smoothness term, but this quadratic term breaks the triangle inequality: "
-            "V(0,2) = 12 > V(0,1) + V(1,2) = 6; set truncate_nonsubmodular (--truncate in the programs) to truncate such move terms, or use swap "
+            "V(0,2) = 12 > V(0,1) + V(1,2) = 6; set truncate_nonsubmodular (--truncate of mrf-solve, mrf-stereo and mrf-restore) to truncate such move terms, or use swap "
             "or bp");
 }
 
