@@ -23,13 +23,11 @@ void RunAlphaBetaSwap(const Model& model, const SolveOptions& options, Result* o
                 " term has " + broken + "; set truncate_nonsubmodular (--truncate of mrf-solve, mrf-stereo and mrf-restore) "
                 "to truncate such move terms, or use bp");
 
-  // A cycle visits every label pair, and its bookkeeping holds a few words per pair: refuse label counts
-  // whose pairs alone would fill memory (a 2-node model with 100000 labels has 5 billion pairs).
-  const std::int64_t pair_count = std::int64_t{model.num_labels} * (model.num_labels - 1) / 2;
-  constexpr std::int64_t kMaxPairs = std::int64_t{1} << 24;
-  if (pair_count > kMaxPairs)
-    throw Error("swap with " + std::to_string(model.num_labels) + " labels runs " + std::to_string(pair_count) +
-                " moves a cycle, more than the " + std::to_string(kMaxPairs) + " it takes; use expansion or bp");
+  // A cycle visits every label pair: refuse label counts whose pairs alone would fill memory.
+  if (!SwapTakesLabelCount(model.num_labels))
+    throw Error("swap with " + std::to_string(model.num_labels) + " labels runs " +
+                std::to_string(std::int64_t{model.num_labels} * (model.num_labels - 1) / 2) +
+                " moves a cycle, more than the " + std::to_string(kMaxSwapPairs) + " it takes; use expansion or bp");
 
   LabelingState state(model, InitialLabels(model, options));
   BinaryMoveGraph graph(model, options.maxflow_backend, Device::kCpu, options.truncate_nonsubmodular, 1, tuning);

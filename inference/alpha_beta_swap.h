@@ -3,6 +3,8 @@
 /// @brief Alpha-beta swap (Boykov, Veksler and Zabih, PAMI 2001) above the binary-cut interface
 /// ("cpu-swap" in the registry).
 
+#include <cstdint>
+
 #include "inference/move_graph.h"
 #include "mrf/model.h"
 #include "mrf/options.h"
@@ -25,5 +27,13 @@ namespace mrf {
 /// general graphs (cpu-bk does); `tuning` can switch that off, or supply the engine.
 void RunAlphaBetaSwap(const Model& model, const SolveOptions& options, Result* out,
                       const MoveTuning& tuning = MoveTuning());
+
+/// Most label pairs a swap cycle takes: its bookkeeping holds a few words per pair, so larger label
+/// counts are refused (a 2-node model with 100000 labels has 5 billion pairs).
+constexpr std::int64_t kMaxSwapPairs = std::int64_t{1} << 24;
+/// True when swap takes `num_labels` labels (L(L-1)/2 <= kMaxSwapPairs).
+inline bool SwapTakesLabelCount(Label num_labels) {
+  return std::int64_t{num_labels} * (num_labels - 1) / 2 <= kMaxSwapPairs;
+}
 
 }  // namespace mrf

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "inference/alpha_beta_swap.h"
 #include "inference/iteration_control.h"
 #include "inference/move_graph.h"
 #include "mrf/binary_graph.h"
@@ -18,10 +19,11 @@ namespace mrf {
 Algorithm AutoAlgorithm(const Model& model) {
   if (model.num_labels == 2 && IsSubmodularBinary(model)) return Algorithm::kMaxFlow;
   if (model.pairwise.IsMetric(model.num_labels)) return Algorithm::kExpansion;
-  // BP's engines take 4-connected 2-D grids only; elsewhere swap, when its moves are graph cuts, or ICM,
-  // which takes anything.
+  // BP's engines take 4-connected 2-D grids only; elsewhere swap, when its moves are graph cuts and its
+  // cycle's label pairs fit, or ICM, which takes anything.
   if (model.topology.kind() == TopologyKind::kGrid4) return Algorithm::kBeliefPropagation;
-  return FindNonSubmodularMoveTerm(model, false).empty() ? Algorithm::kSwap : Algorithm::kIcm;
+  const bool swap_applies = SwapTakesLabelCount(model.num_labels) && FindNonSubmodularMoveTerm(model, false).empty();
+  return swap_applies ? Algorithm::kSwap : Algorithm::kIcm;
 }
 
 namespace {

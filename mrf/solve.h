@@ -19,7 +19,8 @@ Result Solve(const Model& model, const SolveOptions& options = {});
 
 /// Picks the algorithm `auto` means for this model: max-flow for submodular two-label models,
 /// expansion for metric pairwise terms, otherwise belief propagation on 4-connected 2-D grids, and
-/// elsewhere (8-connected and 3-D grids, edge lists) swap when its moves are graph cuts, else ICM.
+/// elsewhere (8-connected and 3-D grids, edge lists) swap when its moves are graph cuts and its cycle
+/// takes the label count (kMaxSwapPairs), else ICM.
 Algorithm AutoAlgorithm(const Model& model);
 
 }  // namespace mrf

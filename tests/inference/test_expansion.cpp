@@ -111,7 +111,9 @@ TEST(Expansion, AutoPicksASolverThatRunsForNonMetricTerms) {
                         Case{Topology::Grid2D(5, 4, 8), quadratic, 4, "cpu-swap"},
                         Case{Topology::Grid3D(3, 3, 2), quadratic, 4, "cpu-swap"},
                         Case{Topology::EdgeList(4, {0, 1, 2}, {1, 2, 3}), asymmetric, 3, "cpu-swap"},
-                        Case{Topology::Grid3D(3, 3, 2), negative, 2, "cpu-icm"}}) {
+                        Case{Topology::Grid3D(3, 3, 2), negative, 2, "cpu-icm"},
+                        // more label pairs than a swap cycle takes (6000 x 5999 / 2 > 2^24)
+                        Case{Topology::Grid3D(3, 2, 2), quadratic, 6000, "cpu-icm"}}) {
     const Model m = test::RandomModel(rng, c.topology, c.labels, 20, c.pairwise);
     ASSERT_FALSE(m.pairwise.IsMetric(m.num_labels)) << c.backend;
     SolveOptions options;
