@@ -19,14 +19,12 @@ void RunAlphaBetaSwap(const Model& model, const SolveOptions& options, Result* o
   model.ValidateOrThrow();
   const std::string broken = FindNonSubmodularMoveTerm(model, /*expansion=*/false);
   if (!broken.empty() && !options.truncate_nonsubmodular)
-    throw Error(std::string("swap needs a semimetric smoothness term, but this ") + ToString(model.pairwise.kind) +
-                " term has " + broken + "; set truncate_nonsubmodular (--truncate of mrf-solve, mrf-stereo and mrf-restore) "
-                "to truncate such move terms, or use bp");
+    throw Error(NonSubmodularRefusal(model, broken, /*expansion=*/false));
 
   // A cycle visits every label pair: refuse label counts whose pairs alone would fill memory.
   if (!SwapTakesLabelCount(model.num_labels))
     throw Error("swap with " + std::to_string(model.num_labels) + " labels runs " +
-                std::to_string(std::int64_t{model.num_labels} * (model.num_labels - 1) / 2) +
+                std::to_string(SwapPairs(model.num_labels)) +
                 " moves a cycle, more than the " + std::to_string(kMaxSwapPairs) + " it takes; use expansion or bp");
 
   LabelingState state(model, InitialLabels(model, options));

@@ -31,9 +31,9 @@ void RunAlphaBetaSwap(const Model& model, const SolveOptions& options, Result* o
 /// Most label pairs a swap cycle takes: its bookkeeping holds a few words per pair, so larger label
 /// counts are refused (a 2-node model with 100000 labels has 5 billion pairs).
 constexpr std::int64_t kMaxSwapPairs = std::int64_t{1} << 24;
-/// True when swap takes `num_labels` labels (L(L-1)/2 <= kMaxSwapPairs).
-inline bool SwapTakesLabelCount(Label num_labels) {
-  return std::int64_t{num_labels} * (num_labels - 1) / 2 <= kMaxSwapPairs;
-}
+/// The label pairs, and so the moves, of one swap cycle: L(L-1)/2.
+inline std::int64_t SwapPairs(Label num_labels) { return std::int64_t{num_labels} * (num_labels - 1) / 2; }
+/// True when swap takes `num_labels` labels (SwapPairs() <= kMaxSwapPairs).
+inline bool SwapTakesLabelCount(Label num_labels) { return SwapPairs(num_labels) <= kMaxSwapPairs; }
 
 }  // namespace mrf

@@ -18,10 +18,7 @@ void RunAlphaExpansion(const Model& model, const SolveOptions& options, Result* 
   model.ValidateOrThrow();
   const std::string broken = FindNonSubmodularMoveTerm(model, /*expansion=*/true);
   if (!broken.empty() && !options.truncate_nonsubmodular)
-    throw Error(std::string("expansion needs a metric smoothness term, but this ") + ToString(model.pairwise.kind) +
-                " term breaks the triangle inequality: " + broken +
-                "; set truncate_nonsubmodular (--truncate of mrf-solve, mrf-stereo and mrf-restore) to truncate "
-                "such move terms, or use swap or bp");
+    throw Error(NonSubmodularRefusal(model, broken, /*expansion=*/true));
 
   LabelingState state(model, InitialLabels(model, options));
   BinaryMoveGraph graph(model, options.maxflow_backend, Device::kCpu, options.truncate_nonsubmodular, model.num_labels,

@@ -222,16 +222,8 @@ void CheckMoveInput(const Model& model, const SolveOptions& options, bool swap) 
   if (t.num_nodes() > (NodeId{1} << 30))
     throw Error(name + ": grid of " + std::to_string(t.num_nodes()) + " nodes is above the 2^30 supported");
   const std::string broken = FindNonSubmodularMoveTerm(model, /*expansion=*/!swap);
-  if (!broken.empty() && !options.truncate_nonsubmodular) {
-    if (swap)  // cpu-swap's message
-      throw Error(std::string("swap needs a semimetric smoothness term, but this ") + ToString(model.pairwise.kind) +
-                  " term has " + broken + "; set truncate_nonsubmodular (--truncate of mrf-solve, mrf-stereo and mrf-restore) "
-                "to truncate such move terms, or use bp");
-    throw Error(std::string("expansion needs a metric smoothness term, but this ") + ToString(model.pairwise.kind) +
-                " term breaks the triangle inequality: " + broken +
-                "; set truncate_nonsubmodular (--truncate of mrf-solve, mrf-stereo and mrf-restore) to truncate "
-                "such move terms, or use swap or bp");
-  }
+  if (!broken.empty() && !options.truncate_nonsubmodular)
+    throw Error(NonSubmodularRefusal(model, broken, !swap));  // the CPU solvers' message
   // The device keeps lambda * distance in a 32-bit table, and a move's capacities are differences
   // of two pairwise costs: they fit the engine's 32-bit capacities when twice the largest cost does.
   const Label L = model.num_labels;

@@ -177,6 +177,16 @@ bool HasSmoothness(const Model& model) {
 
 }  // namespace
 
+std::string NonSubmodularRefusal(const Model& model, const std::string& broken, bool expansion) {
+  const std::string advice = "; set truncate_nonsubmodular (--truncate of mrf-solve, mrf-stereo and mrf-restore) to "
+                             "truncate such move terms, or use ";
+  if (!expansion)
+    return std::string("swap needs a semimetric smoothness term, but this ") + ToString(model.pairwise.kind) +
+           " term has " + broken + advice + "bp";
+  return std::string("expansion needs a metric smoothness term, but this ") + ToString(model.pairwise.kind) +
+         " term breaks the triangle inequality: " + broken + advice + "swap or bp";
+}
+
 std::string FindNonSubmodularMoveTerm(const Model& model, bool expansion) {
   const Label L = model.num_labels;
   const PairwiseKind kind = model.pairwise.kind;

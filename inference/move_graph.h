@@ -159,6 +159,9 @@ std::string RunMoveCycles(const SolveOptions& options, MoveOrder move_order, con
 /// a run: returns "" when every move term is submodular, else a one-line description of a label
 /// triple (expansion) or pair (swap) that breaks it, e.g. "V(0,2) = 200 > V(0,1) + V(1,2) = 100".
 std::string FindNonSubmodularMoveTerm(const Model& model, bool expansion);
+/// The one-line refusal of a model whose move terms break submodularity (`broken`, from
+/// FindNonSubmodularMoveTerm()), shared by the CPU and GPU expansion (`expansion` true) and swap solvers.
+std::string NonSubmodularRefusal(const Model& model, const std::string& broken, bool expansion);
 
 /// How a move term with E(0,0) + E(1,1) > E(0,1) + E(1,0) is made submodular: truncation in the
 /// sense of Rother et al. ("Digital tapestry", CVPR 2005), counted and reported by the solvers.

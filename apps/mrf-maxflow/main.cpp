@@ -213,21 +213,43 @@ int main(int argc, char** argv) {
                                        backend);
     graph.set_limits(time_limit);
     const mrf::Result result = graph.maxflow(backend);
-    if (!result.ok) {
-      if (json) {  // a script still gets one object, then the error line and exit status 1
-        nlohmann::ordered_json j;
-        j["ok"] = false;
-        j["file"] = file;
-        j["nodes"] = info.num_nodes;
-        j["arcs"] = info.num_arcs;
-        j["backend"] = result.backend_used;
-        j["backend_requested"] = backend;
-        j["fallback_reason"] = result.fallback_reason;
-        j["read_ms"] = read_ms;
-        j["threads"] = result.threads;
-        j["message"] = result.message;
-        std::printf("%s\n", j.dump().c_str());
+    // The --json object: on a failed solve only what is known without a cut (ok false), then the error line.
+    struct Cut {
+      bool stopped;
+      long long source_side, sink_side;
+      double total_ms;
+    };
+    auto print_json = [&](const Cut* cut) {
+      nlohmann::ordered_json j;
+      j["ok"] = cut != nullptr;
+      j["file"] = file;
+      j["nodes"] = info.num_nodes;
+      j["arcs"] = info.num_arcs;
+      if (cut) {
+        j["shape"] = graph.topology().is_grid() ? mrf::FormatGridShape(graph.topology()) : std::string("general");
+        j["flow"] = result.flow;
+        j["complete"] = !cut->stopped;  // false: stopped by --time-limit, flow so far and a cut that is not minimal
+        j["cut_capacity"] = result.energy;
+        j["source_side"] = cut->source_side;
+        j["sink_side"] = cut->sink_side;
       }
+      j["backend"] = result.backend_used;
+      j["backend_requested"] = backend;
+      j["fallback_reason"] = result.fallback_reason;
+      j["read_ms"] = read_ms;
+      if (cut) {
+        j["setup_ms"] = result.timings.setup_ms;
+        j["transfer_ms"] = result.timings.transfer_ms;
+        j["solve_ms"] = result.timings.solve_ms;
+        j["total_ms"] = cut->total_ms;
+      }
+      j["threads"] = result.threads;
+      if (cut) j["ignored_arcs"] = info.ignored_arcs;
+      j["message"] = result.message;
+      std::printf("%s\n", j.dump().c_str());
+    };
+    if (!result.ok) {
+      if (json) print_json(nullptr);
       throw mrf::Error(file + ": max-flow failed: " + result.message);
     }
     const bool stopped = !result.has_lower_bound;  // a completed max-flow always has its bound
@@ -244,29 +266,8 @@ int main(int argc, char** argv) {
                                         (info.grid_from_comment ? ", from its mrf-grid comment" : ", imposed by --grid")
                                   : std::string("general graph");
     if (json) {
-      nlohmann::ordered_json j;
-      j["ok"] = true;
-      j["file"] = file;
-      j["nodes"] = info.num_nodes;
-      j["arcs"] = info.num_arcs;
-      j["shape"] = graph.topology().is_grid() ? mrf::FormatGridShape(graph.topology()) : std::string("general");
-      j["flow"] = result.flow;
-      j["complete"] = !stopped;  // false: stopped by --time-limit, flow so far and a cut that is not minimal
-      j["cut_capacity"] = result.energy;
-      j["source_side"] = source_side;
-      j["sink_side"] = sink_side;
-      j["backend"] = result.backend_used;
-      j["backend_requested"] = backend;
-      j["fallback_reason"] = result.fallback_reason;
-      j["read_ms"] = read_ms;
-      j["setup_ms"] = result.timings.setup_ms;
-      j["transfer_ms"] = result.timings.transfer_ms;
-      j["solve_ms"] = result.timings.solve_ms;
-      j["total_ms"] = total_ms;
-      j["threads"] = result.threads;
-      j["ignored_arcs"] = info.ignored_arcs;
-      j["message"] = result.message;
-      std::printf("%s\n", j.dump().c_str());
+      const Cut cut{stopped, source_side, sink_side, total_ms};
+      print_json(&cut);
       return 0;
     }
     std::printf("file:      %s (%d nodes, %lld arcs; %s)\n", file.c_str(), info.num_nodes,

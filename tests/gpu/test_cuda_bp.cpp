@@ -317,8 +317,7 @@ TEST(CudaBp, SolverMatchesTbbBpThroughTheRegistry) {
 // The GPU paths keep the thread limit of their host work too: cuda-bp's setup (the coarse levels, the
 // problem's preparation) and cuda-expansion's BP start run in mrf::Solve's arena, so a limit given as
 // num_threads or as the caller's own arena holds in every callback (a request above the cores gets the
-// cores), and the result reports it. The
-// labels do not depend on the thread count.
+// cores), and the result reports it. The labels do not depend on the thread count.
 TEST(CudaBp, GpuSolversKeepTheThreadLimit) {
   MRF_SKIP_WITHOUT_CUDA();
   const int cores = tbb::info::default_concurrency();
