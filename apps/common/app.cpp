@@ -21,7 +21,31 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 
 namespace {
 bool g_quiet = false;
+
+// CLI11 names a negatable flag "--x,--no-x{false}" in the help; users type "--no-x", so the help says that.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* option, bool is_positional) const override {
+    std::string name = CLI::Formatter::make_option_name(option, is_positional);
+    for (std::size_t open = name.find('{'); open != std::string::npos; open = name.find('{', open)) {
+      const std::size_t close = name.find('}', open);
+      if (close == std::string::npos) break;
+      name.erase(open, close - open + 1);
+    }
+    return name;
+  }
+};
+
+// CLI11's "--x: At Most 1 required but received 2" for an option given twice, in the users' words.
+std::string ArgumentCountMessage(const std::string& text) {
+  const std::string at_most = ": At Most ", required = " required but received ";
+  const std::size_t a = text.find(at_most), r = text.find(required);
+  if (a == std::string::npos || r == std::string::npos || r < a) return text;
+  const std::string most = text.substr(a + at_most.size(), r - a - at_most.size());
+  return text.substr(0, a) + ": takes " + (most == "1" ? "one value" : "at most " + most + " values") + " but got " +
+         text.substr(r + required.size()) + " (given more than once?)";
 }
+}  // namespace
 
 void SetQuiet(bool quiet) { g_quiet = quiet; }
 
@@ -82,9 +106,19 @@ namespace {
 // CLI11 reads integers with strtoll(text, ..., 0), so "010" would be 8 and "0x10" 16, and a value beyond
 // the 64-bit range is clamped to it. An integer option takes a plain decimal number: checked here on the
 // text given, after the parse (a check added to the option would run after its Range check).
+// Numbers with a fraction are read by strtod, which also takes hexadecimal ("0x1p3"): refused too, so
+// that every number is written one way.
 void CheckDecimalIntegers(const CLI::App& cli) {
   for (const CLI::Option* option : cli.get_options()) {
     const std::string type = option->get_type_name();
+    if (type.rfind("FLOAT", 0) == 0) {
+      for (const std::string& text : option->results()) {
+        const std::size_t sign = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+        if (text.size() > sign + 1 && text[sign] == '0' && (text[sign + 1] == 'x' || text[sign + 1] == 'X'))
+          throw CLI::ValidationError(option->get_name(), "must be a decimal number (got '" + text + "')");
+      }
+      continue;
+    }
     const bool is_unsigned = type.rfind("UINT", 0) == 0;
     if (!is_unsigned && type.rfind("INT", 0) != 0) continue;
     for (const std::string& text : option->results()) {
@@ -113,6 +147,7 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
       "  MRF_BP_CUDA_SETUP=device|host             cuda-bp's coarse levels and buffers (host: the older setup)\n"
       "  MRF_CUDA_UPLOAD=staged|pageable           GPU uploads through a pinned buffer, or plain copies\n"
       "  MRF_CUDA_DEBUG_SYNC=1, MRF_INJECT_CUDA_FAULT=oom|launch|nodevice  debugging and fault tests");
+  cli.formatter(std::make_shared<HelpFormatter>());
   int threads = 0;
   cli.add_option("--threads", threads,
                  "CPU threads for the run's parallel loops (0 = every core; more than the cores = every core)")
@@ -151,6 +186,9 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
       }
     }
     std::fprintf(stderr, "%s: error: %s (see --help)\n", program.c_str(), e.what());
+    return 2;
+  } catch (const CLI::ArgumentMismatch& e) {
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", program.c_str(), ArgumentCountMessage(e.what()).c_str());
     return 2;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "%s: error: %s (see --help)\n", program.c_str(), e.what());

@@ -61,6 +61,8 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory)
       ->capture_default_str();
   cli.add_flag("--quick", options.quick, "Small problems and few repeats (a smoke test)");
+  bool quiet = false;
+  cli.add_flag("-q,--quiet", quiet, "No progress messages on stderr (tables, warnings and errors still print)");
   CLI::Option* tuning_opt = cli.add_option("--tuning", options.tunings,
                  "pushrelabel suite: also time cuda-pr with these tunings, e.g. --tuning local_iterations=4 "
                  "--tuning rounds_per_global_relabel=2,tile_y=32 (names: see MRF_PR_TUNING); gpuexpansion suite: "
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
           ->check(mrf::app::FiniteNonNegative())
           ->capture_default_str();
   return mrf::app::Run("mrf-bench", argc, argv, cli, [&] {
+    mrf::app::SetQuiet(quiet);
     const std::string gpu = mrf::CudaDeviceDescription();
     std::printf("# mrf-bench; GPU: %s\n", gpu.empty() ? ("none (" + mrf::CudaUnavailableReason() + ")").c_str() : gpu.c_str());
     // Output files are checked before hours of benchmarking, not after: the files each suite will write

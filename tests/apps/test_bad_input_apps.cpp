@@ -226,6 +226,9 @@ std::vector<Case> Cases() {
       {"integer beyond its type", "mrf-stereo", "--lambda 99999999999999999999", 2,
        "--lambda: '99999999999999999999' is not an integer, or is out of its range"},
       {"word for a number", "mrf-stereo", "--labels many", 2, "--labels: 'many' is not an integer, or is out of its range"},
+      {"hexadecimal number", "mrf-segment", "--size 16 --lambda 0x1p3", 2, "--lambda: must be a decimal number (got '0x1p3')"},
+      {"option given twice", "mrf-restore", "--lambda 3 --lambda 4", 2,
+       "--lambda: takes one value but got 2 (given more than once?)"},
       {"labels out of range", "mrf-stereo", "--labels 0", 1, "stereo: number of labels must be at least 1 (got 0)"},
       // ---- Options: conflicting or incomplete ----
       {"LEFT without RIGHT", "mrf-stereo", "$D/rgb.ppm", 1, "LEFT given without RIGHT (give both images, or neither)"},

@@ -27,6 +27,17 @@ TEST(BenchSmoke, BinarySuiteQuickRunsAndEnginesAgree) {
   EXPECT_NE(rows.str().find("\"suite\": \"binary-resolve\""), std::string::npos) << rows.str();
 }
 
+TEST(BenchSmoke, QuietKeepsTheTablesAndDropsTheProgress) {
+  const std::string command = test::AppPath("mrf-bench") + " --suite binary --quick --solvers cpu-bk";
+  const test::CommandResult loud = test::RunCommand(command);
+  const test::CommandResult quiet = test::RunCommand(command + " -q");
+  ASSERT_EQ(loud.exit_code, 0) << loud.err;
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_NE(loud.err.find("mrf-bench: binary: building"), std::string::npos) << loud.err;
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_NE(quiet.out.find("cpu-bk"), std::string::npos) << quiet.out;
+}
+
 TEST(BenchSmoke, UnknownSolverIsAOneLineError) {
   const test::CommandResult r =
       test::RunCommand(test::AppPath("mrf-bench") + " --suite binary --quick --solvers no-such-engine");

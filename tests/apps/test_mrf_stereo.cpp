@@ -214,6 +214,9 @@ TEST(MrfStereo, HelpListsEveryOption) {
                              "--threads",
                              "--json"})
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
+  // The negated flag reads as users type it, without CLI11's "{false}".
+  EXPECT_NE(r.out.find("--no-truncate "), std::string::npos);
+  EXPECT_EQ(r.out.find('{'), std::string::npos) << r.out;
 }
 
 }  // namespace
