@@ -27,8 +27,11 @@ if [ -f $aloe/aloeL.jpg ]; then
   mkdir -p "$stage/data/aloe"
   cp $aloe/aloeL.jpg $aloe/aloeR.jpg $aloe/aloeGT.png "$stage/data/aloe/"
 fi
-# The racecheck probe (tools/racecheck_probe.cu), when this machine has nvcc.
+# The probes (tools/racecheck_probe.cu, tools/cluster_probe.cu), when this machine has nvcc.
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-if [ -x "$nvcc" ]; then "$nvcc" -O2 -lineinfo -arch=sm_90 tools/racecheck_probe.cu -o "$stage/bin/racecheck_probe"; fi
+if [ -x "$nvcc" ]; then
+  "$nvcc" -O2 -lineinfo -arch=sm_90 tools/racecheck_probe.cu -o "$stage/bin/racecheck_probe"
+  "$nvcc" -O3 -arch=sm_90 tools/cluster_probe.cu -o "$stage/bin/cluster_probe"
+fi
 cp tools/gpu_run.sh tools/gpu_ab.sh "$stage/"
 du -sh "$stage"
