@@ -15,7 +15,7 @@
 //
 // Build and run (tools/gpu_stage.sh builds it into bin/ when nvcc is present):
 //   nvcc -O3 -arch=sm_90 tools/cluster_probe.cu -o cluster_probe
-//   cluster_probe [width=384] [height=288] [sweeps=2000] [cluster=16]
+//   cluster_probe [width=384] [height=288] [sweeps=2000] [cluster=16] [work=1]   (work 0: barriers only)
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -73,7 +73,7 @@ __device__ void GridSync(Barrier* b, unsigned long long* seen) {
 constexpr int kTileX = 32, kTileY = 16;
 
 __global__ void __launch_bounds__(kTileX* kTileY) GlobalSweeps(int* d0, int* d1, int w, int h, int sweeps,
-                                                                 Barrier* b) {
+                                                                 bool work, Barrier* b) {
   const int tiles_x = (w + kTileX - 1) / kTileX;
   const int x = blockIdx.x % tiles_x * kTileX + threadIdx.x % kTileX;
   const int y = blockIdx.x / tiles_x * kTileY + threadIdx.x / kTileX;
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kTileX* kTileY) GlobalSweeps(int* d0, int* d1,
   int* cur = d0;
   int* next = d1;
   for (int s = 0; s < sweeps; ++s) {
-    if (x < w && y < h) {
+    if (work && x < w && y < h) {
       const int v = y * w + x;
       int best = cur[v];
       if (best != 0 && !Blocked(x, y, w)) {
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kTileX* kTileY) GlobalSweeps(int* d0, int* d1,
 
 // Block r of a cluster owns rows [r * rows, (r + 1) * rows) of its cluster's grid: two buffers of
 // rows x w distances in its shared memory. Rows above and below come from blocks r - 1 and r + 1.
-__global__ void __launch_bounds__(1024) ClusterSweeps(int* out, int w, int h, int rows, int sweeps) {
+__global__ void __launch_bounds__(1024) ClusterSweeps(int* out, int w, int h, int rows, int sweeps, bool work) {
   cg::cluster_group cluster = cg::this_cluster();
   extern __shared__ int smem[];
   const int rank = static_cast<int>(cluster.block_rank());
@@ -125,8 +125,15 @@ __global__ void __launch_bounds__(1024) ClusterSweeps(int* out, int w, int h, in
     const int p = s & 1;
     const int* cur = buf[p];
     int* next = buf[p ^ 1];
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const int x = i % w, ly = i / w, y = y0 + ly;
+    // The node's column and row advance by the block's stride, without a division per node.
+    const int step_x = static_cast<int>(blockDim.x) % w, step_y = static_cast<int>(blockDim.x) / w;
+    int x = static_cast<int>(threadIdx.x) % w, ly = static_cast<int>(threadIdx.x) / w;
+    for (int i = threadIdx.x; work && i < n; i += blockDim.x, x += step_x, ly += step_y) {
+      if (x >= w) {
+        x -= w;
+        ++ly;
+      }
+      const int y = y0 + ly;
       if (y >= h) continue;
       int best = cur[i];
       if (best != 0 && !Blocked(x, y, w)) {
@@ -189,6 +196,7 @@ int main(int argc, char** argv) {
   const int h = argc > 2 ? std::atoi(argv[2]) : 288;
   const int sweeps = argc > 3 ? std::atoi(argv[3]) : 2000;
   const int csize = argc > 4 ? std::atoi(argv[4]) : 16;
+  const bool work = argc > 5 ? std::atoi(argv[5]) != 0 : true;  // 0: barriers only (nothing to check)
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs, %zu KB shared memory per block (opt-in)\n", prop.name, prop.multiProcessorCount,
@@ -221,7 +229,7 @@ int main(int argc, char** argv) {
         CHECK(cudaMemcpy(d1, init.data(), n * sizeof(int), cudaMemcpyHostToDevice));
         CHECK(cudaMemset(b, 0, sizeof(Barrier)));
         CHECK(cudaEventRecord(e0));
-        GlobalSweeps<<<blocks, kTileX * kTileY>>>(d0, d1, w, h, sweeps, b);
+        GlobalSweeps<<<blocks, kTileX * kTileY>>>(d0, d1, w, h, sweeps, work, b);
         CHECK(cudaEventRecord(e1));
         CHECK(cudaEventSynchronize(e1));
         CHECK(cudaGetLastError());
@@ -231,7 +239,7 @@ int main(int argc, char** argv) {
       }
       std::vector<int> got(n);
       CHECK(cudaMemcpy(got.data(), sweeps % 2 ? d1 : d0, n * sizeof(int), cudaMemcpyDeviceToHost));
-      const int wrong = CountWrong(got, want, sweeps);
+      const int wrong = work ? CountWrong(got, want, sweeps) : 0;
       failures += wrong != 0;
       std::printf("global   %4d blocks of %d: %7.3f us a sweep (%d sweeps, %.3f ms), wrong %d\n", blocks,
                   kTileX * kTileY, 1000.0 * best / sweeps, sweeps, best, wrong);
@@ -272,7 +280,7 @@ int main(int argc, char** argv) {
     float best = 1e30f;
     for (int rep = 0; rep < 3; ++rep) {
       CHECK(cudaEventRecord(e0));
-      CHECK(cudaLaunchKernelEx(&cfg, ClusterSweeps, out, w, h, rows, sweeps));
+      CHECK(cudaLaunchKernelEx(&cfg, ClusterSweeps, out, w, h, rows, sweeps, work));
       CHECK(cudaEventRecord(e1));
       CHECK(cudaEventSynchronize(e1));
       CHECK(cudaGetLastError());
@@ -284,7 +292,7 @@ int main(int argc, char** argv) {
     std::vector<int> got(n);
     for (int c = 0; c < k; ++c) {
       CHECK(cudaMemcpy(got.data(), out + static_cast<size_t>(c) * n, n * sizeof(int), cudaMemcpyDeviceToHost));
-      wrong += CountWrong(got, want, sweeps);
+      wrong += work ? CountWrong(got, want, sweeps) : 0;
     }
     failures += wrong != 0;
     std::printf("clusters %4d at once: %7.3f us a sweep (%d sweeps, %.3f ms), wrong %d\n", k, 1000.0 * best / sweeps,
