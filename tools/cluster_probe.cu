@@ -207,6 +207,22 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
   int failures = 0;
+  // The best of three timed launches, each after its own reset.
+  auto BestOf3Ms = [&](auto reset, auto launch) {
+    float best = 1e30f;
+    for (int rep = 0; rep < 3; ++rep) {
+      reset();
+      CHECK(cudaEventRecord(e0));
+      launch();
+      CHECK(cudaEventRecord(e1));
+      CHECK(cudaEventSynchronize(e1));
+      CHECK(cudaGetLastError());
+      float ms;
+      CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      best = std::min(best, ms);
+    }
+    return best;
+  };
 
   // Global memory, software barrier.
   {
@@ -223,20 +239,13 @@ int main(int argc, char** argv) {
     if (blocks > per_sm * prop.multiProcessorCount) {
       std::printf("global: %d tiles do not fit (%d per SM)\n", blocks, per_sm);
     } else {
-      float best = 1e30f;
-      for (int rep = 0; rep < 3; ++rep) {
-        CHECK(cudaMemcpy(d0, init.data(), n * sizeof(int), cudaMemcpyHostToDevice));
-        CHECK(cudaMemcpy(d1, init.data(), n * sizeof(int), cudaMemcpyHostToDevice));
-        CHECK(cudaMemset(b, 0, sizeof(Barrier)));
-        CHECK(cudaEventRecord(e0));
-        GlobalSweeps<<<blocks, kTileX * kTileY>>>(d0, d1, w, h, sweeps, work, b);
-        CHECK(cudaEventRecord(e1));
-        CHECK(cudaEventSynchronize(e1));
-        CHECK(cudaGetLastError());
-        float ms;
-        CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        best = std::min(best, ms);
-      }
+      const float best = BestOf3Ms(
+          [&] {
+            CHECK(cudaMemcpy(d0, init.data(), n * sizeof(int), cudaMemcpyHostToDevice));
+            CHECK(cudaMemcpy(d1, init.data(), n * sizeof(int), cudaMemcpyHostToDevice));
+            CHECK(cudaMemset(b, 0, sizeof(Barrier)));
+          },
+          [&] { GlobalSweeps<<<blocks, kTileX * kTileY>>>(d0, d1, w, h, sweeps, work, b); });
       std::vector<int> got(n);
       CHECK(cudaMemcpy(got.data(), sweeps % 2 ? d1 : d0, n * sizeof(int), cudaMemcpyDeviceToHost));
       const int wrong = work ? CountWrong(got, want, sweeps) : 0;
@@ -277,17 +286,8 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&out, static_cast<size_t>(std::max(max_clusters, 1)) * n * sizeof(int)));
   for (int k = 1; k <= max_clusters; k = k < max_clusters && 2 * k > max_clusters ? max_clusters : 2 * k) {
     cfg.gridDim = dim3(csize * k);
-    float best = 1e30f;
-    for (int rep = 0; rep < 3; ++rep) {
-      CHECK(cudaEventRecord(e0));
-      CHECK(cudaLaunchKernelEx(&cfg, ClusterSweeps, out, w, h, rows, sweeps, work));
-      CHECK(cudaEventRecord(e1));
-      CHECK(cudaEventSynchronize(e1));
-      CHECK(cudaGetLastError());
-      float ms;
-      CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      best = std::min(best, ms);
-    }
+    const float best =
+        BestOf3Ms([] {}, [&] { CHECK(cudaLaunchKernelEx(&cfg, ClusterSweeps, out, w, h, rows, sweeps, work)); });
     int wrong = 0;
     std::vector<int> got(n);
     for (int c = 0; c < k; ++c) {
