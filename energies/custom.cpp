@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "mrf/memory.h"
+
 namespace mrf {
 
 namespace {
@@ -34,6 +36,9 @@ std::vector<Cost> QuantizeDataCosts(NodeId num_nodes, Label num_labels, const Da
   if (num_nodes < 0 || num_labels < 1)
     throw Error("custom energy: need nodes >= 0 and labels >= 1 (got " + std::to_string(num_nodes) + " nodes, " +
                 std::to_string(num_labels) + " labels)");
+  CheckFitsInMemory(static_cast<double>(num_nodes) * num_labels * sizeof(Cost),
+                    "custom energy: the data costs of " + std::to_string(num_nodes) + " nodes x " +
+                        std::to_string(num_labels) + " labels");
   std::vector<Cost> out(static_cast<std::size_t>(num_nodes) * num_labels);
   for (NodeId p = 0; p < num_nodes; ++p)
     for (Label l = 0; l < num_labels; ++l) {
@@ -50,6 +55,9 @@ Pairwise QuantizePairwiseTable(Label num_labels, const LabelDistanceFunction& di
   Pairwise pairwise;
   pairwise.kind = PairwiseKind::kTable;
   pairwise.lambda = 1;
+  CheckFitsInMemory(static_cast<double>(num_labels) * num_labels * sizeof(Cost),
+                    "custom energy: the pairwise table of " + std::to_string(num_labels) + " x " +
+                        std::to_string(num_labels) + " labels");
   pairwise.table.resize(static_cast<std::size_t>(num_labels) * num_labels);
   for (Label a = 0; a < num_labels; ++a)
     for (Label b = 0; b < num_labels; ++b) {
@@ -72,7 +80,12 @@ Model BuildCustomModel(const CustomEnergy& energy) {
       throw Error("custom energy: kind 'table' needs a distance function (CustomEnergy::distance)");
   }
 
-  // Evaluate once in doubles, so the automatic scale sees the largest value before rounding.
+  // Evaluate once in doubles, so the automatic scale sees the largest value before rounding (the
+  // doubles and the costs made from them are both held at the end).
+  CheckFitsInMemory(static_cast<double>(n) * labels * (sizeof(double) + sizeof(Cost)) +
+                        (energy.distance ? static_cast<double>(labels) * labels * (sizeof(double) + sizeof(Cost)) : 0.0),
+                    "custom energy: the costs of " + std::to_string(n) + " nodes x " + std::to_string(labels) +
+                        " labels");
   std::vector<double> data(static_cast<std::size_t>(n) * labels);
   double largest = 0;
   for (NodeId p = 0; p < n; ++p)

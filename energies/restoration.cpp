@@ -46,10 +46,12 @@ Model BuildRestorationModel(const Image& observed, const Image& mask, const Rest
   if (observed.width <= 0 || observed.height <= 0)
     throw Error("restoration: the image is empty (" + std::to_string(observed.width) + "x" +
                 std::to_string(observed.height) + ")");
+  CheckImageShape(observed, "restoration: the image");
   const bool has_mask = mask.width > 0 || mask.height > 0;
   if (has_mask && (mask.width != observed.width || mask.height != observed.height))
     throw Error("restoration: the mask is " + std::to_string(mask.width) + "x" + std::to_string(mask.height) +
                 " but the image is " + std::to_string(observed.width) + "x" + std::to_string(observed.height));
+  if (has_mask) CheckImageShape(mask, "restoration: the mask");
   const Image grey = ToGrey(observed);
   const int w = grey.width, h = grey.height;
   const Label levels = params.num_labels;
@@ -80,6 +82,7 @@ Model BuildRestorationModel(const Image& observed, const Image& mask, const Rest
 }
 
 Image RestoredImage(const Labeling& labels, int width, int height, Label num_labels) {
+  if (num_labels < 1) throw Error("restored image: need at least 1 level (got " + std::to_string(num_labels) + ")");
   if (labels.size() != static_cast<std::size_t>(width) * height)
     throw Error("labelling has " + std::to_string(labels.size()) + " values for a " + std::to_string(width) + "x" +
                 std::to_string(height) + " image");
@@ -91,6 +94,8 @@ Image RestoredImage(const Labeling& labels, int width, int height, Label num_lab
 }
 
 double RootMeanSquareError(const Image& a, const Image& b) {
+  CheckImageShape(a, "the first image compared");
+  CheckImageShape(b, "the second image compared");
   if (a.width != b.width || a.height != b.height)
     throw Error("cannot compare a " + std::to_string(a.width) + "x" + std::to_string(a.height) + " image with a " +
                 std::to_string(b.width) + "x" + std::to_string(b.height) + " one");
@@ -112,7 +117,9 @@ SyntheticRestoration MakeSyntheticRestoration(int width, int height, std::uint64
                 std::to_string(height) + ")");
   if (!(noise >= 0))
     throw Error("synthetic restoration: noise must be non-negative (got " + mrf::NumberText(noise) + ")");
-  if (holes < 0) throw Error("synthetic restoration: holes must be non-negative (got " + std::to_string(holes) + ")");
+  if (holes < 0 || holes > kMaxSyntheticHoles)
+    throw Error("synthetic restoration: holes must be in 0.." + std::to_string(kMaxSyntheticHoles) + " (got " +
+                std::to_string(holes) + ")");
   std::mt19937_64 rng(seed);
   // A diagonal ramp, then bars and discs of flat or gently sloped intensity on top.
   std::vector<double> picture(static_cast<std::size_t>(width) * height);

@@ -35,7 +35,8 @@ struct RestorationParams {
 /// The intensity (0..255) that label `level` of `num_labels` levels stands for.
 int LevelIntensity(Label level, Label num_labels);
 
-/// True at pixels marked missing in `mask`: first-channel value 128 or more (white = hole).
+/// True at pixels marked missing in `mask`: first-channel value 128 or more (white = hole). A per-pixel
+/// accessor without checks: (x, y) must lie in a mask that passes CheckImageShape().
 bool IsMissing(const Image& mask, int x, int y);
 
 /// The restoration model of `observed` (colour images are converted to grey, ITU-R 601 luma).
@@ -58,8 +59,11 @@ struct SyntheticRestoration {
   Image mask;   ///< 255 where a pixel is missing, 0 elsewhere.
 };
 
+/// Most missing rectangles MakeSyntheticRestoration() paints (mrf-restore's --holes has the same range).
+constexpr int kMaxSyntheticHoles = 1000;
+
 /// Generates a grey test picture of the given size with Gaussian noise of standard deviation
-/// `noise` and `holes` missing rectangles. The same seed gives the same images.
+/// `noise` and `holes` missing rectangles (0..kMaxSyntheticHoles). The same seed gives the same images.
 SyntheticRestoration MakeSyntheticRestoration(int width, int height, std::uint64_t seed, double noise = 20.0,
                                               int holes = 6);
 

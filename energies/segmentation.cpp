@@ -128,6 +128,7 @@ Seeds SeedsFromScribbles(const Image& scribbles, int width, int height, const st
     throw Error("scribbles '" + path + "' are " + std::to_string(scribbles.width) + "x" +
                 std::to_string(scribbles.height) + " but the image is " + std::to_string(width) + "x" +
                 std::to_string(height));
+  CheckImageShape(scribbles, "scribbles '" + path + "'");
   Seeds seeds = Seeds::Unknown(width, height);
   const int ch = scribbles.channels;
   for (std::size_t p = 0; p < scribbles.size(); ++p) {
@@ -188,6 +189,7 @@ Seeds SeedsFromRectangle(int width, int height, const Rect& r) {
 // ---- The model -----------------------------------------------------------------------------------
 
 Cost HardConstraintCost(const Model& model) {
+  model.CheckShapeOrThrow();
   const Topology& t = model.topology;
   Energy most = 0;  // the largest sum of weights around one node
   if (t.is_grid()) {
@@ -240,9 +242,11 @@ void SetSegmentationUnaries(Model* model, const Image& image, const ColourModel&
                 seeds->labels.size() != image.size()))
     throw Error("seeds are " + std::to_string(seeds->width) + "x" + std::to_string(seeds->height) +
                 " but the image is " + std::to_string(image.width) + "x" + std::to_string(image.height));
+  if (model->num_labels != 2)
+    throw Error("segmentation model has " + std::to_string(model->num_labels) + " labels, not 2");
   const double scale = model->cost_scale;
-  const Cost hard = seeds ? HardConstraintCost(*model) : 0;
   if (model->unary.size() != image.size() * 2) model->unary = NewZeroedVector<Cost>(image.size() * 2);
+  const Cost hard = seeds ? HardConstraintCost(*model) : 0;  // (after the unary costs' resize: it checks the shape)
 
   // Grey images have 256 values: tabulate. Colour images are evaluated per pixel.
   Cost table[2][256];

@@ -97,16 +97,7 @@ namespace {
 // Colour channels of an image: an alpha channel (grey+alpha, RGBA) is not compared.
 int ColourChannels(const Image& image) { return image.channels == 2 ? 1 : image.channels == 4 ? 3 : image.channels; }
 
-void CheckImage(const Image& image, const char* which) {
-  if (image.width <= 0 || image.height <= 0)
-    throw Error(std::string(which) + " image is empty (" + std::to_string(image.width) + "x" +
-                std::to_string(image.height) + ")");
-  if (image.channels < 1 || image.channels > 4)
-    throw Error(std::string(which) + " image has " + std::to_string(image.channels) + " channels (expected 1 to 4)");
-  if (image.pixels.size() != image.size() * image.channels)
-    throw Error(std::string(which) + " image holds " + std::to_string(image.pixels.size()) + " values, expected " +
-                std::to_string(image.size() * image.channels));
-}
+void CheckImage(const Image& image, const char* which) { CheckImageShape(image, std::string(which) + " image"); }
 
 void CheckPair(const Image& left, const Image& right, const StereoParams& params) {
   params.Validate();
@@ -130,6 +121,7 @@ void CheckPair(const Image& left, const Image& right, const StereoParams& params
 }  // namespace
 
 BtRange ComputeBtRange(const Image& image) {
+  CheckImage(image, "Birchfield-Tomasi");
   const int w = image.width, h = image.height, nc = image.channels;
   BtRange range;
   range.low.resize(image.pixels.size());
@@ -240,6 +232,7 @@ Model BuildStereoModel(const Image& left, const Image& right, const StereoParams
 
 double BadPixelPercent(const Labeling& disparities, const Image& ground_truth, double gt_scale, double threshold) {
   if (!(gt_scale > 0)) throw Error("ground-truth scale must be positive (got " + mrf::NumberText(gt_scale) + ")");
+  CheckImage(ground_truth, "ground-truth");
   if (disparities.size() != ground_truth.size())
     throw Error("ground truth is " + ground_truth.Describe() + " (" + std::to_string(ground_truth.size()) +
                 " pixels) but the disparity map has " + std::to_string(disparities.size()) + " pixels");
@@ -255,6 +248,7 @@ double BadPixelPercent(const Labeling& disparities, const Image& ground_truth, d
 
 namespace {
 void CheckShrink(const Image& image, int factor) {
+  CheckImageShape(image, "the image to shrink");
   if (factor < 1) throw Error("shrink factor must be at least 1 (got " + std::to_string(factor) + ")");
   if (image.width / factor < 1 || image.height / factor < 1)
     throw Error("shrinking by " + std::to_string(factor) + " leaves nothing of a " + image.Describe() + " image");

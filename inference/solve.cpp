@@ -17,6 +17,7 @@
 namespace mrf {
 
 Algorithm AutoAlgorithm(const Model& model) {
+  model.CheckShapeOrThrow();
   if (model.num_labels == 2 && IsSubmodularBinary(model)) return Algorithm::kMaxFlow;
   if (model.pairwise.IsMetric(model.num_labels)) return Algorithm::kExpansion;
   // BP's engines take 4-connected 2-D grids only; elsewhere swap, when its moves are graph cuts and its
@@ -206,6 +207,9 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
   } catch (const std::exception& e) {
     result.ok = false;
     result.message = e.what();
+  } catch (...) {  // Solve never throws, whatever a callback throws
+    result.ok = false;
+    result.message = kForeignException;
   }
   if (!result.ok && options.kept_cut) *options.kept_cut = KeptCut{};  // nothing to build on after a failure
   result.threads = ThreadsFor(0);  // this arena's: RunOnThreads made it

@@ -48,6 +48,9 @@ bool Pairwise::IsMetric(Label L, std::string* why) const {
     if (why) *why = msg;
     return false;
   };
+  if (kind == PairwiseKind::kTable && static_cast<std::int64_t>(table.size()) != std::int64_t{L} * L)
+    throw Error("pairwise table: expected " + std::to_string(L) + " x " + std::to_string(L) + " values, got " +
+                std::to_string(table.size()));
   if (kind == PairwiseKind::kPotts || kind == PairwiseKind::kTruncatedLinear) return true;
   if (kind == PairwiseKind::kTruncatedQuadratic) {
     // min(d^2, T) (T >= 0) obeys the triangle inequality iff T <= 2: then every distance of a d >= 1 is
@@ -75,30 +78,57 @@ bool Pairwise::IsMetric(Label L, std::string* why) const {
   return true;
 }
 
+namespace {
+// What is wrong with the model's counts, kind and array sizes (O(1), no cost is read); empty when
+// nothing. The unary costs' count is checked only when `with_unary` (Validate() checks it last).
+std::string ShapeProblem(const Model& m, bool with_unary) {
+  const std::int64_t n = m.topology.num_nodes(), L = m.num_labels;
+  if (n <= 0) return "model has no nodes";
+  if (L < 1) return "model needs at least 1 label (num_labels = " + std::to_string(L) + ")";
+  switch (m.pairwise.kind) {
+    case PairwiseKind::kPotts:
+    case PairwiseKind::kTruncatedLinear:
+    case PairwiseKind::kTruncatedQuadratic:
+    case PairwiseKind::kTable:
+      break;
+    default:
+      return "unknown pairwise kind " + std::to_string(static_cast<int>(m.pairwise.kind));
+  }
+  if (m.pairwise.kind == PairwiseKind::kTable && static_cast<std::int64_t>(m.pairwise.table.size()) != L * L)
+    return "pairwise table: expected " + std::to_string(L) + " x " + std::to_string(L) + " values, got " +
+           std::to_string(m.pairwise.table.size());
+  const EdgeId slots = m.topology.num_edge_slots();
+  if (!m.edge_weights.empty() && static_cast<EdgeId>(m.edge_weights.size()) != slots)
+    return "edge weights: expected one per edge slot (" + std::to_string(slots) + "), got " +
+           std::to_string(m.edge_weights.size());
+  if (with_unary && static_cast<std::int64_t>(m.unary.size()) != n * L)
+    return "unary costs: expected " + std::to_string(n) + " nodes x " + std::to_string(L) + " labels = " +
+           std::to_string(n * L) + " values, got " + std::to_string(m.unary.size());
+  return {};
+}
+}  // namespace
+
+void Model::CheckShapeOrThrow() const {
+  const std::string problem = ShapeProblem(*this, true);
+  if (!problem.empty()) throw Error(problem);
+}
+
 bool Model::Validate(std::string* error) const {
   auto fail = [&](const std::string& msg) {
     if (error) *error = msg;
     return false;
   };
   const std::int64_t n = topology.num_nodes();
-  if (n <= 0) return fail("model has no nodes");
-  if (num_labels < 1) return fail("model needs at least 1 label (num_labels = " + std::to_string(num_labels) + ")");
+  if (const std::string problem = ShapeProblem(*this, false); !problem.empty()) return fail(problem);
   if (!(cost_scale > 0) || !std::isfinite(cost_scale))
     return fail("cost scale must be a positive finite number (got " + mrf::NumberText(cost_scale) + ")");
   if (pairwise.lambda < 0) return fail("smoothness lambda is negative (" + std::to_string(pairwise.lambda) + ")");
   if (pairwise.truncation < 0)
     return fail("smoothness truncation is negative (" + std::to_string(pairwise.truncation) + ")");
-  if (pairwise.kind == PairwiseKind::kTable &&
-      static_cast<std::int64_t>(pairwise.table.size()) != std::int64_t{num_labels} * num_labels)
-    return fail("pairwise table: expected " + std::to_string(num_labels) + " x " + std::to_string(num_labels) +
-                " values, got " + std::to_string(pairwise.table.size()));
 
   const EdgeId slots = topology.num_edge_slots();
   Cost max_weight = 1;
   if (!edge_weights.empty()) {
-    if (static_cast<EdgeId>(edge_weights.size()) != slots)
-      return fail("edge weights: expected one per edge slot (" + std::to_string(slots) + "), got " +
-                  std::to_string(edge_weights.size()));
     // The smallest and largest weight by plain min/max loops (they vectorise), on all cores for large
     // models (one core took 24 ms for a 4096 x 4096 grid's 33.5M slots, and mrf::Solve validates
     // twice); the first negative weight is looked for only when there is one.
@@ -145,9 +175,7 @@ bool Model::Validate(std::string* error) const {
   if (bound > std::numeric_limits<Energy>::max())
     return fail("model is too large: its energy could overflow a 64-bit sum");
   // Last: the bounds above need no costs, so they also catch shapes whose costs could not be allocated.
-  if (static_cast<std::int64_t>(unary.size()) != n * num_labels)
-    return fail("unary costs: expected " + std::to_string(n) + " nodes x " + std::to_string(num_labels) +
-                " labels = " + std::to_string(n * num_labels) + " values, got " + std::to_string(unary.size()));
+  if (const std::string problem = ShapeProblem(*this, true); !problem.empty()) return fail(problem);
   return true;
 }
 
@@ -157,6 +185,7 @@ void Model::ValidateOrThrow() const {
 }
 
 EnergyBreakdown EvaluateEnergy(const Model& model, const Labeling& labels) {
+  model.CheckShapeOrThrow();  // the sums below index every array without checks
   const NodeId n = model.num_nodes();
   if (static_cast<std::int64_t>(labels.size()) != n)
     throw Error("labelling has " + std::to_string(labels.size()) + " labels for a model of " + std::to_string(n) +
@@ -224,6 +253,7 @@ EnergyBreakdown EvaluateEnergy(const Model& model, const Labeling& labels) {
 }
 
 bool IsSubmodularBinary(const Model& model, std::string* why) {
+  model.CheckShapeOrThrow();
   if (model.num_labels != 2) {
     if (why) *why = "model has " + std::to_string(model.num_labels) + " labels, not 2";
     return false;
@@ -261,6 +291,8 @@ Cost QuantizeCost(double value, double scale, const std::string& what, bool allo
   if (std::isnan(value)) throw Error(what + " is NaN");
   if (std::isinf(value)) throw Error(what + " is infinite");
   if (!allow_negative && value < 0) throw Error(what + " is negative (" + NumberText(value) + ")");
+  if (!(scale > 0) || !std::isfinite(scale))
+    throw Error("cost scale must be a positive finite number (got " + NumberText(scale) + ")");
   const double scaled = std::round(value * scale);
   if (!(std::fabs(scaled) <= static_cast<double>(kMaxCost)))
     throw Error(what + " = " + NumberText(value) + " x scale " + NumberText(scale) +

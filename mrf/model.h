@@ -50,7 +50,8 @@ struct Pairwise {
   /// Largest |distance(a, b)| over all label pairs.
   Cost MaxDistance(Label num_labels) const;
   /// True when distance(a, a) = 0, distance is symmetric, non-negative and obeys the triangle
-  /// inequality: the condition alpha-expansion needs (a metric).
+  /// inequality: the condition alpha-expansion needs (a metric). Throws mrf::Error for a table
+  /// that does not hold num_labels x num_labels values.
   bool IsMetric(Label num_labels, std::string* why = nullptr) const;
 };
 
@@ -90,6 +91,10 @@ struct Model {
   bool Validate(std::string* error) const;
   /// Validate() that throws mrf::Error instead.
   void ValidateOrThrow() const;
+  /// The part of Validate() that reads no cost, in O(1): node and label counts, a known pairwise kind,
+  /// and the sizes of the table, the edge weights and the unary costs. Throws mrf::Error. The
+  /// functions that take a Model and index its arrays (EvaluateEnergy, IsSubmodularBinary, ...) call it.
+  void CheckShapeOrThrow() const;
 };
 
 /// The energy of a labelling, split into its two sums.

@@ -36,7 +36,13 @@ const char* ToString(LabelOrder o) {
   return "?";
 }
 
-const char* ToString(StartLabels s) { return s == StartLabels::kZero ? "zero" : "bp"; }
+const char* ToString(StartLabels s) {
+  switch (s) {
+    case StartLabels::kZero: return "zero";
+    case StartLabels::kBeliefPropagation: return "bp";
+  }
+  return "?";
+}
 
 namespace {
 template <class Enum>
@@ -74,6 +80,15 @@ bool SolveOptions::IsValid(std::string* error) const {
     if (error) *error = msg;
     return false;
   };
+  // Enums cast from numbers outside their named values ("?" by ToString) would pick no solver, or
+  // fall silently into some branch.
+  auto unnamed = [](const char* field, int value) {
+    return std::string("options.") + field + " holds " + std::to_string(value) + ", which is none of its named values";
+  };
+  if (std::string(ToString(algorithm)) == "?") return fail(unnamed("algorithm", static_cast<int>(algorithm)));
+  if (std::string(ToString(device)) == "?") return fail(unnamed("device", static_cast<int>(device)));
+  if (std::string(ToString(label_order)) == "?") return fail(unnamed("label_order", static_cast<int>(label_order)));
+  if (std::string(ToString(start)) == "?") return fail(unnamed("start", static_cast<int>(start)));
   if (solver.empty()) return fail("options.solver is empty (use \"auto\" or a solver name)");
   if (maxflow_backend.empty()) return fail("options.maxflow_backend is empty (use \"auto\" or an engine name)");
   if (max_iterations < 1) return fail("options.max_iterations must be >= 1 (got " + std::to_string(max_iterations) + ")");
@@ -81,7 +96,7 @@ bool SolveOptions::IsValid(std::string* error) const {
     return fail("options.time_limit_s must be a finite number >= 0 (got " + mrf::NumberText(time_limit_s) + ")");
   if (num_threads < 0) return fail("options.num_threads must be >= 0 (got " + std::to_string(num_threads) + ")");
   if (bp.schedule != "auto" && bp.schedule != "bpm" && bp.schedule != "sync" && bp.schedule != "tiled")
-    return fail("options.bp.schedule must be auto, bpm, sync or tiled (got '" + bp.schedule + "')");
+    return fail("options.bp.schedule must be auto, bpm, sync or tiled (got '" + PrintableText(bp.schedule) + "')");
   if (bp.tile_size < 0) return fail("options.bp.tile_size must be >= 0 (got " + std::to_string(bp.tile_size) + ")");
   if (bp.inner_iterations < 1)
     return fail("options.bp.inner_iterations must be >= 1 (got " + std::to_string(bp.inner_iterations) + ")");

@@ -117,7 +117,7 @@ bool Registry::IsCompiledIn(const std::string& name) const {
 bool Registry::IsAvailable(const std::string& name, std::string* why) const {
   const SolverEntry* e = Find(name);
   std::string reason;
-  if (!e) reason = "unknown solver '" + name + "'";
+  if (!e) reason = "unknown solver '" + PrintableText(name) + "'";
   else if (!e->compiled_in) reason = "not compiled in (this build has no CUDA)";
   else reason = e->unavailable_reason();
   if (why) *why = reason;
@@ -129,7 +129,7 @@ const SolverEntry& Registry::Choose(const std::string& name, Algorithm algorithm
                                     const std::function<std::string(const SolverEntry&)>& accepts) const {
   if (name != "auto") {
     const SolverEntry* e = Find(name);
-    if (!e) throw Error("unknown backend '" + name + "' (known: " + NameList() + ")");
+    if (!e) throw Error("unknown backend '" + PrintableText(name) + "' (known: " + NameList() + ")");
     if (algorithm != Algorithm::kAuto && e->algorithm != algorithm)
       throw Error("backend '" + name + "' runs " + ToString(e->algorithm) + ", not " + ToString(algorithm) +
                   " (" + ToString(algorithm) + " backends: " + NameList(algorithm) + ")");

@@ -26,6 +26,11 @@ struct IterationRecord {
   std::string note;         ///< What happened (e.g. "label 5: 1203 pixels changed").
 };
 
+/// Result::message when a callback threw something that is not a std::exception (Solve and
+/// StGraph::maxflow catch it too, and never throw).
+inline constexpr const char* kForeignException =
+    "stopped by an exception that is not a std::exception (thrown by the callback?)";
+
 /// What a solve produced. Starts honest: nothing solved, times at -1.
 struct Result {
   bool ok = false;                          ///< True when labels hold a valid answer.

@@ -157,6 +157,7 @@ void StGraph::add_tweights(NodeId node, Energy cap_source, Energy cap_sink) {
   source_cap_[node] = s;
   sink_cap_[node] = t;
   TrackTerminalChange(node, old_source, old_sink);
+  TrackTotals(old_source, old_sink, s, t);
   MarkNode(node);
 }
 
@@ -168,6 +169,7 @@ void StGraph::set_tweights(NodeId node, Energy cap_source, Energy cap_sink) {
   const Energy old_source = source_cap_[node], old_sink = sink_cap_[node];
   source_cap_[node] = cap_source;
   sink_cap_[node] = cap_sink;
+  TrackTotals(old_source, old_sink, cap_source, cap_sink);
   TrackTerminalChange(node, old_source, old_sink);
   MarkNode(node);
 }
@@ -184,6 +186,7 @@ void StGraph::UpdateTweightsByRows(
   const std::int64_t pieces = (rows + kRowsPerPiece - 1) / kRowsPerPiece;
   std::vector<std::int64_t> changed_in(static_cast<std::size_t>(pieces) + 1, 0);
   std::vector<std::uint64_t> last_cut_change(static_cast<std::size_t>(pieces), 0);
+  std::vector<__int128> source_change(static_cast<std::size_t>(pieces), 0), sink_change(source_change);
   std::vector<std::uint8_t> changed = NewZeroedVector<std::uint8_t>(static_cast<std::size_t>(num_nodes()));
   tbb::enumerable_thread_specific<std::vector<Energy>> old_values;
   std::atomic<NodeId> first_negative{std::numeric_limits<NodeId>::max()};
@@ -212,6 +215,7 @@ void StGraph::UpdateTweightsByRows(
     tbb::this_task_arena::isolate([&] { fill(row_begin, row_end, source_cap_.data(), sink_cap_.data()); });
     std::int64_t changes = 0;
     std::uint64_t cut_change = 0;
+    __int128 source_sum = 0, sink_sum = 0;
     for (std::int64_t i = 0; i < count; ++i) {
       const auto p = static_cast<NodeId>(first + i);
       if (source_cap_[p] < 0 || sink_cap_[p] < 0) {
@@ -222,12 +226,16 @@ void StGraph::UpdateTweightsByRows(
       const bool differs = source_cap_[p] != old[i] || sink_cap_[p] != old[count + i];
       changed[p] = differs;
       changes += differs;
+      source_sum += static_cast<__int128>(source_cap_[p]) - old[i];
+      sink_sum += static_cast<__int128>(sink_cap_[p]) - old[count + i];
       if (differs && last_cut)
         cut_change += Wrapped(TerminalCapacity(last_cut[p] != 0, source_cap_[p], sink_cap_[p])) -
                       Wrapped(TerminalCapacity(last_cut[p] != 0, old[i], old[count + i]));
     }
     changed_in[piece + 1] = changes;
     last_cut_change[piece] = cut_change;
+    source_change[piece] = source_sum;
+    sink_change[piece] = sink_sum;
   });
   if (!changes_.structure_changed) {  // a graph not yet solved records no changes
     std::partial_sum(changed_in.begin(), changed_in.end(), changed_in.begin());
@@ -247,7 +255,63 @@ void StGraph::UpdateTweightsByRows(
     throw Error("UpdateTweightsByRows: capacities of node " + std::to_string(bad) + " must be non-negative (got " +
                 std::to_string(source_cap_[bad]) + ", " + std::to_string(sink_cap_[bad]) + ")");
   for (std::uint64_t change : last_cut_change) last_cut_capacity_ += change;
+  for (std::int64_t piece = 0; piece < pieces; ++piece) {
+    source_total_ += source_change[piece];
+    sink_total_ += sink_change[piece];
+  }
   guard.done = true;
+}
+
+void StGraph::TrackTotals(Energy old_source, Energy old_sink, Energy source, Energy sink) {
+  if (changes_.structure_changed) return;  // recounted by the next solve (builders may run on many threads)
+  source_total_ += static_cast<__int128>(source) - old_source;
+  sink_total_ += static_cast<__int128>(sink) - old_sink;
+}
+
+void StGraph::RecountTotals() {
+  using Totals = std::pair<__int128, __int128>;
+  const Totals totals = tbb::parallel_reduce(
+      tbb::blocked_range<NodeId>(0, num_nodes(), NodeId{1} << 14), Totals{0, 0},
+      [&](const tbb::blocked_range<NodeId>& range, Totals sum) {
+        for (NodeId v = range.begin(); v < range.end(); ++v) {
+          sum.first += source_cap_[v];
+          sum.second += sink_cap_[v];
+        }
+        return sum;
+      },
+      [](Totals a, Totals b) { return Totals{a.first + b.first, b.second + a.second}; });
+  source_total_ = totals.first;
+  sink_total_ = totals.second;
+}
+
+namespace {
+std::string ToDecimal(__int128 value) {
+  if (value == 0) return "0";
+  const bool negative = value < 0;
+  std::string digits;
+  for (; value != 0; value /= 10) digits.insert(digits.begin(), static_cast<char>('0' + std::abs(static_cast<int>(value % 10))));
+  return negative ? "-" + digits : digits;
+}
+}  // namespace
+
+void StGraph::CheckFlowFits() const {
+  // Every flow leaves the source and reaches the sink, so it is at most the smaller sum; the engines
+  // add flows in 64 bits.
+  if (std::min(source_total_, sink_total_) > std::numeric_limits<Energy>::max())
+    throw Error("maxflow: the flow could exceed 64 bits: the source capacities sum to " + ToDecimal(source_total_) +
+                " and the sink capacities to " + ToDecimal(sink_total_) + ", both above 2^63-1 (scale them down)");
+}
+
+Energy StGraph::CheckedCutCapacity(const Labeling& sink_side) const {
+  __int128 total = constant_;
+  for (NodeId v = 0; v < num_nodes(); ++v) total += sink_side[v] ? source_cap_[v] : sink_cap_[v];
+  topology_.ForEachEdge([&](EdgeId e, NodeId p, NodeId q) {
+    if (!sink_side[p] && sink_side[q]) total += cap_[e];
+    if (sink_side[p] && !sink_side[q]) total += rev_cap_[e];
+  });
+  if (total > std::numeric_limits<Energy>::max() || total < std::numeric_limits<Energy>::min())
+    throw Error("the cut's capacity " + ToDecimal(total) + " does not fit 64 bits");
+  return static_cast<Energy>(total);
 }
 
 namespace {
@@ -349,6 +413,17 @@ Energy StGraph::CutCapacity(const Labeling& sink_side) const {
   if (static_cast<NodeId>(sink_side.size()) != num_nodes())
     throw Error("cut has " + std::to_string(sink_side.size()) + " entries for " + std::to_string(num_nodes()) +
                 " nodes");
+  // Any cut costs at most both terminal sums and every edge slot at its limit. When that could pass
+  // 64 bits (huge capacities; a minimum cut never does once maxflow() has checked the flow bound),
+  // the cut is summed in 128 bits.
+  __int128 terminals = source_total_ + sink_total_;
+  if (changes_.structure_changed) {
+    terminals = 0;
+    for (NodeId v = 0; v < num_nodes(); ++v) terminals += static_cast<__int128>(source_cap_[v]) + sink_cap_[v];
+  }
+  if (terminals + static_cast<__int128>(num_edge_slots()) * std::numeric_limits<Cost>::max() >
+      std::numeric_limits<Energy>::max())
+    return CheckedCutCapacity(sink_side);
   if (!topology_.is_grid()) {
     Energy total = constant_;
     for (NodeId v = 0; v < num_nodes(); ++v) total += sink_side[v] ? source_cap_[v] : sink_cap_[v];
@@ -553,6 +628,8 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
   const StopCheck stop_check = MakeStopCheck(time_limit_s_, callback_, start);
   try {
     if (num_nodes() == 0) throw Error("maxflow: the graph has no nodes");
+    if (changes_.structure_changed) RecountTotals();
+    CheckFlowFits();
     const bool resolve = reuse && engine_ && !changes_.structure_changed && engine_->SupportsResolve() &&
                          (backend == "auto" || backend == engine_->name());
     auto accepts = [this](const SolverEntry& e) {
@@ -628,6 +705,10 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
     engine_.reset();
     result.ok = false;
     result.message = e.what();
+  } catch (...) {  // maxflow never throws, whatever a callback throws
+    engine_.reset();
+    result.ok = false;
+    result.message = kForeignException;
   }
   result.threads = ThreadsFor(0);
   result.timings.total_ms =

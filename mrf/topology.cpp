@@ -97,6 +97,7 @@ EdgeId Topology::num_edges() const {
 }
 
 NodeId Topology::neighbor(NodeId node, int direction) const {
+  if (!is_grid() || node < 0 || node >= num_nodes_ || direction < 0 || direction >= num_directions()) return -1;
   const std::int64_t plane = std::int64_t{width_} * height_;
   const int z = static_cast<int>(node / plane);
   const int rest = static_cast<int>(node - z * plane);
@@ -104,6 +105,7 @@ NodeId Topology::neighbor(NodeId node, int direction) const {
 }
 
 bool Topology::edge_endpoints(EdgeId slot, NodeId* from, NodeId* to) const {
+  if (slot < 0 || slot >= num_edge_slots()) return false;
   if (!is_grid()) {
     *from = from_[slot];
     *to = to_[slot];

@@ -48,9 +48,11 @@ class Topology {
   EdgeId num_edge_slots() const;
   /// Number of slots that hold an edge.
   EdgeId num_edges() const;
-  /// Endpoints of the edge in `slot`; false when a grid slot's neighbour lies outside the grid.
+  /// Endpoints of the edge in `slot`; false when a grid slot's neighbour lies outside the grid, or
+  /// the slot is not one of this topology's.
   bool edge_endpoints(EdgeId slot, NodeId* from, NodeId* to) const;
-  /// The neighbour of `node` in forward direction `direction`, or -1 outside the grid.
+  /// The neighbour of grid node `node` in forward direction `direction`, or -1 outside the grid (and
+  /// for a node or direction out of range, or an edge list).
   NodeId neighbor(NodeId node, int direction) const;
   /// The same for the grid node at (x, y, z), for loops that walk coordinates (no division).
   NodeId ForwardNeighbor(int x, int y, int z, int direction) const { return Shifted(x, y, z, direction, 1); }

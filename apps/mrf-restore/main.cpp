@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   CLI::Option *size_opt = nullptr, *noise_opt = nullptr;  // (not a structured binding: the body lambda uses them)
   std::tie(size_opt, noise_opt) = mrf::app::AddSyntheticInputOptions(cli, "Generated picture", &synthetic_width, &noise);
   CLI::Option* holes_opt = cli.add_option("--holes", holes, "Generated picture: number of missing rectangles")
-                               ->check(CLI::Range(0, 1000))
+                               ->check(CLI::Range(0, mrf::kMaxSyntheticHoles))
                                ->capture_default_str();
   cli.add_flag("--json", json, "Print one JSON object (energy, backend, time_ms, rms_error...)");
   cli.add_flag("-v,--verbose", verbose, "Full report: timing split and the per-iteration log");

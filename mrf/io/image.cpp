@@ -360,7 +360,18 @@ void SavePng(const std::string& path, const Image& image) {
   WriteWholeFile(path, bytes, "PNG");
 }
 
+void CheckImageShape(const Image& image, const std::string& what) {
+  if (image.width <= 0 || image.height <= 0)
+    throw Error(what + " is empty (" + std::to_string(image.width) + "x" + std::to_string(image.height) + ")");
+  if (image.channels < 1 || image.channels > 4)
+    throw Error(what + " has " + std::to_string(image.channels) + " channels (expected 1 to 4)");
+  if (image.pixels.size() != image.size() * image.channels)
+    throw Error(what + " holds " + std::to_string(image.pixels.size()) + " values, expected " +
+                std::to_string(image.size() * image.channels));
+}
+
 Image ToGrey(const Image& image) {
+  CheckImageShape(image, "image");
   if (image.channels <= 2) {
     Image grey = Image::Filled(image.width, image.height, 1);
     for (std::size_t i = 0; i < image.size(); ++i) grey.pixels[i] = image.pixels[i * image.channels];

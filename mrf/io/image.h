@@ -43,4 +43,8 @@ void SavePng(const std::string& path, const Image& image);
 /// Converts to grey (ITU-R 601 luma) or leaves a grey image unchanged.
 Image ToGrey(const Image& image);
 
+/// Throws mrf::Error unless `image` is a consistent picture: positive size, 1 to 4 channels, and
+/// width * height * channels values. `what` names it, e.g. "left image" gives "left image is empty (0x5)".
+void CheckImageShape(const Image& image, const std::string& what);
+
 }  // namespace mrf

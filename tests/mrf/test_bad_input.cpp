@@ -11,6 +11,7 @@
 
 #include "energies/custom.h"
 #include "energies/restoration.h"
+#include "energies/segmentation.h"
 #include "energies/stereo.h"
 #include "mrf/io/image.h"
 #include "mrf/io/model_file.h"
@@ -172,6 +173,30 @@ TEST(BadModels, Labellings) {
   EXPECT_EQ(ErrorOf([&] { EvaluateEnergy(m, {0, 0, 0, -1, 0, 0}); }), "label -1 at node 3 is outside 0..1");
 }
 
+// Functions that take a Model and index its arrays check its shape first (Model::CheckShapeOrThrow),
+// rather than read past them; a pairwise kind outside the named four is refused, not read as zero.
+TEST(BadModels, EveryCallerChecksTheShape) {
+  Model m = SmallModel();
+  m.unary.resize(5);
+  EXPECT_EQ(ErrorOf([&] { EvaluateEnergy(m, Labeling(6, 0)); }),
+            "unary costs: expected 6 nodes x 2 labels = 12 values, got 5");
+  m = SmallModel();
+  m.edge_weights.assign(3, 1);
+  EXPECT_EQ(ErrorOf([&] { EvaluateEnergy(m, Labeling(6, 0)); }), "edge weights: expected one per edge slot (12), got 3");
+  EXPECT_EQ(ErrorOf([&] { HardConstraintCost(m); }), "edge weights: expected one per edge slot (12), got 3");
+  m = SmallModel();
+  m.pairwise.kind = PairwiseKind::kTable;  // and no table
+  EXPECT_EQ(ErrorOf([&] { IsSubmodularBinary(m); }), "pairwise table: expected 2 x 2 values, got 0");
+  EXPECT_EQ(ErrorOf([&] { AutoAlgorithm(m); }), "pairwise table: expected 2 x 2 values, got 0");
+  m.pairwise.table = {0, 1};
+  EXPECT_EQ(ErrorOf([&] { m.pairwise.IsMetric(3); }), "pairwise table: expected 3 x 3 values, got 2");
+  m = SmallModel();
+  m.pairwise.kind = static_cast<PairwiseKind>(9);
+  m.pairwise.lambda = 1000;
+  EXPECT_EQ(SolveError(m), "unknown pairwise kind 9");
+  EXPECT_EQ(ErrorOf([&] { EvaluateEnergy(m, Labeling(6, 0)); }), "unknown pairwise kind 9");
+}
+
 // ---- Real costs: QuantizeCost and the custom-energy builder ----------------------------------------
 
 TEST(BadRealCosts, QuantizeCost) {
@@ -181,6 +206,12 @@ TEST(BadRealCosts, QuantizeCost) {
   EXPECT_EQ(ErrorOf([] { QuantizeCost(3e7, 100, "cost of x"); }),
             "cost of x = 3e+07 x scale 100 does not fit a 32-bit cost");
   EXPECT_EQ(QuantizeCost(-0.5, 100, "cost of x", true), -50);  // allowed when asked for
+  // A scale of 0 would make every cost 0, a negative one would flip their signs past the check above.
+  EXPECT_EQ(ErrorOf([] { QuantizeCost(1, -1, "cost of x"); }), "cost scale must be a positive finite number (got -1)");
+  EXPECT_EQ(ErrorOf([] { QuantizeCost(1, 0, "cost of x"); }), "cost scale must be a positive finite number (got 0)");
+  EXPECT_EQ(ErrorOf([] { QuantizeCost(1, kNaN, "cost of x"); }), "cost scale must be a positive finite number (got nan)");
+  EXPECT_EQ(ErrorOf([] { QuantizeDataCosts(2, 2, [](NodeId, Label) { return 3.0; }, -100); }),
+            "cost scale must be a positive finite number (got -100)");
 }
 
 TEST(BadRealCosts, CustomEnergyBuilder) {
@@ -262,6 +293,44 @@ TEST(BadOptions, SolveOptionsAndNames) {
     EXPECT_EQ(SolveError(m, o),
               "no available maxflow solver on device cuda (cuda-pr skipped: not compiled in (this build has no CUDA))");
   }
+}
+
+// Enums cast from numbers outside their values, names with control characters (the message stays one
+// line), and callbacks that throw something other than a std::exception (Solve and maxflow never throw).
+TEST(BadOptions, UnnamedEnumsControlCharactersAndForeignExceptions) {
+  const Model m = SmallModel();
+  SolveOptions o;
+  o.algorithm = static_cast<Algorithm>(77);
+  EXPECT_EQ(SolveError(m, o), "options.algorithm holds 77, which is none of its named values");
+  o = {};
+  o.device = static_cast<Device>(9);
+  EXPECT_EQ(SolveError(m, o), "options.device holds 9, which is none of its named values");
+  o = {};
+  o.label_order = static_cast<LabelOrder>(9);
+  EXPECT_EQ(SolveError(m, o), "options.label_order holds 9, which is none of its named values");
+  o = {};
+  o.start = static_cast<StartLabels>(5);
+  EXPECT_EQ(SolveError(m, o), "options.start holds 5, which is none of its named values");
+  o = {};
+  o.solver = "nope\nsecond line";
+  EXPECT_EQ(SolveError(m, o), "unknown backend 'nope?second line' (known: " + Registry::Global().NameList() + ")");
+  o = {};
+  o.bp.schedule = "zig\nzag";
+  EXPECT_EQ(SolveError(m, o), "options.bp.schedule must be auto, bpm, sync or tiled (got 'zig?zag')");
+  for (const char* solver : {"cpu-bk", "cpu-expansion", "cpu-icm", "tbb-bp"}) {
+    o = {};
+    o.solver = solver;
+    o.callback = [](const IterationRecord&) -> bool { throw 42; };
+    EXPECT_EQ(SolveError(m, o), kForeignException) << solver;
+  }
+  StGraph g(Topology::Grid2D(2, 1));
+  g.add_tweights(0, 5, 0);
+  g.add_tweights(1, 0, 5);
+  g.add_edge(0, 1, 3, 3);
+  g.set_limits(0, [](const IterationRecord&) -> bool { throw 42; });
+  const Result r = g.maxflow("cpu-bk");
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.message, kForeignException);
 }
 
 TEST(BadOptions, StGraphCalls) {
@@ -485,6 +554,37 @@ TEST(BadImages, EveryClassHasItsMessage) {
   EXPECT_EQ(ErrorOf([] { Image::Filled(0, 3, 1); }), "invalid image shape 0x3x1");
 }
 
+// Pictures whose fields disagree (pixels for another size, no channels) are refused by every function
+// that reads pixels, not read past their end.
+TEST(BadImages, InconsistentPicturesAreRefusedEverywhere) {
+  Image short_rgb = Image::Filled(40, 40, 3, 9);
+  short_rgb.pixels.resize(5);
+  Image no_channels;
+  no_channels.width = no_channels.height = 4;
+  const Image grey = Image::Filled(40, 40, 1, 9);
+  EXPECT_EQ(ErrorOf([&] { ComputeBtRange(short_rgb); }), "Birchfield-Tomasi image holds 5 values, expected 4800");
+  EXPECT_EQ(ErrorOf([&] { ToGrey(no_channels); }), "image has 0 channels (expected 1 to 4)");
+  EXPECT_EQ(ErrorOf([&] { BuildRestorationModel(short_rgb, Image{}, RestorationParams{}); }),
+            "restoration: the image holds 5 values, expected 4800");
+  EXPECT_EQ(ErrorOf([&] { BuildRestorationModel(no_channels, Image{}, RestorationParams{}); }),
+            "restoration: the image has 0 channels (expected 1 to 4)");
+  Image short_mask = Image::Filled(40, 40, 1, 0);
+  short_mask.pixels.resize(3);
+  EXPECT_EQ(ErrorOf([&] { BuildRestorationModel(grey, short_mask, RestorationParams{}); }),
+            "restoration: the mask holds 3 values, expected 1600");
+  EXPECT_EQ(ErrorOf([&] { RootMeanSquareError(grey, short_rgb); }),
+            "the second image compared holds 5 values, expected 4800");
+  EXPECT_EQ(ErrorOf([&] { ShrinkImage(short_rgb, 2); }), "the image to shrink holds 5 values, expected 4800");
+  EXPECT_EQ(ErrorOf([&] { ShrinkGroundTruth(short_rgb, 2); }), "the image to shrink holds 5 values, expected 4800");
+  EXPECT_EQ(ErrorOf([&] { BadPixelPercent(Labeling(1600, 0), short_mask, 1.0); }),
+            "ground-truth image holds 3 values, expected 1600");
+  EXPECT_EQ(ErrorOf([&] { SeedsFromScribbles(short_mask, 40, 40, "s.png"); }),
+            "scribbles 's.png' holds 3 values, expected 1600");
+  EXPECT_EQ(ErrorOf([&] { RestoredImage(Labeling(4, 0), 2, 2, 0); }), "restored image: need at least 1 level (got 0)");
+  EXPECT_EQ(ErrorOf([&] { MakeSyntheticRestoration(16, 16, 1, 20, 1 << 30); }),
+            "synthetic restoration: holes must be in 0..1000 (got 1073741824)");
+}
+
 // ---- Sizes beyond this machine's memory ------------------------------------------------------------
 
 TEST(BadSizes, MemoryShortfallComparesWithTheUsableMemory) {
@@ -506,6 +606,13 @@ TEST(BadSizes, StereoCostsThatCannotFitAreRefusedBeforeAllocating) {
   params.num_labels = 4095;
   EXPECT_EQ(ErrorOf([&] { ComputeStereoDataCosts(image, image, params); }),
             MemoryShortfall(bytes, "the data costs of 4096x4096 pixels x 4095 labels"));
+}
+
+TEST(BadSizes, CustomTablesThatCannotFitAreRefusedBeforeAllocating) {
+  const double bytes = 1e6 * 1e6 * sizeof(Cost);  // 4 TB
+  if (bytes <= UsableMemoryBytes()) GTEST_SKIP() << "this machine holds the 4 TB of the case";
+  EXPECT_EQ(ErrorOf([&] { QuantizePairwiseTable(1000000, [](Label, Label) { return 1.0; }, 1.0); }),
+            MemoryShortfall(bytes, "custom energy: the pairwise table of 1000000 x 1000000 labels"));
 }
 
 TEST(BadSizes, RestorationCostsThatCannotFitAreRefusedBeforeAllocating) {

@@ -454,6 +454,72 @@ TEST(StGraph, LastCutCapacitySurvivesRefusedChangesAndStoppedSolves) {
   EXPECT_EQ(g.last_cut_capacity(), stopped.energy);
 }
 
+// A flow is at most the smaller of the terminal sums, and the engines add it in 64 bits: a graph where
+// both sums pass 2^63-1 is refused by every engine, whichever way its capacities got there (fresh,
+// by add_tweights or set_tweights before a re-solve, or rewritten by rows); a graph where one sum
+// fits is solved exactly even when the other does not. A cut whose capacity passes 2^63-1 is refused.
+TEST(StGraph, FlowsThatCouldPassSixtyFourBitsAreRefused) {
+  const Energy big = Energy{1} << 62;
+  const std::string refusal = "maxflow: the flow could exceed 64 bits: the source capacities sum to ";
+  for (const char* engine : {"cpu-bk", "boost-bk", "tbb-pr"}) {
+    SCOPED_TRACE(engine);
+    StGraph g(Topology::Grid2D(2, 1));
+    g.add_tweights(0, big, big);
+    g.add_tweights(1, big, big);  // the minimum cut is 2^63
+    Result r = g.maxflow(engine);
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.message, refusal + "9223372036854775808 and the sink capacities to 9223372036854775808, both above "
+                                   "2^63-1 (scale them down)");
+    // One side fits: the flow is exact (each node sends its sink capacity, 1, and the edge carries none).
+    g.set_tweights(0, big, 1);
+    g.set_tweights(1, big, 1);
+    g.add_edge(0, 1, 7, 7);
+    r = g.maxflow(engine);
+    ASSERT_TRUE(r.ok) << r.message;
+    EXPECT_EQ(r.flow, 2);
+    // Re-solves: the sums follow set_tweights, add_tweights and rows rewritten after the solve.
+    g.set_tweights(1, big, big);
+    g.set_tweights(0, big, big - 1);
+    r = g.maxflow(engine, true);
+    ASSERT_TRUE(r.ok) << r.message;  // the sink side sums to 2^63 - 1: it fits
+    EXPECT_EQ(r.flow, big + (big - 1));
+    g.add_tweights(0, 0, 1);
+    EXPECT_EQ(g.maxflow(engine, true).message.rfind(refusal, 0), 0u);
+    g.set_tweights(0, 0, 0);
+    ASSERT_TRUE(g.maxflow(engine, true).ok);
+    g.UpdateTweightsByRows([&](std::int64_t, std::int64_t, Energy* source, Energy* sink) {
+      source[0] = source[1] = big;
+      sink[0] = sink[1] = big;
+    });
+    EXPECT_EQ(g.maxflow(engine, true).message.rfind(refusal, 0), 0u);
+  }
+  // General graphs count their sums too.
+  StGraph general;
+  general.add_node(2);
+  general.add_tweights(0, big, big);
+  general.add_tweights(1, big, big);
+  for (const char* engine : {"cpu-bk", "boost-bk"}) EXPECT_EQ(general.maxflow(engine).message.rfind(refusal, 0), 0u);
+  // Cuts that need not be minimal (a stopped solve's, a caller's): the sink side sums to 2, so the
+  // flow fits, but the cut with both nodes on the sink side costs both source capacities, 2^63.
+  for (const bool solved_first : {false, true}) {
+    StGraph g(Topology::Grid2D(2, 1));
+    g.add_tweights(0, big, 1);
+    g.add_tweights(1, big, 1);
+    g.add_edge(0, 1, 3, 4);
+    if (solved_first) ASSERT_EQ(g.maxflow("cpu-bk").flow, 2);  // then the sums are tracked, not recounted
+    try {
+      g.CutCapacity({1, 1});
+      ADD_FAILURE() << "a cut of 2^63 was priced";
+    } catch (const Error& e) {
+      EXPECT_STREQ(e.what(), "the cut's capacity 9223372036854775808 does not fit 64 bits");
+    }
+    g.set_tweights(1, big - 1, 1);
+    EXPECT_EQ(g.CutCapacity({1, 1}), big + (big - 1));  // summed in 128 bits, and it fits
+    EXPECT_EQ(g.CutCapacity({1, 0}), big + 1 + 4);        // node 0 on the sink side: the edge 1->0 (4) crosses
+    EXPECT_EQ(g.CutCapacity({0, 1}), 1 + (big - 1) + 3);  // the edge 0->1 (3) crosses
+  }
+}
+
 // Cuts priced from the last one equal the full sum: labellings that differ from the last cut in
 // a few scattered nodes, in a block, in many (past the point where the full sum is used) or in
 // all, with labels other than 0 and 1 (any non-zero label is the sink side), on grids of every
