@@ -402,6 +402,11 @@ void StGraph::ResetCapacities() {
 }
 
 void StGraph::MarkSolved() {
+  if (changes_.structure_changed) RecountTotals();  // from here on each change keeps them
+  ClearChanges();
+}
+
+void StGraph::ClearChanges() {
   // Cleared, not freed: a graph re-solved again and again (GrabCut rounds, video frames) refills the
   // list, and fresh memory for 16.8M changes costs more than the list itself.
   changes_.nodes.clear();
@@ -664,7 +669,7 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
       engine_->Solve(*this, &result);
     }
     result.backend_used = engine_->name();
-    MarkSolved();
+    ClearChanges();  // (the sums were counted before the solve)
     if (static_cast<NodeId>(result.labels.size()) != num_nodes())
       throw Error(result.backend_used + " returned a cut of " + std::to_string(result.labels.size()) +
                   " nodes for a graph of " + std::to_string(num_nodes()));

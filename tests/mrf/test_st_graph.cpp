@@ -499,6 +499,13 @@ TEST(StGraph, FlowsThatCouldPassSixtyFourBitsAreRefused) {
   general.add_tweights(0, big, big);
   general.add_tweights(1, big, big);
   for (const char* engine : {"cpu-bk", "boost-bk"}) EXPECT_EQ(general.maxflow(engine).message.rfind(refusal, 0), 0u);
+  // Callers that drive an engine themselves start the kept sums at MarkSolved().
+  StGraph driven(Topology::Grid2D(2, 1));
+  driven.add_tweights(0, big, big);
+  driven.add_tweights(1, 1, 1);
+  driven.MarkSolved();
+  driven.set_tweights(1, big, big);
+  EXPECT_EQ(driven.maxflow("cpu-bk", true).message.rfind(refusal, 0), 0u);
   // Cuts that need not be minimal (a stopped solve's, a caller's): the sink side sums to 2, so the
   // flow fits, but the cut with both nodes on the sink side costs both source capacities, 2^63.
   for (const bool solved_first : {false, true}) {
