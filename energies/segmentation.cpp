@@ -124,11 +124,12 @@ std::int64_t Seeds::Count(SeedLabel label) const {
 }
 
 Seeds SeedsFromScribbles(const Image& scribbles, int width, int height, const std::string& path) {
+  const std::string shown = PrintableText(path);  // one line, whatever the path holds
   if (scribbles.width != width || scribbles.height != height)
-    throw Error("scribbles '" + path + "' are " + std::to_string(scribbles.width) + "x" +
+    throw Error("scribbles '" + shown + "' are " + std::to_string(scribbles.width) + "x" +
                 std::to_string(scribbles.height) + " but the image is " + std::to_string(width) + "x" +
                 std::to_string(height));
-  CheckImageShape(scribbles, "scribbles '" + path + "'");
+  CheckImageShape(scribbles, "scribbles '" + shown + "'");
   Seeds seeds = Seeds::Unknown(width, height);
   const int ch = scribbles.channels;
   for (std::size_t p = 0; p < scribbles.size(); ++p) {
@@ -148,9 +149,9 @@ Seeds SeedsFromScribbles(const Image& scribbles, int width, int height, const st
   }
   const char* colours = ch >= 3 ? "red" : "white";
   if (seeds.Count(SeedLabel::kForeground) == 0)
-    throw Error("scribbles '" + path + "' mark no foreground (" + colours + ") pixel");
+    throw Error("scribbles '" + shown + "' mark no foreground (" + colours + ") pixel");
   if (seeds.Count(SeedLabel::kBackground) == 0)
-    throw Error("scribbles '" + path + "' mark no background (" + std::string(ch >= 3 ? "blue" : "black") +
+    throw Error("scribbles '" + shown + "' mark no background (" + std::string(ch >= 3 ? "blue" : "black") +
                 ") pixel");
   return seeds;
 }
@@ -189,7 +190,7 @@ Seeds SeedsFromRectangle(int width, int height, const Rect& r) {
 // ---- The model -----------------------------------------------------------------------------------
 
 Cost HardConstraintCost(const Model& model) {
-  model.CheckShapeOrThrow();
+  model.CheckShapeOrThrow(false);  // it reads the weights only
   const Topology& t = model.topology;
   Energy most = 0;  // the largest sum of weights around one node
   if (t.is_grid()) {

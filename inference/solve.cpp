@@ -1,5 +1,6 @@
 #include "mrf/solve.h"
 
+#include <cxxabi.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -207,6 +208,8 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
   } catch (const std::exception& e) {
     result.ok = false;
     result.message = e.what();
+  } catch (abi::__forced_unwind&) {  // a cancelled thread must unwind
+    throw;
   } catch (...) {  // Solve never throws, whatever a callback throws
     result.ok = false;
     result.message = kForeignException;

@@ -48,6 +48,9 @@ bool Pairwise::IsMetric(Label L, std::string* why) const {
     if (why) *why = msg;
     return false;
   };
+  if (kind != PairwiseKind::kPotts && kind != PairwiseKind::kTruncatedLinear &&
+      kind != PairwiseKind::kTruncatedQuadratic && kind != PairwiseKind::kTable)
+    throw Error("unknown pairwise kind " + std::to_string(static_cast<int>(kind)));
   if (kind == PairwiseKind::kTable && static_cast<std::int64_t>(table.size()) != std::int64_t{L} * L)
     throw Error("pairwise table: expected " + std::to_string(L) + " x " + std::to_string(L) + " values, got " +
                 std::to_string(table.size()));
@@ -108,8 +111,8 @@ std::string ShapeProblem(const Model& m, bool with_unary) {
 }
 }  // namespace
 
-void Model::CheckShapeOrThrow() const {
-  const std::string problem = ShapeProblem(*this, true);
+void Model::CheckShapeOrThrow(bool with_unary) const {
+  const std::string problem = ShapeProblem(*this, with_unary);
   if (!problem.empty()) throw Error(problem);
 }
 

@@ -50,8 +50,8 @@ struct Pairwise {
   /// Largest |distance(a, b)| over all label pairs.
   Cost MaxDistance(Label num_labels) const;
   /// True when distance(a, a) = 0, distance is symmetric, non-negative and obeys the triangle
-  /// inequality: the condition alpha-expansion needs (a metric). Throws mrf::Error for a table
-  /// that does not hold num_labels x num_labels values.
+  /// inequality: the condition alpha-expansion needs (a metric). Throws mrf::Error for an unknown
+  /// kind, or a table that does not hold num_labels x num_labels values.
   bool IsMetric(Label num_labels, std::string* why = nullptr) const;
 };
 
@@ -92,9 +92,9 @@ struct Model {
   /// Validate() that throws mrf::Error instead.
   void ValidateOrThrow() const;
   /// The part of Validate() that reads no cost, in O(1): node and label counts, a known pairwise kind,
-  /// and the sizes of the table, the edge weights and the unary costs. Throws mrf::Error. The
-  /// functions that take a Model and index its arrays (EvaluateEnergy, IsSubmodularBinary, ...) call it.
-  void CheckShapeOrThrow() const;
+  /// and the sizes of the table, the edge weights and (with_unary) the unary costs. Throws mrf::Error.
+  /// The functions that take a Model and index its arrays (EvaluateEnergy, IsSubmodularBinary, ...) call it.
+  void CheckShapeOrThrow(bool with_unary = true) const;
 };
 
 /// The energy of a labelling, split into its two sums.

@@ -6,6 +6,8 @@
 #include <tbb/parallel_reduce.h>
 #include <tbb/task_arena.h>
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -186,7 +188,11 @@ void StGraph::UpdateTweightsByRows(
   const std::int64_t pieces = (rows + kRowsPerPiece - 1) / kRowsPerPiece;
   std::vector<std::int64_t> changed_in(static_cast<std::size_t>(pieces) + 1, 0);
   std::vector<std::uint64_t> last_cut_change(static_cast<std::size_t>(pieces), 0);
-  std::vector<__int128> source_change(static_cast<std::size_t>(pieces), 0), sink_change(source_change);
+  struct Change {
+    WideSum source = 0, sink = 0, smaller = 0;
+  };
+  const bool track_totals = TotalsTracked();
+  std::vector<Change> total_change(static_cast<std::size_t>(pieces));
   std::vector<std::uint8_t> changed = NewZeroedVector<std::uint8_t>(static_cast<std::size_t>(num_nodes()));
   tbb::enumerable_thread_specific<std::vector<Energy>> old_values;
   std::atomic<NodeId> first_negative{std::numeric_limits<NodeId>::max()};
@@ -215,7 +221,7 @@ void StGraph::UpdateTweightsByRows(
     tbb::this_task_arena::isolate([&] { fill(row_begin, row_end, source_cap_.data(), sink_cap_.data()); });
     std::int64_t changes = 0;
     std::uint64_t cut_change = 0;
-    __int128 source_sum = 0, sink_sum = 0;
+    Change sums;
     for (std::int64_t i = 0; i < count; ++i) {
       const auto p = static_cast<NodeId>(first + i);
       if (source_cap_[p] < 0 || sink_cap_[p] < 0) {
@@ -226,16 +232,18 @@ void StGraph::UpdateTweightsByRows(
       const bool differs = source_cap_[p] != old[i] || sink_cap_[p] != old[count + i];
       changed[p] = differs;
       changes += differs;
-      source_sum += static_cast<__int128>(source_cap_[p]) - old[i];
-      sink_sum += static_cast<__int128>(sink_cap_[p]) - old[count + i];
+      if (differs && track_totals) {
+        sums.source += static_cast<WideSum>(source_cap_[p]) - old[i];
+        sums.sink += static_cast<WideSum>(sink_cap_[p]) - old[count + i];
+        sums.smaller += static_cast<WideSum>(std::min(source_cap_[p], sink_cap_[p])) - std::min(old[i], old[count + i]);
+      }
       if (differs && last_cut)
         cut_change += Wrapped(TerminalCapacity(last_cut[p] != 0, source_cap_[p], sink_cap_[p])) -
                       Wrapped(TerminalCapacity(last_cut[p] != 0, old[i], old[count + i]));
     }
     changed_in[piece + 1] = changes;
     last_cut_change[piece] = cut_change;
-    source_change[piece] = source_sum;
-    sink_change[piece] = sink_sum;
+    total_change[piece] = sums;
   });
   if (!changes_.structure_changed) {  // a graph not yet solved records no changes
     std::partial_sum(changed_in.begin(), changed_in.end(), changed_in.begin());
@@ -255,63 +263,81 @@ void StGraph::UpdateTweightsByRows(
     throw Error("UpdateTweightsByRows: capacities of node " + std::to_string(bad) + " must be non-negative (got " +
                 std::to_string(source_cap_[bad]) + ", " + std::to_string(sink_cap_[bad]) + ")");
   for (std::uint64_t change : last_cut_change) last_cut_capacity_ += change;
-  for (std::int64_t piece = 0; piece < pieces; ++piece) {
-    source_total_ += source_change[piece];
-    sink_total_ += sink_change[piece];
+  for (const Change& c : total_change) {
+    source_total_ += c.source;
+    sink_total_ += c.sink;
+    smaller_total_ += c.smaller;
   }
   guard.done = true;
 }
 
 void StGraph::TrackTotals(Energy old_source, Energy old_sink, Energy source, Energy sink) {
-  if (changes_.structure_changed) return;  // recounted by the next solve (builders may run on many threads)
-  source_total_ += static_cast<__int128>(source) - old_source;
-  sink_total_ += static_cast<__int128>(sink) - old_sink;
+  if (!TotalsTracked()) return;  // counted by the next solve (builders may run on many threads)
+  source_total_ += static_cast<WideSum>(source) - old_source;
+  sink_total_ += static_cast<WideSum>(sink) - old_sink;
+  smaller_total_ += static_cast<WideSum>(std::min(source, sink)) - std::min(old_source, old_sink);
 }
 
 void StGraph::RecountTotals() {
-  using Totals = std::pair<__int128, __int128>;
+  struct Totals {
+    WideSum source = 0, sink = 0, smaller = 0;
+    NodeId first_negative = std::numeric_limits<NodeId>::max();
+  };
   const Totals totals = tbb::parallel_reduce(
-      tbb::blocked_range<NodeId>(0, num_nodes(), NodeId{1} << 14), Totals{0, 0},
+      tbb::blocked_range<NodeId>(0, num_nodes(), NodeId{1} << 14), Totals{},
       [&](const tbb::blocked_range<NodeId>& range, Totals sum) {
         for (NodeId v = range.begin(); v < range.end(); ++v) {
-          sum.first += source_cap_[v];
-          sum.second += sink_cap_[v];
+          const Energy s = source_cap_[v], t = sink_cap_[v];
+          sum.source += s;
+          sum.sink += t;
+          sum.smaller += std::min(s, t);
+          if ((s | t) < 0) sum.first_negative = std::min(sum.first_negative, v);
         }
         return sum;
       },
-      [](Totals a, Totals b) { return Totals{a.first + b.first, b.second + a.second}; });
-  source_total_ = totals.first;
-  sink_total_ = totals.second;
+      [](Totals a, const Totals& b) {
+        a.source += b.source;
+        a.sink += b.sink;
+        a.smaller += b.smaller;
+        a.first_negative = std::min(a.first_negative, b.first_negative);
+        return a;
+      });
+  // Only a rewrite by rows that failed part way can leave one (every other call refuses it first).
+  if (totals.first_negative != std::numeric_limits<NodeId>::max())
+    throw Error("maxflow: capacities of node " + std::to_string(totals.first_negative) + " are negative (" +
+                std::to_string(source_cap_[totals.first_negative]) + ", " +
+                std::to_string(sink_cap_[totals.first_negative]) + ")");
+  source_total_ = totals.source;
+  sink_total_ = totals.sink;
+  smaller_total_ = totals.smaller;
+  totals_valid_ = true;
 }
 
 namespace {
-std::string ToDecimal(__int128 value) {
+__extension__ typedef __int128 Wide;
+
+std::string ToDecimal(Wide value) {
   if (value == 0) return "0";
   const bool negative = value < 0;
   std::string digits;
   for (; value != 0; value /= 10) digits.insert(digits.begin(), static_cast<char>('0' + std::abs(static_cast<int>(value % 10))));
   return negative ? "-" + digits : digits;
 }
+
+// The most every edge slot of a graph can carry, each at the 32-bit limit.
+Wide EdgeSlotLimit(EdgeId slots) { return static_cast<Wide>(slots) * std::numeric_limits<Cost>::max(); }
 }  // namespace
 
 void StGraph::CheckFlowFits() const {
-  // Every flow leaves the source and reaches the sink, so it is at most the smaller sum; the engines
-  // add flows in 64 bits.
-  if (std::min(source_total_, sink_total_) > std::numeric_limits<Energy>::max())
+  // Every flow leaves the source and reaches the sink, and it crosses the cut that puts each node on
+  // the side of its smaller terminal capacity; the engines add flows in 64 bits. The edges' part of
+  // that cut is bounded by every slot at its limit.
+  const Wide limit = std::numeric_limits<Energy>::max();
+  const Wide cut = smaller_total_ + EdgeSlotLimit(num_edge_slots());
+  if (source_total_ > limit && sink_total_ > limit && cut > limit)
     throw Error("maxflow: the flow could exceed 64 bits: the source capacities sum to " + ToDecimal(source_total_) +
-                " and the sink capacities to " + ToDecimal(sink_total_) + ", both above 2^63-1 (scale them down)");
-}
-
-Energy StGraph::CheckedCutCapacity(const Labeling& sink_side) const {
-  __int128 total = constant_;
-  for (NodeId v = 0; v < num_nodes(); ++v) total += sink_side[v] ? source_cap_[v] : sink_cap_[v];
-  topology_.ForEachEdge([&](EdgeId e, NodeId p, NodeId q) {
-    if (!sink_side[p] && sink_side[q]) total += cap_[e];
-    if (sink_side[p] && !sink_side[q]) total += rev_cap_[e];
-  });
-  if (total > std::numeric_limits<Energy>::max() || total < std::numeric_limits<Energy>::min())
-    throw Error("the cut's capacity " + ToDecimal(total) + " does not fit 64 bits");
-  return static_cast<Energy>(total);
+                ", the sink capacities to " + ToDecimal(sink_total_) + " and each node's smaller one to " +
+                ToDecimal(smaller_total_) + " (scale them down)");
 }
 
 namespace {
@@ -402,7 +428,7 @@ void StGraph::ResetCapacities() {
 }
 
 void StGraph::MarkSolved() {
-  if (changes_.structure_changed) RecountTotals();  // from here on each change keeps them
+  if (changes_.structure_changed) totals_valid_ = false;  // counted when a maxflow() needs them
   ClearChanges();
 }
 
@@ -418,25 +444,25 @@ Energy StGraph::CutCapacity(const Labeling& sink_side) const {
   if (static_cast<NodeId>(sink_side.size()) != num_nodes())
     throw Error("cut has " + std::to_string(sink_side.size()) + " entries for " + std::to_string(num_nodes()) +
                 " nodes");
-  // Any cut costs at most both terminal sums and every edge slot at its limit. When that could pass
-  // 64 bits (huge capacities; a minimum cut never does once maxflow() has checked the flow bound),
-  // the cut is summed in 128 bits.
-  __int128 terminals = source_total_ + sink_total_;
-  if (changes_.structure_changed) {
-    terminals = 0;
-    for (NodeId v = 0; v < num_nodes(); ++v) terminals += static_cast<__int128>(source_cap_[v]) + sink_cap_[v];
-  }
-  if (terminals + static_cast<__int128>(num_edge_slots()) * std::numeric_limits<Cost>::max() >
-      std::numeric_limits<Energy>::max())
-    return CheckedCutCapacity(sink_side);
+  // Summed exactly whatever the capacities (a cut that is not minimal, a stopped solve's or a caller's,
+  // may pass 64 bits even when the flow cannot): 128-bit totals, and in the grids' rows, unless the
+  // kept sums show that every cut fits, each terminal term split into its high and low 32 bits, two
+  // 64-bit sums that cannot overflow and still vectorise.
+  const Wide limit = std::numeric_limits<Energy>::max();
+  auto checked = [&](Wide total) {
+    total += constant_;
+    if (total > limit || total < -limit - 1)
+      throw Error("the cut's capacity " + ToDecimal(total) + " does not fit 64 bits");
+    return static_cast<Energy>(total);
+  };
   if (!topology_.is_grid()) {
-    Energy total = constant_;
+    Wide total = 0;
     for (NodeId v = 0; v < num_nodes(); ++v) total += sink_side[v] ? source_cap_[v] : sink_cap_[v];
     topology_.ForEachEdge([&](EdgeId e, NodeId p, NodeId q) {
       if (!sink_side[p] && sink_side[q]) total += cap_[e];
       if (sink_side[p] && !sink_side[q]) total += rev_cap_[e];
     });
-    return total;
+    return checked(total);
   }
   // Grids: rows of nodes on all cores; in each row the terminal edges, then each direction's forward
   // edges that cross the cut, in spans without bounds checks. maxflow() checks every cut with this:
@@ -449,9 +475,11 @@ Energy StGraph::CutCapacity(const Labeling& sink_side) const {
   const int width = t.width(), directions = t.num_directions();
   const std::int64_t rows = std::int64_t{t.height()} * t.depth();
   const Label* labels = sink_side.data();
-  return constant_ + tbb::parallel_reduce(
-      tbb::blocked_range<std::int64_t>(0, rows, 16), Energy{0},
-      [&](const tbb::blocked_range<std::int64_t>& range, Energy total) {
+  // When the kept sums show that every cut fits (the usual case), a row's terms add up in 64 bits.
+  const bool fits = TotalsTracked() && source_total_ + sink_total_ + EdgeSlotLimit(num_edge_slots()) <= limit;
+  return checked(tbb::parallel_reduce(
+      tbb::blocked_range<std::int64_t>(0, rows, 16), Wide{0},
+      [&](const tbb::blocked_range<std::int64_t>& range, Wide total) {
         for (std::int64_t row = range.begin(); row < range.end(); ++row) {
           const std::int64_t first = row * width;
           const Label* in_row = labels + first;
@@ -460,9 +488,22 @@ Energy StGraph::CutCapacity(const Labeling& sink_side) const {
           // Without branches (masks instead): a cut with many short runs mispredicts them. Random
           // labels at 4096 x 4096: 200-228 ms with branches, 65-66 without, 2-core machine (a
           // disc: 33-35 and 32-33; the segmentation scene on the H200 machine: about 9 either way).
-          for (int x = 0; x < width; ++x) {
+          auto term = [&](int x) {
             const Energy to_source = source[x], to_sink = sink[x];
-            total += to_sink + ((to_source - to_sink) & -static_cast<Energy>(in_row[x] != 0));
+            return to_sink + ((to_source - to_sink) & -static_cast<Energy>(in_row[x] != 0));
+          };
+          if (fits) {
+            Energy sum = 0;
+            for (int x = 0; x < width; ++x) sum += term(x);
+            total += sum;
+          } else {
+            std::uint64_t high = 0, low = 0;  // terms below 2^63, rows below 2^31 nodes: neither wraps
+            for (int x = 0; x < width; ++x) {
+              const auto value = static_cast<std::uint64_t>(term(x));
+              high += value >> 32;
+              low += value & 0xffffffffu;
+            }
+            total += (static_cast<Wide>(high) << 32) + low;
           }
           for (int d = 0; d < directions; ++d) {
             const Topology::RowSpan span = t.ForwardSpan(row, d);
@@ -481,11 +522,15 @@ Energy StGraph::CutCapacity(const Labeling& sink_side) const {
         }
         return total;
       },
-      [](Energy a, Energy b) { return a + b; });
+      [](Wide a, Wide b) { return a + b; }));
 }
 
 Energy StGraph::CutCapacityFromLastCut(const Labeling& sink_side) const {
-  if (!last_cut_tracked_ || sink_side.size() != sink_side_.size()) return CutCapacity(sink_side);
+  // The changes are summed modulo 2^64, exact when the result fits: when the sums say some cut might
+  // not, the full sum decides (and refuses one that does not fit).
+  if (!last_cut_tracked_ || sink_side.size() != sink_side_.size() || !TotalsTracked() ||
+      source_total_ + sink_total_ + EdgeSlotLimit(num_edge_slots()) > std::numeric_limits<Energy>::max())
+    return CutCapacity(sink_side);
   const Label* now = sink_side.data();
   const Label* before = sink_side_.data();
   auto moved = [now, before](NodeId p) { return (now[p] != 0) != (before[p] != 0); };
@@ -633,7 +678,7 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
   const StopCheck stop_check = MakeStopCheck(time_limit_s_, callback_, start);
   try {
     if (num_nodes() == 0) throw Error("maxflow: the graph has no nodes");
-    if (changes_.structure_changed) RecountTotals();
+    if (!TotalsTracked()) RecountTotals();
     CheckFlowFits();
     const bool resolve = reuse && engine_ && !changes_.structure_changed && engine_->SupportsResolve() &&
                          (backend == "auto" || backend == engine_->name());
@@ -710,6 +755,8 @@ Result StGraph::maxflow(const std::string& backend, bool reuse) {
     engine_.reset();
     result.ok = false;
     result.message = e.what();
+  } catch (abi::__forced_unwind&) {  // a cancelled thread must unwind
+    throw;
   } catch (...) {  // maxflow never throws, whatever a callback throws
     engine_.reset();
     result.ok = false;

@@ -208,14 +208,14 @@ class StGraph {
   // capacity of the last cut (sink_side_), in wrap-around arithmetic (exact once summed).
   void TrackTerminalChange(NodeId node, Energy old_source, Energy old_sink);
   void TrackEdgeChange(EdgeId slot, Cost old_cap, Cost old_rev_cap);
-  // The sums of all source and of all sink capacities bound every flow. They are kept by each change
-  // once changes are recorded (after a solve: single-threaded), and recounted by a fresh solve.
+  // The sums of all source capacities, of all sink capacities and of each node's smaller one bound
+  // every flow. Counted by maxflow() when they are not valid (a fresh graph, or after MarkSolved()),
+  // then kept by each change while changes are recorded (single-threaded after a solve).
   void TrackTotals(Energy old_source, Energy old_sink, Energy source, Energy sink);
   void RecountTotals();
+  bool TotalsTracked() const { return totals_valid_ && !changes_.structure_changed; }
   // Refuses a graph whose flow could exceed 64 bits.
   void CheckFlowFits() const;
-  // The capacity of any cut, summed in 128 bits (for cuts that need not be minimal).
-  Energy CheckedCutCapacity(const Labeling& sink_side) const;
 
   Topology topology_;
   CapacityArray<Energy> source_cap_, sink_cap_;
@@ -226,7 +226,10 @@ class StGraph {
   Labeling sink_side_;
   bool last_cut_tracked_ = false;  // last_cut_capacity_ holds the capacity of sink_side_
   std::uint64_t last_cut_capacity_ = 0;
-  __int128 source_total_ = 0, sink_total_ = 0;  // TrackTotals(), valid while !changes_.structure_changed
+  // (__extension__: GCC's 128-bit integer, without -Wpedantic warnings in the users' builds.)
+  __extension__ typedef __int128 WideSum;
+  WideSum source_total_ = 0, sink_total_ = 0, smaller_total_ = 0;  // valid while TotalsTracked()
+  bool totals_valid_ = false;
   Energy flow_ = -1;
   double time_limit_s_ = 0;                                  // set_limits()
   std::function<bool(const IterationRecord&)> callback_;     // set_limits()

@@ -9,6 +9,7 @@
 #include <new>
 #include <nlohmann/json.hpp>
 
+#include "mrf/model.h"
 #include "mrf/registry.h"
 #include "mrf/threads.h"
 #include "mrf/types.h"
@@ -113,9 +114,8 @@ void CheckDecimalIntegers(const CLI::App& cli) {
     const std::string type = option->get_type_name();
     if (type.rfind("FLOAT", 0) == 0) {
       for (const std::string& text : option->results()) {
-        const std::size_t sign = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
-        if (text.size() > sign + 1 && text[sign] == '0' && (text[sign + 1] == 'x' || text[sign + 1] == 'X'))
-          throw CLI::ValidationError(option->get_name(), "must be a decimal number (got '" + text + "')");
+        if (text.find_first_of("xX") != std::string::npos)  // (strtod skips leading blanks: " 0x10")
+          throw CLI::ValidationError(option->get_name(), "must be a decimal number (got '" + PrintableText(text) + "')");
       }
       continue;
     }

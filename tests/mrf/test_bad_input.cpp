@@ -195,6 +195,7 @@ TEST(BadModels, EveryCallerChecksTheShape) {
   m.pairwise.lambda = 1000;
   EXPECT_EQ(SolveError(m), "unknown pairwise kind 9");
   EXPECT_EQ(ErrorOf([&] { EvaluateEnergy(m, Labeling(6, 0)); }), "unknown pairwise kind 9");
+  EXPECT_EQ(ErrorOf([&] { m.pairwise.IsMetric(2); }), "unknown pairwise kind 9");
 }
 
 // ---- Real costs: QuantizeCost and the custom-energy builder ----------------------------------------

@@ -468,8 +468,8 @@ TEST(StGraph, FlowsThatCouldPassSixtyFourBitsAreRefused) {
     g.add_tweights(1, big, big);  // the minimum cut is 2^63
     Result r = g.maxflow(engine);
     EXPECT_FALSE(r.ok);
-    EXPECT_EQ(r.message, refusal + "9223372036854775808 and the sink capacities to 9223372036854775808, both above "
-                                   "2^63-1 (scale them down)");
+    EXPECT_EQ(r.message, refusal + "9223372036854775808, the sink capacities to 9223372036854775808 and each "
+                                   "node's smaller one to 9223372036854775808 (scale them down)");
     // One side fits: the flow is exact (each node sends its sink capacity, 1, and the edge carries none).
     g.set_tweights(0, big, 1);
     g.set_tweights(1, big, 1);
@@ -493,6 +493,21 @@ TEST(StGraph, FlowsThatCouldPassSixtyFourBitsAreRefused) {
     });
     EXPECT_EQ(g.maxflow(engine, true).message.rfind(refusal, 0), 0u);
   }
+  // Both sums may pass 2^63-1 when each node's smaller capacity is small: the cut that leaves every node
+  // on its cheaper side bounds the flow (here the edges' 5).
+  StGraph apart(Topology::Grid2D(4, 1));
+  apart.add_tweights(0, big, 0);
+  apart.add_tweights(1, big, 0);
+  apart.add_tweights(2, 0, big);
+  apart.add_tweights(3, 0, big);
+  for (NodeId v = 0; v < 3; ++v) apart.add_edge(v, v + 1, 5, 5);
+  const Result solved = apart.maxflow("cpu-bk");
+  ASSERT_TRUE(solved.ok) << solved.message;
+  EXPECT_EQ(solved.flow, 5);
+  // A rewrite by rows that failed part way may leave a negative capacity: refused, not solved.
+  EXPECT_THROW(apart.UpdateTweightsByRows([](std::int64_t, std::int64_t, Energy* source, Energy*) { source[1] = -7; }),
+               Error);
+  EXPECT_EQ(apart.maxflow("cpu-bk").message, "maxflow: capacities of node 1 are negative (-7, 0)");
   // General graphs count their sums too.
   StGraph general;
   general.add_node(2);
@@ -524,6 +539,20 @@ TEST(StGraph, FlowsThatCouldPassSixtyFourBitsAreRefused) {
     EXPECT_EQ(g.CutCapacity({1, 1}), big + (big - 1));  // summed in 128 bits, and it fits
     EXPECT_EQ(g.CutCapacity({1, 0}), big + 1 + 4);        // node 0 on the sink side: the edge 1->0 (4) crosses
     EXPECT_EQ(g.CutCapacity({0, 1}), 1 + (big - 1) + 3);  // the edge 0->1 (3) crosses
+  }
+  // Cuts priced from the last one: when the sums say a cut could pass 64 bits, the full sum decides.
+  StGraph last(Topology::Grid2D(64, 2));
+  for (NodeId v = 0; v < 128; ++v) last.add_tweights(v, 1, 2);
+  ASSERT_TRUE(last.maxflow("cpu-bk").ok);  // every node on the source side
+  last.set_tweights(0, big, 2);
+  last.set_tweights(1, big, 2);
+  Labeling moved(128, 0);
+  moved[0] = moved[1] = 1;
+  try {
+    last.CutCapacityFromLastCut(moved);
+    ADD_FAILURE() << "a cut of 2^63 + 252 was priced";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "the cut's capacity 9223372036854776060 does not fit 64 bits");
   }
 }
 
