@@ -43,10 +43,7 @@ bool IsMissing(const Image& mask, int x, int y) { return mask.at(x, y, 0) >= 128
 
 Model BuildRestorationModel(const Image& observed, const Image& mask, const RestorationParams& params) {
   params.Validate();
-  if (observed.width <= 0 || observed.height <= 0)
-    throw Error("restoration: the image is empty (" + std::to_string(observed.width) + "x" +
-                std::to_string(observed.height) + ")");
-  CheckImageShape(observed, "restoration: the image");
+  CheckImageShape(observed, "restoration: the image");  // "restoration: the image is empty (0x5)", ...
   const bool has_mask = mask.width > 0 || mask.height > 0;
   if (has_mask && (mask.width != observed.width || mask.height != observed.height))
     throw Error("restoration: the mask is " + std::to_string(mask.width) + "x" + std::to_string(mask.height) +

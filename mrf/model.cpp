@@ -43,17 +43,32 @@ Cost Pairwise::MaxDistance(Label num_labels) const {
   return 0;
 }
 
+namespace {
+// What is wrong with a pairwise term for L labels: a kind outside the named four, or a table that is
+// not L x L; empty when nothing. Shared by Model's shape check and Pairwise::IsMetric.
+std::string PairwiseShapeProblem(const Pairwise& v, Label L) {
+  switch (v.kind) {
+    case PairwiseKind::kPotts:
+    case PairwiseKind::kTruncatedLinear:
+    case PairwiseKind::kTruncatedQuadratic:
+    case PairwiseKind::kTable:
+      break;
+    default:
+      return "unknown pairwise kind " + std::to_string(static_cast<int>(v.kind));
+  }
+  if (v.kind == PairwiseKind::kTable && static_cast<std::int64_t>(v.table.size()) != std::int64_t{L} * L)
+    return "pairwise table: expected " + std::to_string(L) + " x " + std::to_string(L) + " values, got " +
+           std::to_string(v.table.size());
+  return {};
+}
+}  // namespace
+
 bool Pairwise::IsMetric(Label L, std::string* why) const {
   auto fail = [&](const std::string& msg) {
     if (why) *why = msg;
     return false;
   };
-  if (kind != PairwiseKind::kPotts && kind != PairwiseKind::kTruncatedLinear &&
-      kind != PairwiseKind::kTruncatedQuadratic && kind != PairwiseKind::kTable)
-    throw Error("unknown pairwise kind " + std::to_string(static_cast<int>(kind)));
-  if (kind == PairwiseKind::kTable && static_cast<std::int64_t>(table.size()) != std::int64_t{L} * L)
-    throw Error("pairwise table: expected " + std::to_string(L) + " x " + std::to_string(L) + " values, got " +
-                std::to_string(table.size()));
+  if (const std::string problem = PairwiseShapeProblem(*this, L); !problem.empty()) throw Error(problem);
   if (kind == PairwiseKind::kPotts || kind == PairwiseKind::kTruncatedLinear) return true;
   if (kind == PairwiseKind::kTruncatedQuadratic) {
     // min(d^2, T) (T >= 0) obeys the triangle inequality iff T <= 2: then every distance of a d >= 1 is
@@ -88,18 +103,7 @@ std::string ShapeProblem(const Model& m, bool with_unary) {
   const std::int64_t n = m.topology.num_nodes(), L = m.num_labels;
   if (n <= 0) return "model has no nodes";
   if (L < 1) return "model needs at least 1 label (num_labels = " + std::to_string(L) + ")";
-  switch (m.pairwise.kind) {
-    case PairwiseKind::kPotts:
-    case PairwiseKind::kTruncatedLinear:
-    case PairwiseKind::kTruncatedQuadratic:
-    case PairwiseKind::kTable:
-      break;
-    default:
-      return "unknown pairwise kind " + std::to_string(static_cast<int>(m.pairwise.kind));
-  }
-  if (m.pairwise.kind == PairwiseKind::kTable && static_cast<std::int64_t>(m.pairwise.table.size()) != L * L)
-    return "pairwise table: expected " + std::to_string(L) + " x " + std::to_string(L) + " values, got " +
-           std::to_string(m.pairwise.table.size());
+  if (std::string problem = PairwiseShapeProblem(m.pairwise, m.num_labels); !problem.empty()) return problem;
   const EdgeId slots = m.topology.num_edge_slots();
   if (!m.edge_weights.empty() && static_cast<EdgeId>(m.edge_weights.size()) != slots)
     return "edge weights: expected one per edge slot (" + std::to_string(slots) + "), got " +

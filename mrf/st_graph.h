@@ -202,7 +202,7 @@ class StGraph {
  private:
   void MarkNode(NodeId node);
   void MarkEdge(EdgeId edge);
-  void ClearChanges();  // MarkSolved() without its count of the terminal sums
+  void ClearChanges();  // MarkSolved() without marking the terminal sums stale
   void CheckNode(NodeId node, const char* call) const;
   // Keeping last_cut_capacity() up to date: each capacity change adds what it changes in the
   // capacity of the last cut (sink_side_), in wrap-around arithmetic (exact once summed).

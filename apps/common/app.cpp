@@ -109,7 +109,7 @@ namespace {
 // text given, after the parse (a check added to the option would run after its Range check).
 // Numbers with a fraction are read by strtod, which also takes hexadecimal ("0x1p3"): refused too, so
 // that every number is written one way.
-void CheckDecimalIntegers(const CLI::App& cli) {
+void CheckDecimalNumbers(const CLI::App& cli) {
   for (const CLI::Option* option : cli.get_options()) {
     const std::string type = option->get_type_name();
     if (type.rfind("FLOAT", 0) == 0) {
@@ -155,7 +155,7 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
       ->capture_default_str();
   try {
     cli.parse(argc, argv);
-    CheckDecimalIntegers(cli);
+    CheckDecimalNumbers(cli);
   } catch (const CLI::CallForHelp& e) {
     return cli.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
