@@ -33,9 +33,9 @@ Cost Quantize(double value, double scale, Describe&& what) {
 
 void CheckContrast(const ContrastOptions& o) {
   if (!(o.lambda >= 0) || !std::isfinite(o.lambda))
-    throw Error("pairwise weight lambda must be >= 0 (got " + NumberText(o.lambda) + ")");
+    throw Error("pairwise weight lambda must be a finite number >= 0 (got " + NumberText(o.lambda) + ")");
   if (!(o.sigma >= 0) || !std::isfinite(o.sigma))
-    throw Error("contrast sigma must be >= 0 (0 = estimate from the image; got " + NumberText(o.sigma) + ")");
+    throw Error("contrast sigma must be a finite number >= 0 (0 = estimate from the image; got " + NumberText(o.sigma) + ")");
   if (o.sigma > 0 && !(o.sigma * o.sigma > 0))  // a square that underflows makes every weight 0 / 0
     throw Error("contrast sigma " + NumberText(o.sigma) + " is too small (its square is 0)");
   if (o.connectivity != 4 && o.connectivity != 8)

@@ -24,8 +24,22 @@ Algorithm AutoAlgorithm(const Model& model) {
   // BP's engines take 4-connected 2-D grids only; elsewhere swap, when its moves are graph cuts and its
   // cycle's label pairs fit, or ICM, which takes anything.
   if (model.topology.kind() == TopologyKind::kGrid4) return Algorithm::kBeliefPropagation;
-  const bool swap_applies = SwapTakesLabelCount(model.num_labels) && FindNonSubmodularMoveTerm(model, false).empty();
-  return swap_applies ? Algorithm::kSwap : Algorithm::kIcm;
+  return AutoAlternative(model, Algorithm::kBeliefPropagation);
+}
+
+Algorithm AutoAlternative(const Model& model, Algorithm refused) {
+  switch (refused) {
+    case Algorithm::kBeliefPropagation: {
+      const bool swap_applies =
+          SwapTakesLabelCount(model.num_labels) && FindNonSubmodularMoveTerm(model, false).empty();
+      return swap_applies ? Algorithm::kSwap : Algorithm::kIcm;
+    }
+    case Algorithm::kExpansion:
+    case Algorithm::kSwap:
+      return Algorithm::kIcm;
+    default:  // max-flow's refusal (a flow past 64 bits) stands: an approximation would hide it
+      return Algorithm::kAuto;
+  }
 }
 
 namespace {
@@ -49,6 +63,11 @@ std::string Accepts(const SolverEntry& e, const Model& model) {
   }
   return {};
 }
+
+// A failure of --start's labelling, which is not the chosen algorithm refusing the model.
+struct StartFailed : Error {
+  using Error::Error;
+};
 
 double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -91,11 +110,12 @@ Result BpStart(const SolverEntry& moves, const Model& model, const SolveOptions&
       if (!gpu_failure.empty()) first.message += "; " + gpu_failure;
       return first;
     } catch (const std::exception& e) {
-      if (moves.device != Device::kCuda || !gpu_failure.empty()) throw Error(std::string("start bp: ") + e.what());
+      if (moves.device != Device::kCuda || !gpu_failure.empty())
+        throw StartFailed(std::string("start bp: ") + e.what());
       gpu_failure = std::string("cuda-bp could not compute the start (") + e.what() + "): tbb-bp did";
     }
   }
-  throw Error("start bp: this build has no belief-propagation solver");
+  throw StartFailed("start bp: this build has no belief-propagation solver");
 }
 
 // Runs `entry`; expansion and swap asked to start from belief propagation start from BpStart's labelling.
@@ -177,18 +197,38 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
     std::string note;
     const SolverEntry* entry = &registry.Choose(options.solver, algorithm, options.device, &note, accepts);
     result.fallback_reason = note;
-    try {
-      RunSolver(*entry, model, options, &result);
-    } catch (const std::exception& e) {
-      // A GPU failure at run time falls back to the CPU when the device was left to us.
-      if (!(automatic && options.device == Device::kAuto && entry->device == Device::kCuda)) throw;
-      const std::string failure = entry->name + " failed: " + e.what();
-      entry = &registry.Choose("auto", entry->algorithm, Device::kCpu, &note, accepts);
+    // Starts over with `next` after `failure`, which the result records.
+    auto run_instead = [&](const SolverEntry& next, const std::string& failure) {
+      entry = &next;
+      const std::string requested = result.backend_requested;
       result = Result{};
-      result.backend_requested = std::string("auto (") + ToString(algorithm) + ", auto)";
+      result.backend_requested = requested;
       result.cost_scale = model.cost_scale;
       result.fallback_reason = failure + "; ran " + entry->name + " instead";
       RunSolver(*entry, model, options, &result);
+    };
+    try {
+      try {
+        RunSolver(*entry, model, options, &result);
+      } catch (const std::exception& e) {
+        // A GPU failure at run time falls back to the CPU when the device was left to us.
+        if (!(automatic && options.device == Device::kAuto && entry->device == Device::kCuda)) throw;
+        run_instead(registry.Choose("auto", entry->algorithm, Device::kCpu, &note, accepts),
+                    entry->name + " failed: " + e.what());
+      }
+    } catch (const StartFailed&) {
+      throw;
+    } catch (const Error& e) {
+      // An approximate algorithm that auto chose and that refuses this model (belief propagation's 32-bit
+      // messages, say) gives way to the next one auto would take; the refusal is recorded.
+      const Algorithm next = automatic && options.algorithm == Algorithm::kAuto
+                                 ? AutoAlternative(model, entry->algorithm)
+                                 : Algorithm::kAuto;
+      if (next == Algorithm::kAuto) throw;
+      const std::string failure =
+          (result.fallback_reason.empty() ? "" : result.fallback_reason + "; then ") + entry->name +
+          " cannot solve this model: " + e.what();
+      run_instead(registry.Choose("auto", next, options.device, &note, accepts), failure);
     }
     result.backend_used = entry->name;
     result.energy = EvaluateEnergy(model, result.labels).total;

@@ -125,6 +125,47 @@ TEST(Expansion, AutoPicksASolverThatRunsForNonMetricTerms) {
   }
 }
 
+// A model auto sends to BP but whose costs pass BP's 32-bit messages (5 x pairwise spread > 2^31 - 1):
+// auto gives way to swap and says why; a solver or an algorithm the user named keeps its refusal, and so
+// does a failed --start bp, which is not the moves refusing the model.
+TEST(Expansion, AutoTurnsToTheNextAlgorithmWhenItsChoiceRefusesTheModel) {
+  std::mt19937_64 rng(8);
+  const Pairwise quadratic{PairwiseKind::kTruncatedQuadratic, 100000000, 9, {}};  // spread 9e8
+  const Model m = test::RandomModel(rng, Topology::Grid2D(5, 4, 4), 4, 20, quadratic);
+  SolveOptions automatic;
+  automatic.device = Device::kCpu;
+  const Result r = Solve(m, automatic);
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.backend_used, "cpu-swap");
+  EXPECT_NE(r.fallback_reason.find("tbb-bp cannot solve this model: belief propagation needs"), std::string::npos)
+      << r.fallback_reason;
+  const Result swap = Solve(m, OptionsFor("cpu-swap"));
+  ASSERT_TRUE(swap.ok) << swap.message;
+  EXPECT_EQ(r.energy, swap.energy);
+  EXPECT_EQ(r.labels, swap.labels);
+
+  SolveOptions named_solver = OptionsFor("tbb-bp"), named_algorithm = automatic;
+  named_algorithm.algorithm = Algorithm::kBeliefPropagation;
+  for (const SolveOptions& o : {named_solver, named_algorithm}) {
+    const Result refused = Solve(m, o);
+    EXPECT_FALSE(refused.ok) << refused.backend_used;
+    EXPECT_NE(refused.message.find("belief propagation needs"), std::string::npos) << refused.message;
+  }
+
+  const Pairwise linear{PairwiseKind::kTruncatedLinear, 500000000, 9, {}};  // a metric (spread 1.5e9): expansion
+  const Model metric = test::RandomModel(rng, Topology::Grid2D(5, 4, 4), 4, 20, linear);
+  SolveOptions start_bp = automatic;
+  start_bp.start = StartLabels::kBeliefPropagation;
+  const Result started = Solve(metric, start_bp);
+  EXPECT_FALSE(started.ok) << started.backend_used;
+  EXPECT_EQ(started.message.rfind("start bp: ", 0), 0u) << started.message;
+  automatic.start = StartLabels::kZero;
+  const Result plain = Solve(metric, automatic);
+  ASSERT_TRUE(plain.ok) << plain.message;
+  EXPECT_EQ(plain.backend_used, "cpu-expansion");
+  EXPECT_TRUE(plain.fallback_reason.empty()) << plain.fallback_reason;
+}
+
 TEST(Expansion, SameSeedSameRunAndRandomOrderDiffersFromSequential) {
   std::mt19937_64 rng(9);
   Pairwise v;
