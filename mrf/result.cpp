@@ -72,7 +72,7 @@ std::string Result::ToJson() const {
   for (const IterationRecord& r : log)
     log_json.push_back({{"iteration", r.iteration}, {"energy", r.energy}, {"time_ms", r.time_ms}, {"note", r.note}});
   j["log"] = log_json;
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // messages may quote non-UTF-8 paths
 }
 
 }  // namespace mrf

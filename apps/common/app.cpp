@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "mrf/model.h"
 #include "mrf/registry.h"
@@ -66,7 +68,7 @@ std::string RegistryJson(std::optional<Algorithm> only) {
                     {"unavailable_reason", available ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(why)},
                     {"summary", e.summary}});
   }
-  return list.dump();
+  return JsonText(list);
 }
 
 std::unique_ptr<CudaStartInBackground> StartGpuIfUsed(const std::string& solver, const std::string& device) {
@@ -112,6 +114,10 @@ namespace {
 void CheckDecimalNumbers(const CLI::App& cli) {
   for (const CLI::Option* option : cli.get_options()) {
     const std::string type = option->get_type_name();
+    // An empty text ('' for a path) is a mistake, not "not given": it would quietly run the default input.
+    if (type.rfind("TEXT", 0) == 0)
+      for (const std::string& text : option->results())
+        if (text.empty()) throw CLI::ValidationError(option->get_name(), "is empty");
     if (type.rfind("FLOAT", 0) == 0) {
       for (const std::string& text : option->results()) {
         if (text.find_first_of("xX") != std::string::npos)  // (strtod skips leading blanks: " 0x10")
@@ -180,34 +186,53 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
                                : type == "FLOAT" ? "a number"
                                                  : "";
       if (!kind.empty()) {
-        std::fprintf(stderr, "%s: error: %s: '%s' is not %s, or is out of its range (see --help)\n", program.c_str(),
-                     name.c_str(), value.c_str(), kind.c_str());
+        PrintError(program, name + ": '" + value + "' is not " + kind + ", or is out of its range (see --help)");
         return 2;
       }
     }
-    std::fprintf(stderr, "%s: error: %s (see --help)\n", program.c_str(), e.what());
+    PrintError(program, std::string(e.what()) + " (see --help)");
     return 2;
   } catch (const CLI::ArgumentMismatch& e) {
-    std::fprintf(stderr, "%s: error: %s (see --help)\n", program.c_str(), ArgumentCountMessage(e.what()).c_str());
+    PrintError(program, ArgumentCountMessage(e.what()) + " (see --help)");
     return 2;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: error: %s (see --help)\n", program.c_str(), e.what());
+    PrintError(program, std::string(e.what()) + " (see --help)");
     return 2;
   }
   auto guarded = [&]() -> int {
     try {
       return body();
     } catch (const std::bad_alloc&) {
-      std::fprintf(stderr, "%s: error: out of memory\n", program.c_str());
+      PrintError(program, "out of memory");
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
+      PrintError(program, e.what());
     }
     return 1;
   };
   // Every TBB loop of the run, the model's construction included, on at most `threads` threads.
   int status = 1;
   RunOnThreads(threads, [&] { status = guarded(); });
+  // A report that could not be written (a full disk, a closed pipe) is a failure, not a silent exit 0.
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  if (!flushed || std::ferror(stdout)) {
+    const int code = errno;
+    PrintError(program, std::string("cannot write to standard output") + (code ? ": " + std::string(std::strerror(code)) : ""));
+    return 1;
+  }
   return status;
+}
+
+void PrintError(const std::string& program, const std::string& message) {
+  std::string line = message;
+  for (char& c : line)  // a path holding a newline must not split the line
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  std::fprintf(stderr, "%s: error: %s\n", program.c_str(), line.c_str());
+}
+
+std::string JsonText(const nlohmann::json& j, int indent) {
+  // Paths need not be UTF-8: invalid bytes are shown as U+FFFD rather than failing the report.
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 
@@ -247,7 +272,26 @@ bool SameFile(const FileIdentity& a, const FileIdentity& b) {
 
 }  // namespace
 
-void CheckOutputsAreDistinct(const std::vector<NamedFile>& inputs, const std::vector<NamedFile>& outputs) {
+// A new file needs a folder that exists and can be written; an existing one, write permission. Devices
+// (/dev/null, /dev/stdout) pass.
+void CheckWritable(const NamedFile& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(out.path, ec);
+  if (fs::is_directory(status)) throw Error(out.option + ": '" + out.path + "' is a folder, not a file");
+  const bool exists = fs::exists(status);
+  if (exists && !fs::is_regular_file(status)) return;
+  fs::path parent = fs::path(out.path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (!exists && !fs::is_directory(parent, ec))
+    throw Error(out.option + ": folder '" + parent.string() + "' does not exist");
+  if (::access(exists ? out.path.c_str() : parent.c_str(), exists ? W_OK : W_OK | X_OK) != 0)
+    throw Error(out.option + ": cannot write '" + out.path + "': " + std::strerror(errno));
+}
+
+void CheckOutputs(const std::vector<NamedFile>& inputs, const std::vector<NamedFile>& outputs) {
+  for (const NamedFile& out : outputs)
+    if (!out.path.empty()) CheckWritable(out);
   std::vector<std::pair<const NamedFile*, FileIdentity>> seen;
   for (const NamedFile& f : inputs) {  // a missing input is left to the reader's own message
     FileIdentity file;

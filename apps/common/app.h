@@ -2,6 +2,7 @@
 // What every mrf program shares: one-line errors with a non-zero exit, and progress on stderr.
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -48,10 +49,17 @@ struct NamedFile {
   std::string option;
   std::string path;
 };
-/// Throws mrf::Error ("-o: 'left.png' is also LEFT: the output would overwrite it") when an output names the
-/// same file as an input or as another output. Paths are compared as files (links and "./" resolved);
-/// devices such as /dev/null may be named twice.
-void CheckOutputsAreDistinct(const std::vector<NamedFile>& inputs, const std::vector<NamedFile>& outputs);
+/// Checks the outputs before any work: throws mrf::Error when one cannot be written ("-o: folder 'no' does
+/// not exist", "... is a folder, not a file", "cannot write 'x': Permission denied"), or names the same file
+/// as an input or as another output ("-o: 'left.png' is also LEFT: the output would overwrite it"). Paths
+/// are compared as files (links and "./" resolved); devices such as /dev/null may be named twice.
+void CheckOutputs(const std::vector<NamedFile>& inputs, const std::vector<NamedFile>& outputs);
+
+/// Prints "NAME: error: MESSAGE" on stderr as one line (control characters, a path's newline say, as '?').
+void PrintError(const std::string& program, const std::string& message);
+
+/// `j` as JSON text (compact, or indented by `indent`); bytes that are not UTF-8 (in paths) become U+FFFD.
+std::string JsonText(const nlohmann::json& j, int indent = -1);
 
 /// Starts the GPU's context in the background (CudaStartInBackground) when the solve may run there:
 /// `solver` is "auto" and `device` is not "cpu", or `solver` names a CUDA solver. Null otherwise. A

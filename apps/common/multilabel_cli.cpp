@@ -15,7 +15,7 @@ namespace mrf::app {
 
 void AddSolveOptions(CLI::App& cli, SolveCli* s) {
   cli.add_option("--algorithm", s->algorithm,
-                 "Inference algorithm: auto|expansion|swap|icm|bp (ignored with --solver NAME)")
+                 "Inference algorithm: auto|expansion|swap|icm|bp, or maxflow for two labels (ignored with --solver NAME)")
       ->capture_default_str();
   cli.add_option("--device", s->device, "Where to run: auto (GPU when one is usable)|cpu|cuda")->capture_default_str();
   cli.add_option(
@@ -70,8 +70,6 @@ SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program) {
   options.algorithm = ParseAlgorithm(s.algorithm);
   // A named solver fixes the algorithm: --algorithm only chooses among solvers under --solver auto.
   if (s.solver != "auto") options.algorithm = Algorithm::kAuto;
-  if (options.algorithm == Algorithm::kMaxFlow)
-    throw Error("--algorithm maxflow solves two-label problems only (use expansion, swap, icm, bp or auto)");
   options.device = ParseDevice(s.device);
   options.maxflow_backend = s.maxflow_backend;
   options.label_order = ParseLabelOrder(s.label_order);
@@ -97,7 +95,10 @@ SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program) {
   return options;
 }
 
-void CheckExpansionNeedsMetric(const Model& model, const SolveOptions& options) {
+void CheckAlgorithmFitsModel(const Model& model, const SolveOptions& options) {
+  if (options.solver == "auto" && options.algorithm == Algorithm::kMaxFlow && model.num_labels != 2)
+    throw Error("--algorithm maxflow solves two-label problems only (this one has " +
+                std::to_string(model.num_labels) + " labels: use expansion, swap, icm, bp or auto)");
   bool expansion = options.algorithm == Algorithm::kExpansion;
   if (options.solver != "auto") {
     const SolverEntry* entry = Registry::Global().Find(options.solver);
@@ -156,7 +157,7 @@ Result SaveCheckAndSolve(const std::string& program, const Model& model, const s
     SaveModel(model, model_path);
     Progress(program, "saved the model to " + model_path);
   }
-  CheckExpansionNeedsMetric(model, options);
+  CheckAlgorithmFitsModel(model, options);
   // A solver named with --solver fixes the algorithm and device: say so rather than the ignored flags.
   Progress(program, options.solver != "auto" ? "solving with " + options.solver
                                              : "solving (" + solve.algorithm + ", device " + solve.device + ")");
@@ -166,7 +167,7 @@ Result SaveCheckAndSolve(const std::string& program, const Model& model, const s
 int ReportFailure(const std::string& program, const Result& result, bool print_json) {
   if (result.ok) return 0;
   if (print_json) std::printf("%s\n", result.ToJson().c_str());
-  std::fprintf(stderr, "%s: error: %s\n", program.c_str(), result.message.c_str());
+  PrintError(program, result.message);
   return 1;
 }
 

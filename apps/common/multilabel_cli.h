@@ -41,9 +41,10 @@ void AddSolveOptions(CLI::App& cli, SolveCli* s);
 /// under `program`'s name. Throws mrf::Error naming a bad value.
 SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program);
 
-/// Throws mrf::Error when alpha-expansion would run on a pairwise term that is not a metric and
-/// truncation of non-submodular terms is off (the one-line message says what to do instead).
-void CheckExpansionNeedsMetric(const Model& model, const SolveOptions& options);
+/// Throws mrf::Error when --algorithm maxflow meets more than two labels, or alpha-expansion would run
+/// on a pairwise term that is not a metric and truncation of non-submodular terms is off (the one-line
+/// message says what to do instead).
+void CheckAlgorithmFitsModel(const Model& model, const SolveOptions& options);
 
 /// Reads a labels x labels table of non-negative integers (whitespace separated), row a, column b,
 /// for --smoothness table. Throws mrf::Error naming the file and the bad entry or count.
@@ -53,7 +54,7 @@ std::vector<Cost> ReadCostTable(const std::string& path, Label labels);
 /// Throws mrf::Error when the kind is table without a file, or a file is given for another kind.
 void LoadSmoothnessTable(const std::string& table_path, Label labels, Pairwise* smoothness);
 
-/// Saves the model to `model_path` when it is set, checks CheckExpansionNeedsMetric, and solves
+/// Saves the model to `model_path` when it is set, checks CheckAlgorithmFitsModel, and solves
 /// with progress lines under `program`'s name.
 Result SaveCheckAndSolve(const std::string& program, const Model& model, const std::string& model_path,
                          const SolveOptions& options, const SolveCli& solve);

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   cli.add_option("-o,--output", output_path, "Write the class map as a grey PNG");
 
   return mrf::app::Run("example-custom-energy", argc, argv, cli, [&] {
-    mrf::app::CheckOutputsAreDistinct({{"IMAGE", image_path}}, {{"-o", output_path}});
+    mrf::app::CheckOutputs({{"IMAGE", image_path}}, {{"-o", output_path}});
     const mrf::Image picture = image_path.empty() ? mrf::MakeSyntheticRestoration(96, 72, seed, 30.0, 0).noisy
                                                   : mrf::ToGrey(mrf::LoadImage(image_path));
     const int width = picture.width, height = picture.height;

@@ -43,14 +43,15 @@ int main(int argc, char** argv) {
   BenchOptions options;
   options.data_dir = "../shared/data";
   cli.add_option("--suite", suite, "Which suite to run: " + names + "|all")->capture_default_str();
-  cli.add_option("--sizes", options.sizes, "Problem sizes (binary suite: square sides, e.g. 256 512 1024 2048)");
+  CLI::Option* sizes_opt = cli.add_option(
+      "--sizes", options.sizes, "binary and pushrelabel suites: square sides of the problems, e.g. 256 512 1024 2048");
   cli.add_option("--repeat", options.repeat, "Timed runs per cell; medians are reported")
       ->check(CLI::Range(1, 1000))->capture_default_str();
   cli.add_option("--json", options.json_path,
                  "Also write the rows as a JSON array to this file; when several suites run (--suite all), each "
                  "writes its own file, named with the suite before the extension (rows.json -> rows.binary.json)");
-  cli.add_option("--plot", options.plot_path,
-                 "Write an SVG plot here (suites that draw one; with several suites named like --json)");
+  CLI::Option* plot_opt = cli.add_option(
+      "--plot", options.plot_path, "multilabel suite: write an SVG plot here (with --suite all, named like --json)");
   CLI::Option* model_opt =
       cli.add_option("--model", options.models, "models suite: a saved model file to replay (repeatable)");
   CLI::Option* models_opt =
@@ -82,25 +83,20 @@ int main(int argc, char** argv) {
     // (with --suite all, one per suite), in folders that exist and can be written, never a model read.
     std::vector<mrf::app::NamedFile> inputs, outputs;
     for (const std::string& model : options.models) inputs.push_back({"--model", model});
+    if (!options.model_dirs.empty() && (suite == "models" || suite == "all")) {
+      mrf::bench::BenchOptions folders;
+      folders.model_dirs = options.model_dirs;
+      for (const std::string& model : mrf::bench::ModelFiles(folders)) inputs.push_back({"--models", model});
+    }
     for (const Suite& s : Suites()) {
       if (suite != "all" && suite != s.name) continue;
       for (const auto& [option, given] : {std::pair<const char*, std::string>{"--json", options.json_path},
                                           std::pair<const char*, std::string>{"--plot", options.plot_path}}) {
         const std::string path = suite == "all" ? WithSuiteName(given, s.name) : given;
-        if (path.empty()) continue;
-        outputs.push_back({option, path});
-        std::filesystem::path parent = std::filesystem::path(path).parent_path();
-        if (parent.empty()) parent = ".";
-        if (!std::filesystem::is_directory(parent))
-          throw mrf::Error(std::string(option) + ": folder '" + parent.string() + "' does not exist");
-        if (std::filesystem::is_directory(path))
-          throw mrf::Error(std::string(option) + ": '" + path + "' is a folder, not a file");
-        const bool exists = std::filesystem::exists(path);
-        if (::access(exists ? path.c_str() : parent.c_str(), exists ? W_OK : W_OK | X_OK) != 0)
-          throw mrf::Error(std::string(option) + ": cannot write '" + path + "': " + std::strerror(errno));
+        if (!path.empty()) outputs.push_back({option, path});
       }
     }
-    mrf::app::CheckOutputsAreDistinct(inputs, outputs);
+    mrf::app::CheckOutputs(inputs, outputs);
     if (solvers_opt->count() > 0 && SplitNames(options.solvers).empty())
       throw mrf::Error("--solvers '" + options.solvers + "' names no solver");
     if (suite == "models" && options.models.empty() && options.model_dirs.empty())
@@ -111,7 +107,9 @@ int main(int argc, char** argv) {
         {models_opt, {"models"}},
         {tuning_opt, {"pushrelabel", "gpuexpansion"}},
         {problems_opt, {"gpuexpansion"}},
-        {time_limit_opt, {"gpuexpansion"}}};
+        {time_limit_opt, {"gpuexpansion"}},
+        {plot_opt, {"multilabel"}},
+        {sizes_opt, {"binary", "pushrelabel"}}};
     const bool one_suite = std::any_of(Suites().begin(), Suites().end(), [&](const Suite& s) { return s.name == suite; });
     for (const auto& [option, suites] : owners) {
       if (!one_suite || option->count() == 0) continue;

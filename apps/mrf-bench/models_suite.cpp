@@ -16,6 +16,22 @@
 #include "mrf/solve.h"
 
 namespace mrf::bench {
+
+std::vector<std::string> ModelFiles(const BenchOptions& options) {
+  std::vector<std::string> files = options.models;
+  for (const std::string& dir : options.model_dirs) {
+    std::error_code ec;
+    std::vector<std::string> found;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (it->path().extension() == ".mrf") found.push_back(it->path().string());
+    if (ec) throw Error("--models: cannot read the folder '" + dir + "': " + ec.message());
+    if (found.empty()) throw Error("--models: the folder '" + dir + "' holds no .mrf file");
+    std::sort(found.begin(), found.end());
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
+}
+
 namespace {
 
 // Empty when solvers of `algorithm` can take the model; otherwise why not.
@@ -44,22 +60,6 @@ std::string WhyNotApplicable(Algorithm algorithm, const Model& model) {
   }
 }
 
-// The file names a list of --model files and --models folders stands for, in the order given
-// (a folder's *.mrf files sorted by name).
-std::vector<std::string> ModelFiles(const BenchOptions& options) {
-  std::vector<std::string> files = options.models;
-  for (const std::string& dir : options.model_dirs) {
-    std::error_code ec;
-    std::vector<std::string> found;
-    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-      if (it->path().extension() == ".mrf") found.push_back(it->path().string());
-    if (ec) throw Error("--models: cannot read the folder '" + dir + "': " + ec.message());
-    if (found.empty()) throw Error("--models: the folder '" + dir + "' holds no .mrf file");
-    std::sort(found.begin(), found.end());
-    files.insert(files.end(), found.begin(), found.end());
-  }
-  return files;
-}
 
 struct Row {
   std::string model, solver, algorithm, message;
@@ -181,7 +181,7 @@ int RunModelsSuite(const BenchOptions& options) {
       array.push_back({{"suite", "models"}, {"model", r.model}, {"solver", r.solver}, {"algorithm", r.algorithm},
                        {"ok", r.ok}, {"energy", number_or_null(r.energy)}, {"lower_bound", number_or_null(r.lower_bound)},
                        {"iterations", r.iterations}, {"runs", r.runs}, {"time_ms", r.time_ms}, {"message", r.message}});
-    WriteJsonFile(options.json_path, array.dump(2) + "\n");
+    WriteJsonFile(options.json_path, app::JsonText(array, 2) + "\n");
   }
   return status;
 }

@@ -267,7 +267,7 @@ void WriteJson(const std::string& path, const std::vector<Row>& rows) {
                      {"bad_pixels_percent", number_or_null(r.bad_percent)},
                      {"curve", curve}});
   }
-  WriteJsonFile(path, array.dump(1) + "\n");
+  WriteJsonFile(path, app::JsonText(array, 1) + "\n");
 }
 
 int RunMultilabel(const BenchOptions& options) {

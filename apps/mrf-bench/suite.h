@@ -25,6 +25,10 @@ struct BenchOptions {
   double time_limit_s = 0;     ///< Time limit of slow baseline solves in seconds (gpuexpansion: Aloe); 0 = none.
 };
 
+/// The model files --model and --models stand for, in the order given (a folder's *.mrf files sorted by
+/// name). Throws mrf::Error for a folder that cannot be read or holds no .mrf file.
+std::vector<std::string> ModelFiles(const BenchOptions& options);
+
 /// One suite: a name for --suite, a line for --help, and the function that runs it (returns an exit code).
 struct Suite {
   std::string name;

@@ -131,26 +131,26 @@ int main(int argc, char** argv) {
   int max_capacity = 100;
   double time_limit = 0;
   auto* file_opt = cli.add_option("FILE", file, "DIMACS max-flow file to solve");
-  cli.add_option("--backend", backend,
+  auto* backend_opt = cli.add_option("--backend", backend,
                  "Max-flow engine: auto or one of " + mrf::Registry::Global().NameList(mrf::Algorithm::kMaxFlow) +
                      " (see --list-backends)")
       ->check(CLI::Validator(CheckBackend, "NAME"))
       ->capture_default_str();
-  cli.add_flag("--json", json,
+  auto* json_opt = cli.add_flag("--json", json,
                "Print one JSON object instead of the text report: ok, file, nodes, arcs, shape, flow, complete, "
                "cut_capacity, source_side, sink_side, backend, backend_requested, fallback_reason, read_ms, "
                "setup_ms, transfer_ms, solve_ms, total_ms (-1: phase did not run), threads, ignored_arcs, message; "
                "when the solve fails, ok false with file, nodes, arcs, backend, backend_requested, fallback_reason, "
                "read_ms, threads and message "
                "(then the error line)");
-  cli.add_option("--cut", cut_path,
+  auto* cut_opt = cli.add_option("--cut", cut_path,
                  "Write the DIMACS ids of the sink side of the minimum cut (sink included), one per line, to this file");
-  cli.add_option("--grid", grid_text,
+  auto* grid_opt = cli.add_option("--grid", grid_text,
                  "Read the file as a grid of this shape (WxH, WxH:8, WxHxD): its non-terminal nodes, in id order, "
                  "are the grid's nodes in raster order and every arc must join grid neighbours. Files written by mrf "
                  "carry their shape in a 'c mrf-grid' comment; grid engines (cuda-pr) need one of the two")
       ->check(CLI::Validator(CheckShape, "SHAPE"));
-  cli.add_flag("--list-backends", list, "List the max-flow engines with their compiled-in and available status, then exit (a JSON array with --json)");
+  auto* list_opt = cli.add_flag("--list-backends", list, "List the max-flow engines with their compiled-in and available status, then exit (a JSON array with --json)");
   auto* example_opt = cli.add_option(
       "--write-example", example_path,
       "Write a random grid-shaped DIMACS file (a segmentation-like problem; shape --size, seed --seed) and exit");
@@ -166,17 +166,23 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, INT_MAX))
       ->needs(example_opt)
       ->capture_default_str();
-  cli.add_option("--time-limit", time_limit,
+  auto* time_limit_opt = cli.add_option("--time-limit", time_limit,
                  "Stop the max-flow after this many seconds (0 = no limit) and report the cut found so far: a valid "
                  "cut but not a minimum one (the report says 'stopped early'; boost-bk checks only before it starts)")
       ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
   cli.add_flag("-q,--quiet", quiet, "No progress messages on stderr (big files print some)");
-  example_opt->excludes(file_opt);
+  // Options of a solve are refused where no solve runs, rather than ignored.
+  for (CLI::Option* solve_opt : {file_opt, backend_opt, cut_opt, grid_opt, time_limit_opt}) {
+    example_opt->excludes(solve_opt);
+    list_opt->excludes(solve_opt);
+  }
+  example_opt->excludes(json_opt);
+  example_opt->excludes(list_opt);
 
   return mrf::app::Run(kProgram, argc, argv, cli, [&]() -> int {
     mrf::app::SetQuiet(quiet || json);
-    mrf::app::CheckOutputsAreDistinct({{"FILE", file}}, {{"--cut", cut_path}});
+    mrf::app::CheckOutputs({{"FILE", file}}, {{"--cut", cut_path}, {"--write-example", example_path}});
     if (list && json) {
       std::printf("%s\n", mrf::app::RegistryJson(mrf::Algorithm::kMaxFlow).c_str());
       return 0;
@@ -246,7 +252,7 @@ int main(int argc, char** argv) {
       j["threads"] = result.threads;
       if (cut) j["ignored_arcs"] = info.ignored_arcs;
       j["message"] = result.message;
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", mrf::app::JsonText(j).c_str());
     };
     if (!result.ok) {
       if (json) print_json(nullptr);

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
 
   return mrf::app::Run(kProgram, argc, argv, cli, [&] {
     mrf::app::SetQuiet(quiet || json);
-    mrf::app::CheckOutputsAreDistinct(
+    mrf::app::CheckOutputs(
         {{"IMAGE", image_path}, {"--mask", mask_path}, {"--clean", clean_path}, {"--table", table_path}},
         {{"-o", output_path}, {"--save-model", model_path}});
     params.smoothness.kind = mrf::ParsePairwiseKind(smoothness);
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
       j["missing_pixels"] = missing;
       j["rms_error_input"] = rms_before >= 0 ? nlohmann::json(rms_before) : nlohmann::json(nullptr);
       j["rms_error"] = rms_after >= 0 ? nlohmann::json(rms_after) : nlohmann::json(nullptr);
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", mrf::app::JsonText(j).c_str());
       return 0;
     }
     std::printf("problem:   %s, %s, %lld missing pixels\n", problem.c_str(), observed.Describe().c_str(),

@@ -179,7 +179,10 @@ int main(int argc, char** argv) {
       if (mask_path.empty()) mask_path = (std::filesystem::path(output_dir) / "mask.png").string();
       if (overlay_path.empty()) overlay_path = (std::filesystem::path(output_dir) / "overlay.png").string();
     }
-    mrf::app::CheckOutputsAreDistinct({{"IMAGE", image_path}, {"--scribbles", scribbles_path}},
+    // Output folders are created as needed (--output-dir's promise), before the outputs are checked.
+    for (const std::string& path : {mask_path, overlay_path, save_model_path})
+      if (!path.empty()) EnsureParentDir(path);
+    mrf::app::CheckOutputs({{"IMAGE", image_path}, {"--scribbles", scribbles_path}},
                                       {{"the mask (-o)", mask_path}, {"the overlay (--overlay)", overlay_path},
                                        {"--save-model", save_model_path}});
 
@@ -255,16 +258,9 @@ int main(int argc, char** argv) {
     const double setup_ms = input_ms + seg.setup_ms;
 
     // ---- Outputs ----
-    if (!mask_path.empty()) {
-      EnsureParentDir(mask_path);
-      mrf::SavePng(mask_path, MaskImage(seg.mask, image.width, image.height));
-    }
-    if (!overlay_path.empty()) {
-      EnsureParentDir(overlay_path);
-      mrf::SavePng(overlay_path, OverlayImage(image, seg.mask));
-    }
+    if (!mask_path.empty()) mrf::SavePng(mask_path, MaskImage(seg.mask, image.width, image.height));
+    if (!overlay_path.empty()) mrf::SavePng(overlay_path, OverlayImage(image, seg.mask));
     if (!save_model_path.empty()) {
-      EnsureParentDir(save_model_path);
       mrf::SaveModel(seg.model, save_model_path);
       mrf::app::Progress(kProgram, "model saved to " + save_model_path);
     }
@@ -307,7 +303,7 @@ int main(int argc, char** argv) {
       j["rounds"] = rounds;
       j["mask"] = mask_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(mask_path);
       j["overlay"] = overlay_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(overlay_path);
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", mrf::app::JsonText(j).c_str());
       return 0;
     }
 

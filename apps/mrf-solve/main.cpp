@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   cli.add_flag("-q,--quiet", quiet, "No progress messages");
   cli.add_flag("--list-solvers", list, "List the solvers of this build and exit (a JSON array with --json)");
   return mrf::app::Run("mrf-solve", argc, argv, cli, [&] {
-    mrf::app::CheckOutputsAreDistinct({{"MODEL", model_path}}, {{"--labels", labels_path}});
+    mrf::app::CheckOutputs({{"MODEL", model_path}}, {{"--labels", labels_path}});
     if (list && json) {
       std::printf("%s\n", mrf::app::RegistryJson(std::nullopt).c_str());
       return 0;
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     if (json) std::printf("%s\n", result.ToJson().c_str());
     else std::printf("%s", result.BriefReport().c_str());
     if (!result.ok) {
-      std::fprintf(stderr, "mrf-solve: error: %s\n", result.message.c_str());  // with --json too (docs/errors.md)
+      mrf::app::PrintError("mrf-solve", result.message);  // with --json too (docs/errors.md)
       return 1;
     }
     return 0;

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     mrf::app::SetQuiet(quiet || json);
     if (!left_path.empty() && right_path.empty())
       throw mrf::Error("LEFT given without RIGHT (give both images, or neither)");
-    mrf::app::CheckOutputsAreDistinct(
+    mrf::app::CheckOutputs(
         {{"LEFT", left_path}, {"RIGHT", right_path}, {"--gt", gt_path}, {"--table", table_path}},
         {{"-o", output_path}, {"--colour", colour_path}, {"--save-model", model_path}});
     const bool synthetic = left_path.empty();
@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
     mrf::StereoParams params = defaults;
     if (!preset.empty()) {
       params = mrf::StereoParams::Preset(preset);
-      solve.truncate = true;  // the reference expansion truncates non-submodular terms (Venus' quadratic)
+      // The reference expansion truncates non-submodular terms (Venus' quadratic), unless told not to.
+      if (cli.count("--truncate") == 0) solve.truncate = true;
     }
     std::string overridden;
     auto given = [&](const char* name) {
@@ -170,6 +171,14 @@ int main(int argc, char** argv) {
         gt_scale *= downsample;  // a ground-truth value now means downsample times fewer pixels
       }
     }
+    // The grey value of disparity d in the -o map is d x scale: checked before the solve to fit 8 bits.
+    int scale = output_scale;
+    if (scale <= 0)
+      scale = !gt_path.empty() ? std::max(1, static_cast<int>(gt_scale / downsample))
+                               : std::max(1, 255 / std::max(1, params.num_labels - 1));
+    if (!output_path.empty() && std::int64_t{params.num_labels - 1} * scale > 255)
+      throw mrf::Error("-o: disparity " + std::to_string(params.num_labels - 1) + " x scale " + std::to_string(scale) +
+                       " passes 255, the largest grey value of the 8-bit map (lower --output-scale, or use --colour)");
     mrf::app::Progress(kProgram, "building the energy: " + params.Describe() + " on " + left.Describe());
     const mrf::Model model = mrf::BuildStereoModel(left, right, params);
 
@@ -194,10 +203,6 @@ int main(int argc, char** argv) {
 
     // ---- Outputs ----
     if (!output_path.empty()) {
-      int scale = output_scale;
-      if (scale <= 0)
-        scale = !gt_path.empty() ? std::max(1, static_cast<int>(gt_scale / downsample))
-                                 : std::max(1, 255 / std::max(1, params.num_labels - 1));
       mrf::SavePng(output_path, mrf::DisparityToImage(result.labels, left.width, left.height, scale));
       mrf::app::Progress(kProgram,
                          "wrote " + output_path + " (grey value = disparity x " + std::to_string(scale) + ")");
@@ -214,7 +219,7 @@ int main(int argc, char** argv) {
       j["bad_pixels_percent"] = bad >= 0 ? nlohmann::json(bad) : nlohmann::json(nullptr);
       j["bad_threshold"] = bad_threshold;
       j["pixels_with_ground_truth"] = known;
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", mrf::app::JsonText(j).c_str());
       return 0;
     }
     std::printf("problem:   %s, %s\n", problem.c_str(), left.Describe().c_str());

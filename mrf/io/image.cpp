@@ -147,7 +147,7 @@ std::uint32_t Crc32(const unsigned char* data, std::size_t size) {
   return c ^ 0xFFFFFFFFu;
 }
 
-// Walks a PNG's chunks up to IEND and checks each one's length and CRC: stb_image checks neither, so
+// Walks a PNG's chunks up to IEND and checks each one's length and CRC, then the header's bit depth: stb_image checks none, so
 // a damaged file could otherwise decode to wrong pixels without a word. Bytes after IEND are ignored,
 // as other decoders do (the image itself is whole).
 void CheckPngChunks(const std::string& bytes, const std::string& name) {
@@ -171,9 +171,22 @@ void CheckPngChunks(const std::string& bytes, const std::string& name) {
       Fail(name, "PNG is truncated in chunk '" + type + "' at byte " + std::to_string(pos));
     if (Crc32(data + pos + 4, std::size_t{length} + 4) != be32(pos + 8 + length))
       Fail(name, "PNG chunk '" + type + "' at byte " + std::to_string(pos) + " fails its CRC check (the file is damaged)");
-    if (type == "IEND") return;
+    if (type == "IEND") break;
     pos += std::size_t{length} + 12;
   }
+  // The header: stb_image decodes bit depths that the colour type forbids (2-bit RGBA, say) into raw,
+  // unscaled samples, so the pairs the PNG standard allows are checked here.
+  // (After the walk, so that a damaged header is reported by its CRC.)
+  if (be32(8) != 13 || bytes.compare(12, 4, "IHDR") != 0)
+    Fail(name, "PNG does not start with its IHDR header chunk (the file is damaged)");
+  const unsigned depth = data[24], colour = data[25];
+  const bool depth_allowed = colour == 0   ? depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16
+                             : colour == 3 ? depth == 1 || depth == 2 || depth == 4 || depth == 8
+                             : colour == 2 || colour == 4 || colour == 6 ? depth == 8 || depth == 16
+                                                                         : false;
+  if (!depth_allowed)
+    Fail(name, "PNG header has colour type " + std::to_string(colour) + " with bit depth " + std::to_string(depth) +
+                   ", which the PNG standard does not allow");
 }
 
 // stb_image decodes a JPEG cut short as if the missing data were zeros, without a word. So the reader walks

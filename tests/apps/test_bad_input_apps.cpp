@@ -166,7 +166,7 @@ std::vector<Case> Cases() {
       {"max-flow on a multilabel model", "mrf-solve", "$D/three.mrf --solver cpu-bk", 1,
        "backend 'cpu-bk' cannot solve this problem: max-flow solves two-label models only"},
       {"max-flow on a multilabel model", "mrf-stereo", "--algorithm maxflow --synthetic-size 16 --labels 4", 1,
-       "--algorithm maxflow solves two-label problems only (use expansion, swap, icm, bp or auto)"},
+       "--algorithm maxflow solves two-label problems only (this one has 4 labels: use expansion, swap, icm, bp or auto)"},
       // ---- Options: unknown names ----
       {"unknown solver", "mrf-solve", "$D/three.mrf --solver fast", 1,
        "unknown backend 'fast' (known: cpu-bk, boost-bk, tbb-pr, cuda-pr, cpu-expansion, cuda-expansion, cpu-swap, "
@@ -252,12 +252,14 @@ std::vector<Case> Cases() {
        "--size and --seed apply to the synthetic scene only (no IMAGE)"},
       {"no model given", "mrf-solve", "", 1, "no MODEL file given (see --help)"},
       // ---- Outputs that cannot be written ----
+      // Outputs are checked before the solve, which may take hours.
       {"output folder missing", "mrf-stereo", "--synthetic-size 16 --labels 4 -o $D/no/such/out.png", 1,
-       "cannot write PNG '$D/no/such/out.png': No such file or directory"},
+       "-o: folder '$D/no/such' does not exist"},
       {"model output folder missing", "mrf-restore", "--synthetic-size 16 --levels 4 --save-model $D/no/m.mrf", 1,
-       "cannot write model file '$D/no/m.mrf': No such file or directory"},
+       "--save-model: folder '$D/no' does not exist"},
       {"labels output folder missing", "mrf-solve", "$D/three.mrf --solver cpu-icm --labels $D/no/labels.txt", 1,
-       "cannot write labels to '$D/no/labels.txt': No such file or directory"},
+       "--labels: folder '$D/no' does not exist"},
+      {"output a folder", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D", 1, "-o: '$D' is a folder, not a file"},
       // An output never overwrites an input, and two outputs never share a file (devices may repeat).
       {"output over an input", "mrf-stereo", "$D/rgb.ppm $D/rgb.ppm --labels 2 -o $D/rgb.ppm", 1,
        "-o: '$D/rgb.ppm' is also LEFT: the output would overwrite it"},
@@ -270,11 +272,26 @@ std::vector<Case> Cases() {
        "--save-model: '$D/not-yet.png' is also -o: give each output its own file"},
       {"benchmark rows over a model", "mrf-bench", "--suite models --model $D/three.mrf --json $D/three.mrf", 1,
        "--json: '$D/three.mrf' is also --model: the output would overwrite it"},
+      {"benchmark rows over a model of a folder", "mrf-bench", "--suite models --models $D --json $D/three.mrf", 1,
+       "--json: '$D/three.mrf' is also --models: the output would overwrite it"},
       {"two outputs in one file", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D/same.png --save-model $D/same.png",
        1, "--save-model: '$D/same.png' is also -o: give each output its own file"},
       {"JSON output folder missing", "mrf-bench", "--suite binary --json $D/no/rows.json", 1,
        "--json: folder '$D/no' does not exist"},
-      {"plot output a folder", "mrf-bench", "--suite binary --plot $D", 1, "--plot: '$D' is a folder, not a file"},
+      {"plot output a folder", "mrf-bench", "--suite multilabel --plot $D", 1, "--plot: '$D' is a folder, not a file"},
+      {"plot for a suite that draws none", "mrf-bench", "--suite binary --plot $D/p.svg", 1,
+       "--plot applies to the multilabel suite, not binary"},
+      {"sizes for a suite of fixed problems", "mrf-bench", "--suite bp --sizes 64", 1,
+       "--sizes applies to the binary or pushrelabel suite, not bp"},
+      {"disparity map past 8 bits", "mrf-stereo", "--synthetic-size 32 --labels 8 --output-scale 100 -o $D/os.png", 1,
+       "-o: disparity 7 x scale 100 passes 255, the largest grey value of the 8-bit map (lower --output-scale, or use "
+       "--colour)"},
+      // An empty path is a mistake, not "not given" (which would quietly run the built-in input).
+      {"empty input path", "mrf-restore", "''", 2, "IMAGE: is empty"},
+      {"empty output path", "mrf-stereo", "--synthetic-size 16 --labels 4 -o ''", 2, "--output: is empty"},
+      // The report itself must reach stdout: a full device there is an error, not exit 0.
+      {"report on a full device", "mrf-solve", "$D/three.mrf --solver cpu-icm --json >/dev/full", 1,
+       "cannot write to standard output: No space left on device"},
       // Writes are checked up to closing the file: a full device is an error, not a short file.
       {"PNG output on a full device", "mrf-stereo", "--synthetic-size 16 --labels 4 -o /dev/full", 1,
        "cannot write PNG '/dev/full': No space left on device"},

@@ -3,6 +3,7 @@
 // line ends with a one-line error and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <tbb/info.h>
@@ -78,6 +79,16 @@ TEST_F(MrfMaxflow, JsonFlowEqualsTheLibraryFlow) {
   EXPECT_TRUE(j["arcs"].is_number_integer());
   EXPECT_EQ(j["source_side"].get<long long>() + j["sink_side"].get<long long>(), 23 * 17 + 2);
   EXPECT_EQ(j["shape"], "23x17:4");
+}
+
+// A file name that is not UTF-8 still gives a JSON report (the byte shown as U+FFFD), not an error after
+// the solve.
+TEST_F(MrfMaxflow, JsonReportsAFileNameThatIsNotUtf8) {
+  const std::string odd = dir_ + "/x\xff.max";
+  std::filesystem::copy_file(example_, odd, std::filesystem::copy_options::overwrite_existing);
+  const nlohmann::json j = ParseJson(Maxflow("'" + odd + "' --json"));
+  EXPECT_EQ(j["file"], dir_ + "/x\xef\xbf\xbd.max");
+  EXPECT_EQ(j["flow"].get<Energy>(), LibraryFlow(example_));
 }
 
 // --threads bounds the run's TBB loops (tbb-pr's rounds among them) and the report says how many it had;
@@ -244,7 +255,13 @@ TEST_F(MrfMaxflow, MissingFileUnknownBackendAndBadCommandLines) {
   ExpectOneLineError(Maxflow(example_ + " --seed 3"), 2, "--seed requires --write-example");
   ExpectOneLineError(Maxflow("--write-example " + dir_ + "/x.max --size 0x5"), 2, "--size");
   ExpectOneLineError(Maxflow(example_ + " --write-example " + dir_ + "/x.max"), 2, "excludes");
-  ExpectOneLineError(Maxflow(example_ + " --cut " + dir_ + "/no/such/dir/cut.txt"), 1, "cannot write cut file");
+  // Checked before the solve: the folder of an output must exist.
+  ExpectOneLineError(Maxflow(example_ + " --cut " + dir_ + "/no/such/dir/cut.txt"), 1,
+                     "--cut: folder '" + dir_ + "/no/such/dir' does not exist");
+  // Options that only a solve reads are refused where none runs, not ignored.
+  ExpectOneLineError(Maxflow("--write-example " + dir_ + "/x.max --json"), 2, "--json excludes --write-example");
+  ExpectOneLineError(Maxflow("--write-example " + dir_ + "/x.max --cut " + dir_ + "/c.txt"), 2, "excludes");
+  ExpectOneLineError(Maxflow("--list-backends " + example_), 2, "excludes");
 }
 
 TEST_F(MrfMaxflow, HelpDocumentsEveryOptionAndBackendsAreListed) {

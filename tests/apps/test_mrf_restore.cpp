@@ -76,6 +76,8 @@ TEST(MrfRestore, BadInputIsAOneLineError) {
   ExpectOneLineError(dir + "/image.png --mask " + dir + "/mask.png", "the mask is 20x11 but the image is 20x10");
   ExpectOneLineError(dir + "/image.png --clean " + dir + "/mask.png", "clean image");
   ExpectOneLineError(dir + "/missing.png", "missing.png");
+  // A newline in a path would split the error: it is shown as '?'.
+  ExpectOneLineError("\"" + dir + "/no\nsuch.png\"", "cannot open image '" + dir + "/no?such.png'");
   ExpectOneLineError("--mask " + dir + "/mask.png", "--mask needs an IMAGE");
   ExpectOneLineError(dir + "/image.png --levels 300", "--levels", 2);
   ExpectOneLineError(dir + "/image.png --no-truncate", "smoothness 'quadratic' is not a metric");

@@ -7,6 +7,7 @@
 
 #include "energies/stereo.h"
 #include "mrf/io/image.h"
+#include "mrf/registry.h"
 #include "support/test_support.h"
 
 namespace mrf {
@@ -113,6 +114,22 @@ TEST(MrfStereo, TextReportNamesBackendEnergyTimeAndErrors) {
   EXPECT_TRUE(quiet.err.empty()) << "-q prints no progress: " << quiet.err;
 }
 
+// --algorithm maxflow takes a two-label problem (it was once refused before the label count was known)
+// and reaches the optimum, which exact expansion with two labels reaches too.
+TEST(MrfStereo, TwoLabelsTakeMaxFlow) {
+  if (!HasSolver(Algorithm::kMaxFlow) || !HasSolver(Algorithm::kExpansion)) GTEST_SKIP() << "no max-flow solver";
+  const std::string problem = " --synthetic-size 24 --labels 2 --json -q";
+  const test::CommandResult cut = test::RunCommand(Stereo("--algorithm maxflow" + problem));
+  const test::CommandResult moves = test::RunCommand(Stereo("--solver cpu-expansion" + problem));
+  ASSERT_EQ(cut.exit_code, 0) << cut.err;
+  ASSERT_EQ(moves.exit_code, 0) << moves.err;
+  const nlohmann::json jc = nlohmann::json::parse(cut.out), jm = nlohmann::json::parse(moves.out);
+  const SolverEntry* used = Registry::Global().Find(jc["backend"].get<std::string>());
+  ASSERT_NE(used, nullptr) << cut.out;
+  EXPECT_EQ(used->algorithm, Algorithm::kMaxFlow) << cut.out;
+  EXPECT_EQ(jc["energy"], jm["energy"]);
+}
+
 TEST(MrfStereo, ImagesWithGroundTruthAndColourOutput) {
   if (!HasSolver(Algorithm::kExpansion)) GTEST_SKIP() << "no expansion solver in this build";
   const Files f = WritePair();
@@ -170,6 +187,9 @@ TEST(MrfStereo, BadInputIsAOneLineError) {
   ExpectOneLineError(f.grey_left + " " + f.grey_right + " --preset tsukuba --labels 8",
                      "is defined on colour (RGB) images, but the images are grey");
   ExpectOneLineError(f.left + " " + f.grey_right + " --labels 8", "differ in colour");
+  // A preset turns truncation on, but an explicit --no-truncate wins (Venus' quadratic is not a metric).
+  ExpectOneLineError(f.left + " " + f.right + " --preset venus --no-truncate --algorithm expansion",
+                     "smoothness 'quadratic' is not a metric");
   ExpectOneLineError("--smoothness quadratic --vmax 9 --synthetic-size 32 --labels 8",
                      "smoothness 'quadratic' is not a metric");
   ExpectOneLineError("--smoothness quadratic --vmax 9 --synthetic-size 32 --labels 8 --solver cpu-expansion",

@@ -118,6 +118,27 @@ TEST(Image, HugeHeadersAreRefusedBeforeDecoding) {
             "cannot read image 'big.jpg': image of 16000x16000 pixels is larger than the 67108864 pixels supported");
 }
 
+// stb_image decodes a bit depth that the colour type forbids (2-bit RGBA) into raw samples 0-3 without a
+// word: such headers are refused; the allowed ones still decode (a 2-bit grey image scaled to 0-255).
+TEST(Image, PngBitDepthsTheColourTypeForbidsAreRefused) {
+  auto png = [](char depth, char colour, const std::string& idat) {
+    const std::string ihdr = test::BigEndian32(2) + test::BigEndian32(1) + std::string{depth, colour, 0, 0, 0};
+    return std::string("\x89PNG\r\n\x1a\n", 8) + test::PngChunk("IHDR", ihdr) + test::PngChunk("IDAT", idat) +
+           test::PngChunk("IEND", "");
+  };
+  // zlib streams (stored blocks) of one scanline: filter 0, then the samples.
+  const std::string rgba2 = std::string("\x78\x01\x01\x02\x00\xfd\xff\x00\x1b\x00\x1d\x00\x1c", 13);
+  EXPECT_EQ(Message(png(2, 6, rgba2), "r.png"),
+            "cannot read image 'r.png': PNG header has colour type 6 with bit depth 2, which the PNG standard does not "
+            "allow");
+  EXPECT_NE(Message(png(4, 4, rgba2), "ga.png").find("colour type 4 with bit depth 4"), std::string::npos);
+  EXPECT_NE(Message(png(8, 5, rgba2), "c5.png").find("colour type 5 with bit depth 8"), std::string::npos);
+  // Grey at 2 bits, two pixels 3 and 1 (0xD0 = 11 01 0000): 255 and 85.
+  const std::string grey2 = std::string("\x78\x01\x01\x02\x00\xfd\xff\x00\xd0\x00\xd2\x00\xd1", 13);
+  const Image grey = LoadImageFromMemory(png(2, 0, grey2), "g.png");
+  EXPECT_EQ(grey.pixels, (std::vector<std::uint8_t>{255, 85}));
+}
+
 // A JPEG cut short would decode as if the missing data were grey or zeros: the reader refuses one without
 // its end.
 TEST(Image, JpegDecodesAndATruncatedOneIsRefused) {
