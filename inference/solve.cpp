@@ -197,38 +197,39 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
     std::string note;
     const SolverEntry* entry = &registry.Choose(options.solver, algorithm, options.device, &note, accepts);
     result.fallback_reason = note;
-    // Starts over with `next` after `failure`, which the result records.
-    auto run_instead = [&](const SolverEntry& next, const std::string& failure) {
+    // Starts over with `next`, the result recording `why`.
+    auto start_over = [&](const SolverEntry& next, const std::string& why) {
       entry = &next;
       const std::string requested = result.backend_requested;
       result = Result{};
       result.backend_requested = requested;
       result.cost_scale = model.cost_scale;
-      result.fallback_reason = failure + "; ran " + entry->name + " instead";
-      RunSolver(*entry, model, options, &result);
+      result.fallback_reason = why + "; ran " + entry->name + " instead";
     };
-    try {
+    while (true) {
       try {
         RunSolver(*entry, model, options, &result);
+        break;
+      } catch (const StartFailed&) {  // --start's labelling, not the solver, failed: no other solver helps
+        throw;
       } catch (const std::exception& e) {
+        const std::string before = result.fallback_reason.empty() ? "" : result.fallback_reason + "; then ";
         // A GPU failure at run time falls back to the CPU when the device was left to us.
-        if (!(automatic && options.device == Device::kAuto && entry->device == Device::kCuda)) throw;
-        run_instead(registry.Choose("auto", entry->algorithm, Device::kCpu, &note, accepts),
-                    entry->name + " failed: " + e.what());
+        if (automatic && options.device == Device::kAuto && entry->device == Device::kCuda) {
+          start_over(registry.Choose("auto", entry->algorithm, Device::kCpu, &note, accepts),
+                     before + entry->name + " failed: " + e.what());
+          continue;
+        }
+        // An approximate algorithm that auto chose and that refuses this model (belief propagation's
+        // 32-bit messages, say) gives way to the next one auto would take.
+        const bool refusal = dynamic_cast<const Error*>(&e) != nullptr;
+        const Algorithm next = refusal && automatic && options.algorithm == Algorithm::kAuto
+                                   ? AutoAlternative(model, entry->algorithm)
+                                   : Algorithm::kAuto;
+        if (next == Algorithm::kAuto) throw;
+        start_over(registry.Choose("auto", next, options.device, &note, accepts),
+                   before + entry->name + " cannot solve this model: " + e.what());
       }
-    } catch (const StartFailed&) {
-      throw;
-    } catch (const Error& e) {
-      // An approximate algorithm that auto chose and that refuses this model (belief propagation's 32-bit
-      // messages, say) gives way to the next one auto would take; the refusal is recorded.
-      const Algorithm next = automatic && options.algorithm == Algorithm::kAuto
-                                 ? AutoAlternative(model, entry->algorithm)
-                                 : Algorithm::kAuto;
-      if (next == Algorithm::kAuto) throw;
-      const std::string failure =
-          (result.fallback_reason.empty() ? "" : result.fallback_reason + "; then ") + entry->name +
-          " cannot solve this model: " + e.what();
-      run_instead(registry.Choose("auto", next, options.device, &note, accepts), failure);
     }
     result.backend_used = entry->name;
     result.energy = EvaluateEnergy(model, result.labels).total;

@@ -407,6 +407,27 @@ std::vector<Pairwise> FastFamilies() {
           {PairwiseKind::kTruncatedQuadratic, 1, 1, {}}};
 }
 
+// Auto on a GPU machine, with a model whose costs pass BP's 32-bit messages and the GPU engines' 32-bit
+// capacities: cuda-bp and tbb-bp refuse it, auto turns to swap, cuda-swap refuses it too and cpu-swap
+// runs; the result names every step. (On the CPU alone the same chain is tested in test_expansion.)
+TEST(CudaBp, AutoWalksFromRefusingSolversToOneThatRuns) {
+  MRF_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(8);
+  const Pairwise quadratic{PairwiseKind::kTruncatedQuadratic, 200000000, 9, {}};  // 2 x 1.8e9 > 2^31 - 1
+  const Model m = test::RandomModel(rng, Topology::Grid2D(5, 4, 4), 4, 20, quadratic);
+  const Result r = Solve(m, SolveOptions{});
+  ASSERT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.backend_used, "cpu-swap") << r.fallback_reason;
+  for (const char* step : {"cuda-bp failed: ", "tbb-bp cannot solve this model: ", "cuda-swap failed: ",
+                           "ran cpu-swap instead"})
+    EXPECT_NE(r.fallback_reason.find(step), std::string::npos) << step << " missing in " << r.fallback_reason;
+  SolveOptions swap;
+  swap.solver = "cpu-swap";
+  const Result reference = Solve(m, swap);
+  ASSERT_TRUE(reference.ok) << reference.message;
+  EXPECT_EQ(r.labels, reference.labels);
+}
+
 TEST(CudaBp, FastKernelEqualsCpuInEveryLaunchMode) {
   MRF_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(11);
