@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
       right = mrf::LoadImage(right_path);
       problem = left_path;
       if (!gt_path.empty()) {
-        gt = mrf::ToGrey(mrf::LoadImage(gt_path));
+        gt = mrf::LoadGreyValues(gt_path);
         if (gt.width != left.width || gt.height != left.height)
           throw mrf::Error("ground truth '" + gt_path + "' is " + std::to_string(gt.width) + "x" +
                            std::to_string(gt.height) + " but the images are " + std::to_string(left.width) + "x" +

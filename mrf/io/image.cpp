@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cctype>
 #include <cstring>
 #include <fstream>
@@ -357,6 +358,30 @@ Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int
 
 Image LoadImage(const std::string& path, int channels) {
   return LoadImageFromMemory(ReadWholeFile(path, "image"), path, channels);
+}
+
+Image LoadGreyValues(const std::string& path) {
+  const std::string bytes = ReadWholeFile(path, "image");
+  Image img = LoadImageFromMemory(bytes, path, 1);  // a damaged file is reported as such first
+  // LoadImage scales samples of other depths to 0..255, which is right for intensities only.
+  std::string stored;
+  if (bytes.compare(0, 4, "\x89PNG", 4) == 0) {
+    const int depth = static_cast<unsigned char>(bytes[24]), colour = static_cast<unsigned char>(bytes[25]);
+    if (depth != 8 && colour != 3) stored = std::to_string(depth) + "-bit samples";  // (palette: indices)
+  } else if (bytes.compare(0, 2, "P5") == 0 || bytes.compare(0, 2, "P6") == 0) {
+    std::istringstream header(bytes.substr(2, 256));
+    std::int64_t w = 0, h = 0, maxval = 0;
+    std::string token;
+    for (std::int64_t* field : {&w, &h, &maxval}) {  // (comments were checked by the decoder)
+      while (header >> token && token[0] == '#') header.ignore(1 << 20, '\n');
+      *field = std::atoll(token.c_str());
+    }
+    if (maxval != 255) stored = "samples up to " + std::to_string(maxval);
+  }
+  if (!stored.empty())
+    Fail(path, "it stores " + stored + ", which would be rescaled to 0..255; values such as disparities must be "
+               "stored as 8-bit samples");
+  return img;
 }
 
 void SavePng(const std::string& path, const Image& image) {

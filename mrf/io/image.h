@@ -36,6 +36,10 @@ struct Image {
 /// truncated or corrupt file: a PNG's chunks must pass their CRCs and end with IEND; a PGM/PPM must
 /// hold exactly the pixels its header announces (trailing whitespace aside), none above its maximum value.
 Image LoadImage(const std::string& path, int channels = 0);
+/// Loads an image whose grey values are data (a ground-truth disparity map), not intensities: as
+/// LoadImage(path, 1), but refuses a file whose samples LoadImage would rescale to 0..255 (16-bit or
+/// 1-, 2-, 4-bit PNGs, PGM/PPM with a maximum value other than 255), which would change the values.
+Image LoadGreyValues(const std::string& path);
 /// Decodes an image held in memory; `name` appears in error messages.
 Image LoadImageFromMemory(const std::string& bytes, const std::string& name, int channels = 0);
 /// Writes a PNG; throws mrf::Error if the file cannot be written.

@@ -39,6 +39,7 @@ std::string MakeSamples() {
   WriteFile(d + "/rgb.ppm", "P6\n8 6\n255\n" + std::string(8 * 6 * 3, '\x40'));
   WriteFile(d + "/rgb9.ppm", "P6\n9 6\n255\n" + std::string(9 * 6 * 3, '\x40'));
   WriteFile(d + "/grey.pgm", "P5\n8 6\n255\n" + std::string(8 * 6, '\x40'));
+  WriteFile(d + "/deep.pgm", "P5\n8 6\n65535\n" + std::string(8 * 6 * 2, '\x02'));  // 16-bit samples
   WriteFile(d + "/grey16.pgm", "P5\n16 12\n255\n" + std::string(16 * 12, '\x40'));
   WriteFile(d + "/grey17.pgm", "P5\n17 12\n255\n" + std::string(17 * 12, '\x40'));
   WriteFile(d + "/short.pgm", "P5\n8 6\n255\n" + std::string(10, '\x40'));
@@ -286,6 +287,9 @@ std::vector<Case> Cases() {
       {"disparity map past 8 bits", "mrf-stereo", "--synthetic-size 32 --labels 8 --output-scale 100 -o $D/os.png", 1,
        "-o: disparity 7 x scale 100 passes 255, the largest grey value of the 8-bit map (lower --output-scale, or use "
        "--colour)"},
+      {"16-bit ground truth", "mrf-stereo", "$D/rgb.ppm $D/rgb.ppm --labels 2 --gt $D/deep.pgm", 1,
+       "cannot read image '$D/deep.pgm': it stores samples up to 65535, which would be rescaled to 0..255; values "
+       "such as disparities must be stored as 8-bit samples"},
       // An empty path is a mistake, not "not given" (which would quietly run the built-in input).
       {"empty input path", "mrf-restore", "''", 2, "IMAGE: is empty"},
       {"empty output path", "mrf-stereo", "--synthetic-size 16 --labels 4 -o ''", 2, "--output: is empty"},

@@ -139,6 +139,43 @@ TEST(Image, PngBitDepthsTheColourTypeForbidsAreRefused) {
   EXPECT_EQ(grey.pixels, (std::vector<std::uint8_t>{255, 85}));
 }
 
+// Ground-truth values are data: LoadGreyValues gives 8-bit files' values unchanged and refuses files
+// whose samples LoadImage rescales (a 16-bit KITTI-style map, 512 = disparity 2 x 256, would read 2).
+TEST(Image, GreyValuesAreReadUnscaledOrRefused) {
+  const std::string dir = test::ScratchDir("image_values");
+  Image map = Image::Filled(3, 2, 1);
+  map.pixels = {0, 3, 7, 15, 16, 200};
+  SavePng(dir + "/eight.png", map);
+  EXPECT_EQ(LoadGreyValues(dir + "/eight.png").pixels, map.pixels);
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+    return dir + "/" + name;
+  };
+  const std::string pgm255 = write("v255.pgm", std::string("P5\n# values\n3 2\n255\n") +
+                                                   std::string("\x00\x03\x07\x0f\x10\xc8", 6));
+  EXPECT_EQ(LoadGreyValues(pgm255).pixels, map.pixels);
+  const std::string pgm16 = write("v16.pgm", std::string("P5 3 2 65535\n", 13) + std::string(12, '\x02'));
+  const std::string pgm15 = write("v15.pgm", std::string("P5 3 2 15\n", 10) + std::string(6, '\x02'));
+  for (const auto& [path, stored] : {std::pair<std::string, std::string>{pgm16, "samples up to 65535"},
+                                     {pgm15, "samples up to 15"}}) {
+    try {
+      LoadGreyValues(path);
+      ADD_FAILURE() << path << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "cannot read image '" + path + "': it stores " + stored +
+                                           ", which would be rescaled to 0..255; values such as disparities must be "
+                                           "stored as 8-bit samples");
+    }
+  }
+  // A 16-bit grey PNG of 2 x 1 pixels holding 512 and 256.
+  const std::string ihdr = test::BigEndian32(2) + test::BigEndian32(1) + std::string("\x10\x00\x00\x00\x00", 5);
+  const std::string idat = std::string("\x78\x01\x01\x05\x00\xfa\xff\x00\x02\x00\x01\x00\x00\x0f\x00\x04", 16);
+  const std::string png16 = write("v16.png", std::string("\x89PNG\r\n\x1a\n", 8) + test::PngChunk("IHDR", ihdr) +
+                                                 test::PngChunk("IDAT", idat) + test::PngChunk("IEND", ""));
+  EXPECT_EQ(LoadImage(png16).pixels, (std::vector<std::uint8_t>{2, 1}));  // intensities: scaled
+  EXPECT_THROW(LoadGreyValues(png16), Error);
+}
+
 // A JPEG cut short would decode as if the missing data were grey or zeros: the reader refuses one without
 // its end.
 TEST(Image, JpegDecodesAndATruncatedOneIsRefused) {
