@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "inference/alpha_beta_swap.h"
 #include "inference/iteration_control.h"
@@ -118,6 +119,39 @@ Result BpStart(const SolverEntry& moves, const Model& model, const SolveOptions&
   throw StartFailed("start bp: this build has no belief-propagation solver");
 }
 
+// Options set away from their defaults that `entry` does not read, named in its message (empty, or
+// "; ... not used by NAME") rather than silently ignored.
+std::string UnusedOptionsNote(const SolverEntry& entry, const SolveOptions& o) {
+  std::string note;
+  auto add = [&](const std::vector<std::string>& unused, const char* scope) {
+    if (unused.empty()) return;
+    std::string list;
+    for (std::size_t i = 0; i < unused.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == unused.size() ? " and " : ", ") + unused[i];
+    note += "; " + list + (unused.size() > 1 ? " apply to " : " applies to ") + scope + " only: not used by " +
+            entry.name;
+  };
+  if (entry.algorithm != Algorithm::kExpansion && entry.algorithm != Algorithm::kSwap) {
+    std::vector<std::string> unused;
+    if (o.start != StartLabels::kZero) unused.push_back(std::string("--start ") + ToString(o.start));
+    if (o.label_order != LabelOrder::kSequential)
+      unused.push_back(std::string("label order ") + ToString(o.label_order));
+    if (o.maxflow_backend != "auto") unused.push_back("max-flow backend " + PrintableText(o.maxflow_backend));
+    add(unused, "expansion and swap");
+  }
+  if (entry.algorithm != Algorithm::kBeliefPropagation) {
+    const BpOptions defaults;
+    std::vector<std::string> unused;
+    if (o.bp.schedule != defaults.schedule) unused.push_back("BP schedule " + PrintableText(o.bp.schedule));
+    if (o.bp.tile_size != defaults.tile_size) unused.push_back("BP tile size " + std::to_string(o.bp.tile_size));
+    if (o.bp.inner_iterations != defaults.inner_iterations)
+      unused.push_back("BP inner iterations " + std::to_string(o.bp.inner_iterations));
+    if (o.bp.coarse_to_fine != defaults.coarse_to_fine) unused.push_back("BP coarse-to-fine start");
+    add(unused, "belief propagation");
+  }
+  return note;
+}
+
 // Runs `entry`; expansion and swap asked to start from belief propagation start from BpStart's labelling.
 // The start is log record 0; the moves' records are shifted by its time (each solver's own clock starts
 // with its cycle loop, so its setup before the first cycle is not in the log's times).
@@ -126,9 +160,7 @@ void RunSolver(const SolverEntry& entry, const Model& model, const SolveOptions&
   if (moves) MoveOrder::CheckUsable(options.label_order, entry.algorithm == Algorithm::kSwap);  // before the start
   if (options.start == StartLabels::kZero || !moves) {
     entry.solve(model, options, result);
-    if (options.start != StartLabels::kZero)
-      result->message += std::string("; --start ") + ToString(options.start) +
-                         " applies to expansion and swap only: not used by " + entry.name;
+    result->message += UnusedOptionsNote(entry, options);
     return;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -174,6 +206,7 @@ void RunSolver(const SolverEntry& entry, const Model& model, const SolveOptions&
   for (IterationRecord& record : result->log) record.time_ms += start_ms;
   result->log.insert(result->log.begin(), start_record);
   result->message += "; started from " + start_solver + "'s labelling (energy " + std::to_string(start_energy) + ")";
+  result->message += UnusedOptionsNote(entry, options);
 }
 
 Result SolveInThisArena(const Model& model, const SolveOptions& options) {

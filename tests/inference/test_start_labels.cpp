@@ -164,5 +164,35 @@ TEST(StartLabels, SolversWithoutMovesSayTheStartWasNotUsed) {
   EXPECT_NE(r.message.find("--start bp applies to expansion and swap only"), std::string::npos) << r.message;
 }
 
+// Every option a solver does not read, when set away from its default, is named in the message; the
+// defaults add nothing.
+TEST(StartLabels, SolversNameEveryOptionTheyDoNotRead) {
+  std::mt19937_64 rng(10);
+  const Model model = PottsGrid(rng, 9, 7, 4);
+  SolveOptions options;
+  options.solver = "cpu-icm";
+  EXPECT_EQ(Solve(model, options).message.find("not used by"), std::string::npos);
+  options.label_order = LabelOrder::kRandom;
+  options.maxflow_backend = "boost-bk";
+  options.bp.schedule = "sync";
+  options.bp.coarse_to_fine = true;
+  const Result icm = Solve(model, options);
+  ASSERT_TRUE(icm.ok) << icm.message;
+  EXPECT_NE(icm.message.find("; label order random and max-flow backend boost-bk apply to expansion and swap only: "
+                             "not used by cpu-icm"),
+            std::string::npos)
+      << icm.message;
+  EXPECT_NE(icm.message.find("; BP schedule sync and BP coarse-to-fine start apply to belief propagation only: not "
+                             "used by cpu-icm"),
+            std::string::npos)
+      << icm.message;
+  options.solver = "cpu-expansion";  // reads the label order and the engine, not the BP settings
+  const Result moves = Solve(model, options);
+  ASSERT_TRUE(moves.ok) << moves.message;
+  EXPECT_EQ(moves.message.find("expansion and swap only"), std::string::npos) << moves.message;
+  EXPECT_NE(moves.message.find("apply to belief propagation only: not used by cpu-expansion"), std::string::npos)
+      << moves.message;
+}
+
 }  // namespace
 }  // namespace mrf
