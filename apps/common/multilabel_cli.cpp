@@ -112,6 +112,11 @@ void CheckAlgorithmFitsModel(const Model& model, const SolveOptions& options) {
               "swap, bp or icm");
 }
 
+void CheckVmaxApplies(const CLI::App& cli, PairwiseKind kind) {
+  if (cli.count("--vmax") > 0 && kind != PairwiseKind::kTruncatedLinear && kind != PairwiseKind::kTruncatedQuadratic)
+    throw Error(std::string("--vmax applies to linear and quadratic smoothness, not ") + ToString(kind));
+}
+
 std::vector<Cost> ReadCostTable(const std::string& path, Label labels) {
   const std::string text = ReadWholeFile(path, "smoothness table");  // a folder or a missing file: one line
   const std::string where = "smoothness table '" + path + "'";

@@ -46,6 +46,9 @@ SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program);
 /// message says what to do instead).
 void CheckAlgorithmFitsModel(const Model& model, const SolveOptions& options);
 
+/// Throws mrf::Error when --vmax was given for a smoothness kind that has no truncation (potts, table).
+void CheckVmaxApplies(const CLI::App& cli, PairwiseKind kind);
+
 /// Reads a labels x labels table of non-negative integers (whitespace separated), row a, column b,
 /// for --smoothness table. Throws mrf::Error naming the file and the bad entry or count.
 std::vector<Cost> ReadCostTable(const std::string& path, Label labels);

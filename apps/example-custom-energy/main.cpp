@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   int classes = 5;
   double sigma = 25.0, step_cost = 1.0, jump_cost = 1.5;
   std::uint64_t seed = 0;
-  cli.add_option("IMAGE", image_path, "Grey (or colour, converted to grey) picture");
+  auto* image_opt = cli.add_option("IMAGE", image_path, "Grey (or colour, converted to grey) picture");
   cli.add_option("--classes", classes, "Number of grey classes K (labels)")
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
@@ -38,8 +38,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--algorithm", algorithm, "auto|maxflow|expansion|swap|icm|bp (maxflow: two labels only)")->capture_default_str();
   cli.add_option("--device", device, "auto|cpu|cuda")->capture_default_str();
-  cli.add_option("--seed", seed, "Seed of the generated picture")
+  cli.add_option("--seed", seed, "Seed of the generated picture (without IMAGE)")
       ->check(mrf::app::FiniteNonNegative())
+      ->excludes(image_opt)
       ->capture_default_str();
   cli.add_option("-o,--output", output_path, "Write the class map as a grey PNG");
 

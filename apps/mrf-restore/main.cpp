@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
         {{"IMAGE", image_path}, {"--mask", mask_path}, {"--clean", clean_path}, {"--table", table_path}},
         {{"-o", output_path}, {"--save-model", model_path}});
     params.smoothness.kind = mrf::ParsePairwiseKind(smoothness);
+    mrf::app::CheckVmaxApplies(cli, params.smoothness.kind);
     params.smoothness.lambda = lambda;
     params.smoothness.truncation = params.smoothness.kind == mrf::PairwiseKind::kPotts ? 1 : vmax;
     mrf::app::LoadSmoothnessTable(table_path, params.num_labels, &params.smoothness);

@@ -131,9 +131,9 @@ int main(int argc, char** argv) {
                        ->check(mrf::app::FiniteNonNegative())
                        ->capture_default_str();
   cli.add_option("--model", model_name, "Colour model: histogram or gmm")->capture_default_str();
-  cli.add_option("--bins", bins, "Histogram bins per channel (default: 32 for the synthetic scene, 16 for images)")
+  auto* bins_opt = cli.add_option("--bins", bins, "Histogram bins per channel (default: 32 for the synthetic scene, 16 for images)")
       ->check(CLI::Range(1, 256));
-  cli.add_option("--components", components, "Gaussian-mixture components (--model gmm)")
+  auto* components_opt = cli.add_option("--components", components, "Gaussian-mixture components (--model gmm)")
       ->check(CLI::Range(1, mrf::GaussianMixture::kMaxComponents))->capture_default_str();
   cli.add_option("--iterations", iterations,
                  "Graph cuts to run: 1 = one cut; K > 1 re-fits the colour models to the mask and cuts again "
@@ -188,6 +188,9 @@ int main(int argc, char** argv) {
 
     mrf::SegmentationOptions options;
     options.colour_model = mrf::ParseColourModelKind(model_name);
+    const bool histogram = options.colour_model == mrf::ColourModelKind::kHistogram;
+    if (histogram && components_opt->count() > 0) throw mrf::Error("--components applies to --model gmm");
+    if (!histogram && bins_opt->count() > 0) throw mrf::Error("--bins applies to --model histogram");
     options.histogram_bins = bins > 0 ? bins : (synthetic ? 32 : 16);
     options.gmm.components = components;
     options.iterations = iterations;

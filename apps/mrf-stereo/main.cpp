@@ -68,17 +68,21 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   mrf::app::AddSolveOptions(cli, &solve);
-  cli.add_option("--gt", gt_path, "Ground-truth disparity image (grey; 0 = unknown) for the bad-pixel rate");
+  auto* gt_opt =
+      cli.add_option("--gt", gt_path, "Ground-truth disparity image (grey; 0 = unknown) for the bad-pixel rate");
   cli.add_option("--gt-scale", gt_scale,
                  "Ground-truth value per disparity unit; 0 (the default) picks the preset's: 16 tsukuba, 8 venus, 4 teddy, else 1")
-      ->check(mrf::app::FiniteNonNegative());
+      ->check(mrf::app::FiniteNonNegative())
+      ->needs(gt_opt);
   cli.add_option("--bad-threshold", bad_threshold, "A pixel is bad when its disparity error exceeds this")
       ->check(mrf::app::FiniteNonNegative())
       ->capture_default_str();
-  cli.add_option("-o,--output", output_path, "Write the disparity map as a grey PNG (value = disparity x scale)");
+  auto* output_opt =
+      cli.add_option("-o,--output", output_path, "Write the disparity map as a grey PNG (value = disparity x scale)");
   cli.add_option("--output-scale", output_scale,
                  "Grey value per disparity in --output, 1..255 (default: the ground-truth scale, else 255/(labels-1))")
-      ->check(CLI::Range(1, 255));
+      ->check(CLI::Range(1, 255))
+      ->needs(output_opt);
   cli.add_option("--colour", colour_path, "Also write a colour-mapped disparity PNG (blue far, red near)");
   cli.add_option("--save-model", model_path, "Save the model for mrf-solve / mrf-bench (mrf/io/model_file.h)");
   CLI::Option *size_opt = nullptr, *noise_opt = nullptr;  // (not a structured binding: the body lambda uses them)
@@ -122,6 +126,7 @@ int main(int argc, char** argv) {
     if (given("--vmax")) params.smoothness.truncation = vmax;
     if (given("--gradient-threshold")) params.gradient_threshold = gradient_threshold;
     if (given("--gradient-penalty")) params.gradient_penalty = gradient_penalty;
+    mrf::app::CheckVmaxApplies(cli, params.smoothness.kind);
     if (params.smoothness.kind == mrf::PairwiseKind::kPotts) params.smoothness.truncation = 1;
     mrf::app::LoadSmoothnessTable(table_path, params.num_labels, &params.smoothness);
     if (!preset.empty() && !overridden.empty()) params.preset = preset + " modified by " + overridden;

@@ -290,6 +290,14 @@ std::vector<Case> Cases() {
       {"16-bit ground truth", "mrf-stereo", "$D/rgb.ppm $D/rgb.ppm --labels 2 --gt $D/deep.pgm", 1,
        "cannot read image '$D/deep.pgm': it stores samples up to 65535, which would be rescaled to 0..255; values "
        "such as disparities must be stored as 8-bit samples"},
+      // Options that would be ignored in the run asked for are refused instead.
+      {"output scale without an output", "mrf-stereo", "--synthetic-size 16 --labels 4 --output-scale 10", 2,
+       "--output-scale requires --output"},
+      {"truncation of a Potts smoothness", "mrf-restore", "--synthetic-size 16 --levels 4 --smoothness potts --vmax 5",
+       1, "--vmax applies to linear and quadratic smoothness, not potts"},
+      {"mixture size for histograms", "mrf-segment", "--size 16 --components 3", 1, "--components applies to --model gmm"},
+      {"seed of the generated picture with a picture", "example-custom-energy", "$D/grey.pgm --seed 5", 2,
+       "IMAGE excludes --seed"},
       // An empty path is a mistake, not "not given" (which would quietly run the built-in input).
       {"empty input path", "mrf-restore", "''", 2, "IMAGE: is empty"},
       {"empty output path", "mrf-stereo", "--synthetic-size 16 --labels 4 -o ''", 2, "--output: is empty"},
