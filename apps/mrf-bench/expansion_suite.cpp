@@ -232,7 +232,7 @@ int RunExpansionSuite(const BenchOptions& options) {
     }
     WriteJsonRows(options.json_path, objects);
   }
-  return 0;
+  return rows.empty() ? kNothingMeasured : 0;
 }
 
 const SuiteRegistration registration{

@@ -129,7 +129,13 @@ int main(int argc, char** argv) {
         suite_options.json_path = WithSuiteName(options.json_path, s.name);
         suite_options.plot_path = WithSuiteName(options.plot_path, s.name);
       }
-      status |= s.run(suite_options);
+      const int suite_status = s.run(suite_options);
+      if (suite_status != kNothingMeasured) {
+        status |= suite_status;
+      } else if (suite != "all") {
+        mrf::app::PrintError("mrf-bench", "the " + s.name + " suite measured nothing (its skipped lines say why)");
+        status |= 1;
+      }
     }
     if (!found) throw mrf::Error("unknown suite '" + suite + "' (expected " + names + " or all)");
     return status;

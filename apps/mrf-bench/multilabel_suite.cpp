@@ -292,7 +292,7 @@ int RunMultilabel(const BenchOptions& options) {
       AvailableSolvers(wanted, [&](const SolverEntry& e) { return multilabel(e.algorithm); });
   if (solvers.empty()) {
     std::printf("# multilabel skipped: no available expansion, swap, icm or bp solver in this build\n");
-    return 0;
+    return kNothingMeasured;
   }
 
   // Problems: Tsukuba always (quick included), Venus and Aloe unless --quick.
@@ -305,6 +305,7 @@ int RunMultilabel(const BenchOptions& options) {
     // runs the full-size problem.
     if (Problem a; LoadAloe(2, &a)) problems.push_back(std::move(a));
   }
+  if (problems.empty()) return kNothingMeasured;
 
   std::printf(
       "# energies: BENCHMARKS.md section 1 (aloe: the Tsukuba energy with labels from its ground truth);\n"

@@ -29,6 +29,10 @@ struct BenchOptions {
 /// name). Throws mrf::Error for a folder that cannot be read or holds no .mrf file.
 std::vector<std::string> ModelFiles(const BenchOptions& options);
 
+/// What a suite returns when it measured nothing (every problem or solver skipped, each with its reason
+/// printed): an error when the suite was asked for alone, not with --suite all.
+constexpr int kNothingMeasured = 3;
+
 /// One suite: a name for --suite, a line for --help, and the function that runs it (returns an exit code).
 struct Suite {
   std::string name;

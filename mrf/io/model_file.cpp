@@ -196,6 +196,8 @@ Model LoadModelFromBytes(const std::string& bytes, const std::string& name) {
   return m;
 }
 
-Model LoadModel(const std::string& path) { return LoadModelFromBytes(ReadWholeFile(path, "model file"), path); }
+Model LoadModel(const std::string& path) {
+  return LoadModelFromBytes(ReadWholeFile(path, "model file", std::string(kMagic, sizeof kMagic)), path);
+}
 
 }  // namespace mrf

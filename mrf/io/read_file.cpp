@@ -11,7 +11,7 @@
 
 namespace mrf {
 
-std::string ReadWholeFile(const std::string& path, const char* what) {
+std::string ReadWholeFile(const std::string& path, const char* what, const std::string& magic) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!file) throw Error(std::string("cannot open ") + what + " '" + path + "': " + std::strerror(errno));
   // A regular file ends where its size says; anything else (a device such as /dev/zero, a pipe) could
@@ -26,6 +26,7 @@ std::string ReadWholeFile(const std::string& path, const char* what) {
     const std::size_t got = std::fread(chunk, 1, sizeof chunk, file.get());
     bytes.append(chunk, got);
     if (got < sizeof chunk) break;
+    if (bytes.size() == got && bytes.compare(0, magic.size(), magic) != 0) break;  // not such a file: stop
     if (!regular && bytes.size() > kStreamLimit)
       throw Error(std::string("cannot read ") + what + " '" + path + "': not a regular file, and longer than 1 GiB");
   }

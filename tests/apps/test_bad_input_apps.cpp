@@ -309,7 +309,8 @@ std::vector<Case> Cases() {
        "cannot write PNG '/dev/full': No space left on device"},
       {"labels output on a full device", "mrf-solve", "$D/three.mrf --solver cpu-icm --labels /dev/full", 1,
        "cannot write labels to '/dev/full': No space left on device"},
-      // A device that never ends is read up to a bound.
+      // A device that never ends is read up to a bound, and a model file no further than its magic.
+      {"endless model input", "mrf-solve", "/dev/zero", 1, "/dev/zero: not an mrf model file (bad magic)"},
       {"endless image input", "mrf-restore", "/dev/zero", 1,
        "cannot read image '/dev/zero': not a regular file, and longer than 1 GiB"},
       // Integers are decimal: CLI11 alone would read 010 as 8 and 0x10 as 16, and clamp past 64 bits.
@@ -321,6 +322,8 @@ std::vector<Case> Cases() {
        "--seed: out of range (got '18446744073709551616')"},
       {"infinite ground-truth scale", "mrf-stereo", "--synthetic-size 16 --labels 4 --gt-scale inf", 2,
        "--gt-scale: must be a finite number >= 0 (got 'inf')"},
+      {"benchmark with nothing to measure", "mrf-bench", "--suite expansion --quick --data-dir $D", 1,
+       "the expansion suite measured nothing (its skipped lines say why)"},
       {"data folder missing", "mrf-bench", "--suite expansion --quick --data-dir $D/no", 2,
        "--data-dir: Directory does not exist: $D/no"},
       {"PNG chunk with a bad CRC", "mrf-stereo", "$D/crc.png $D/crc.png", 1,

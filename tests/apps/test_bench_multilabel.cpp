@@ -71,11 +71,13 @@ TEST(BenchMultilabel, QuickSuiteWritesRowsAndPlot) {
 }
 
 TEST(BenchMultilabel, MissingDataIsSkippedWithAReason) {
-  // A data folder without the images: each problem is skipped with the file it lacks.
+  // A data folder without the images: each problem is skipped with the file it lacks, and a suite asked
+  // for alone that measured nothing is an error (with --suite all it is not).
   const std::string empty = test::ScratchDir("bench_multilabel_empty");
   const test::CommandResult r =
       test::RunCommand(test::AppPath("mrf-bench") + " --suite multilabel --quick --data-dir " + empty);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err, "mrf-bench: error: the multilabel suite measured nothing (its skipped lines say why)\n");
   if (r.out.find("multilabel skipped: no available") != std::string::npos) GTEST_SKIP() << "no multilabel solver";
   EXPECT_NE(r.out.find("tsukuba skipped: " + empty + "/middlebury/tsukuba-imL.png not found"), std::string::npos)
       << r.out;
