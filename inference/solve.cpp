@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <new>
 #include <string>
 #include <utility>
@@ -29,18 +30,11 @@ Algorithm AutoAlgorithm(const Model& model) {
 }
 
 Algorithm AutoAlternative(const Model& model, Algorithm refused) {
-  switch (refused) {
-    case Algorithm::kBeliefPropagation: {
-      const bool swap_applies =
-          SwapTakesLabelCount(model.num_labels) && FindNonSubmodularMoveTerm(model, false).empty();
-      return swap_applies ? Algorithm::kSwap : Algorithm::kIcm;
-    }
-    case Algorithm::kExpansion:
-    case Algorithm::kSwap:
-      return Algorithm::kIcm;
-    default:  // max-flow's refusal (a flow past 64 bits) stands: an approximation would hide it
-      return Algorithm::kAuto;
-  }
+  // Only belief propagation has limits that auto's other choices do not share: expansion and swap are
+  // picked only where their moves are graph cuts, and max-flow's refusal (a flow past 64 bits) must stand.
+  if (refused != Algorithm::kBeliefPropagation) return Algorithm::kAuto;
+  const bool swap_applies = SwapTakesLabelCount(model.num_labels) && FindNonSubmodularMoveTerm(model, false).empty();
+  return swap_applies ? Algorithm::kSwap : Algorithm::kIcm;
 }
 
 namespace {
@@ -249,19 +243,27 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
         const std::string before = result.fallback_reason.empty() ? "" : result.fallback_reason + "; then ";
         // A GPU failure at run time falls back to the CPU when the device was left to us.
         if (automatic && options.device == Device::kAuto && entry->device == Device::kCuda) {
-          start_over(registry.Choose("auto", entry->algorithm, Device::kCpu, &note, accepts),
-                     before + entry->name + " failed: " + e.what());
+          const SolverEntry& cpu = registry.Choose("auto", entry->algorithm, Device::kCpu, &note, accepts);
+          start_over(cpu, before + entry->name + " failed: " + e.what() + (note.empty() ? "" : "; " + note));
           continue;
         }
-        // An approximate algorithm that auto chose and that refuses this model (belief propagation's
-        // 32-bit messages, say) gives way to the next one auto would take.
-        const bool refusal = dynamic_cast<const Error*>(&e) != nullptr;
+        // An algorithm that auto chose and that cannot represent this model's values (ModelRefused:
+        // belief propagation's 32-bit messages) gives way to the next one auto would take. Mistakes in
+        // the options are not refusals: they stand.
+        const bool refusal = dynamic_cast<const ModelRefused*>(&e) != nullptr;
         const Algorithm next = refusal && automatic && options.algorithm == Algorithm::kAuto
                                    ? AutoAlternative(model, entry->algorithm)
                                    : Algorithm::kAuto;
         if (next == Algorithm::kAuto) throw;
-        start_over(registry.Choose("auto", next, options.device, &note, accepts),
-                   before + entry->name + " cannot solve this model: " + e.what());
+        const std::exception_ptr refused = std::current_exception();
+        const SolverEntry* next_entry = nullptr;
+        try {
+          next_entry = &registry.Choose("auto", next, options.device, &note, accepts);
+        } catch (const Error&) {  // no solver of the next algorithm on this device: the refusal says more
+          std::rethrow_exception(refused);
+        }
+        start_over(*next_entry, before + entry->name + " cannot solve this model: " + e.what() +
+                                    (note.empty() ? "" : "; " + note));
       }
     }
     result.backend_used = entry->name;

@@ -24,9 +24,9 @@ Result Solve(const Model& model, const SolveOptions& options = {});
 /// (belief propagation's 32-bit messages, say), Solve runs AutoAlternative's instead and records why.
 Algorithm AutoAlgorithm(const Model& model);
 
-/// The algorithm `auto` turns to when `refused` cannot take the model: swap (when its moves are graph
-/// cuts) or ICM after belief propagation, ICM after expansion or swap, and none (Algorithm::kAuto) after
-/// max-flow, whose refusals stand.
+/// The algorithm `auto` turns to when `refused` cannot represent the model's values (ModelRefused):
+/// swap (when its moves are graph cuts) or ICM after belief propagation; none (Algorithm::kAuto) after
+/// the others, whose refusals stand.
 Algorithm AutoAlternative(const Model& model, Algorithm refused);
 
 }  // namespace mrf

@@ -29,6 +29,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+/// An Error that says a solver cannot represent this model's values (belief propagation's 32-bit
+/// messages, say), not that the input or the options are wrong: `auto` may turn to another algorithm.
+class ModelRefused : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Adds two energies, throwing mrf::Error naming `what` if the 64-bit sum would overflow.
 Energy CheckedAdd(Energy a, Energy b, const char* what);
 

@@ -284,7 +284,8 @@ void CheckWritable(const NamedFile& out) {
   fs::path parent = fs::path(out.path).parent_path();
   if (parent.empty()) parent = ".";
   if (!exists && !fs::is_directory(parent, ec))
-    throw Error(out.option + ": folder '" + parent.string() + "' does not exist");
+    throw Error(out.option + (fs::exists(parent, ec) ? ": '" + parent.string() + "' is not a folder"
+                                                     : ": folder '" + parent.string() + "' does not exist"));
   if (::access(exists ? out.path.c_str() : parent.c_str(), exists ? W_OK : W_OK | X_OK) != 0)
     throw Error(out.option + ": cannot write '" + out.path + "': " + std::strerror(errno));
 }

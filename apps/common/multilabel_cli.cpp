@@ -95,10 +95,14 @@ SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program) {
   return options;
 }
 
+void CheckMaxflowLabels(const SolveOptions& options, Label labels) {
+  if (options.solver == "auto" && options.algorithm == Algorithm::kMaxFlow && labels != 2)
+    throw Error("--algorithm maxflow solves two-label problems only (this one has " + std::to_string(labels) +
+                " labels: use expansion, swap, icm, bp or auto)");
+}
+
 void CheckAlgorithmFitsModel(const Model& model, const SolveOptions& options) {
-  if (options.solver == "auto" && options.algorithm == Algorithm::kMaxFlow && model.num_labels != 2)
-    throw Error("--algorithm maxflow solves two-label problems only (this one has " +
-                std::to_string(model.num_labels) + " labels: use expansion, swap, icm, bp or auto)");
+  CheckMaxflowLabels(options, model.num_labels);
   bool expansion = options.algorithm == Algorithm::kExpansion;
   if (options.solver != "auto") {
     const SolverEntry* entry = Registry::Global().Find(options.solver);

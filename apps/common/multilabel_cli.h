@@ -41,6 +41,10 @@ void AddSolveOptions(CLI::App& cli, SolveCli* s);
 /// under `program`'s name. Throws mrf::Error naming a bad value.
 SolveOptions MakeSolveOptions(const SolveCli& s, const std::string& program);
 
+/// Throws mrf::Error when --algorithm maxflow is asked for `labels` other than two (programs check it as
+/// soon as they know the label count, before reading their input).
+void CheckMaxflowLabels(const SolveOptions& options, Label labels);
+
 /// Throws mrf::Error when --algorithm maxflow meets more than two labels, or alpha-expansion would run
 /// on a pairwise term that is not a metric and truncation of non-submodular terms is off (the one-line
 /// message says what to do instead).

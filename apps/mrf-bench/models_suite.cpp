@@ -153,8 +153,9 @@ int RunModelsSuite(const BenchOptions& options) {
       if (exact >= 0 && c.energy != exact) {
         std::printf("!!! ENERGY MISMATCH: %s reached %lld, another max-flow solver %lld\n", c.solver.c_str(),
                     static_cast<long long>(c.energy), static_cast<long long>(exact));
-        std::fprintf(stderr, "mrf-bench: error: ENERGY MISMATCH on %s: %s reached %lld, another max-flow solver %lld\n",
-                     name.c_str(), c.solver.c_str(), static_cast<long long>(c.energy), static_cast<long long>(exact));
+        app::PrintError("mrf-bench", "ENERGY MISMATCH on " + name + ": " + c.solver + " reached " +
+                                         std::to_string(c.energy) + ", another max-flow solver " +
+                                         std::to_string(exact));
         status = 1;
       }
       exact = c.energy;
@@ -183,7 +184,7 @@ int RunModelsSuite(const BenchOptions& options) {
                        {"iterations", r.iterations}, {"runs", r.runs}, {"time_ms", r.time_ms}, {"message", r.message}});
     WriteJsonFile(options.json_path, app::JsonText(array, 2) + "\n");
   }
-  return status;
+  return rows.empty() && status == 0 ? kNothingMeasured : status;
 }
 
 const SuiteRegistration registration{

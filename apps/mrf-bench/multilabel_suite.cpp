@@ -119,7 +119,7 @@ Row SolveOne(const Problem& problem, const SolverEntry& entry, bool quick) {
   options.max_iterations = quick ? 3 : entry.algorithm == Algorithm::kBeliefPropagation ? 50 : 100;
   // BP-M from zero messages stalls about 3% above the reference on Tsukuba; started coarse to fine
   // it passes below it within a few iterations.
-  options.bp.coarse_to_fine = true;
+  options.bp.coarse_to_fine = entry.algorithm == Algorithm::kBeliefPropagation;
   options.label_order = LabelOrder::kSequential;  // as the reference: labels start at 0, sequential order
   options.truncate_nonsubmodular = true;          // as the reference: Venus' quadratic terms truncated
   // Swap makes L(L-1)/2 moves a cycle: on Aloe that is hours; every solve stops at the limit.

@@ -355,7 +355,7 @@ int RunPushRelabel(const BenchOptions& options) {
     }
     WriteJsonRows(options.json_path, objects);
   }
-  return 0;
+  return rows.empty() && resolves.empty() ? kNothingMeasured : 0;
 }
 
 const SuiteRegistration registration{

@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     mrf::app::LoadSmoothnessTable(table_path, params.num_labels, &params.smoothness);
     params.Validate();
     const mrf::SolveOptions options = mrf::app::MakeSolveOptions(solve, kProgram);
+    mrf::app::CheckMaxflowLabels(options, params.num_labels);
     const auto gpu_start = mrf::app::StartGpuIfUsed(solve.solver, solve.device);  // while the input loads
 
     mrf::Image observed, mask, clean;

@@ -179,6 +179,11 @@ int main(int argc, char** argv) {
       if (mask_path.empty()) mask_path = (std::filesystem::path(output_dir) / "mask.png").string();
       if (overlay_path.empty()) overlay_path = (std::filesystem::path(output_dir) / "overlay.png").string();
     }
+    mrf::SegmentationOptions options;
+    options.colour_model = mrf::ParseColourModelKind(model_name);
+    const bool histogram = options.colour_model == mrf::ColourModelKind::kHistogram;
+    if (histogram && components_opt->count() > 0) throw mrf::Error("--components applies to --model gmm");
+    if (!histogram && bins_opt->count() > 0) throw mrf::Error("--bins applies to --model histogram");
     // Output folders are created as needed (--output-dir's promise), before the outputs are checked.
     for (const std::string& path : {mask_path, overlay_path, save_model_path})
       if (!path.empty()) EnsureParentDir(path);
@@ -186,11 +191,6 @@ int main(int argc, char** argv) {
                                       {{"the mask (-o)", mask_path}, {"the overlay (--overlay)", overlay_path},
                                        {"--save-model", save_model_path}});
 
-    mrf::SegmentationOptions options;
-    options.colour_model = mrf::ParseColourModelKind(model_name);
-    const bool histogram = options.colour_model == mrf::ColourModelKind::kHistogram;
-    if (histogram && components_opt->count() > 0) throw mrf::Error("--components applies to --model gmm");
-    if (!histogram && bins_opt->count() > 0) throw mrf::Error("--bins applies to --model histogram");
     options.histogram_bins = bins > 0 ? bins : (synthetic ? 32 : 16);
     options.gmm.components = components;
     options.iterations = iterations;

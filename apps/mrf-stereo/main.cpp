@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
     if (!preset.empty() && !overridden.empty()) params.preset = preset + " modified by " + overridden;
     params.Validate();
     mrf::SolveOptions options = mrf::app::MakeSolveOptions(solve, kProgram);
+    mrf::app::CheckMaxflowLabels(options, params.num_labels);
     const auto gpu_start = mrf::app::StartGpuIfUsed(solve.solver, solve.device);  // while the input loads
 
     mrf::Image left, right, gt;

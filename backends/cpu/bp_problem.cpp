@@ -46,7 +46,7 @@ void CheckBound(Problem& p) {
   const std::int64_t dr = p.max_unary_spread;
   const std::int64_t r = LargestEdgeSpread(p);
   if (dr + 5 * r > kInt32Max)
-    throw Error("belief propagation needs unary spread + 5 x pairwise spread <= 2^31 - 1 for its 32-bit "
+    throw ModelRefused("belief propagation needs unary spread + 5 x pairwise spread <= 2^31 - 1 for its 32-bit "
                 "messages, got " + std::to_string(dr) + " + 5 x " + std::to_string(r));
   p.max_message = static_cast<Cost>(r);
 }
@@ -93,7 +93,7 @@ void ShiftUnary(const std::vector<RawCost>& raw, int L, Problem& p, bool measure
   if (const std::size_t node = first_too_wide.load(); node < n) {
     const RawCost* u = &raw[node * L];
     const std::int64_t spread = std::int64_t{*std::max_element(u, u + L)} - *std::min_element(u, u + L);
-    throw Error("belief propagation: unary spread " + std::to_string(spread) + " at node " + std::to_string(node) +
+    throw ModelRefused("belief propagation: unary spread " + std::to_string(spread) + " at node " + std::to_string(node) +
                 " does not fit 32 bits");
   }
   p.unary_offset = sums.offset;
@@ -180,7 +180,7 @@ Problem CoarsenShape(const Problem& f) {
         for (int x = 2 * cx; x < std::min(W, 2 * cx + 2); ++x)  // its bottom row
           if (2 * cy + 2 < H) down += f.scale_down[static_cast<std::size_t>(2 * cy + 1) * W + x];
         if (right > kInt32Max || down > kInt32Max)
-          throw Error("coarse-to-fine: a coarse edge scale does not fit 32 bits");
+          throw ModelRefused("coarse-to-fine: a coarse edge scale does not fit 32 bits");
         c.scale_right[static_cast<std::size_t>(cy) * CW + cx] = static_cast<Cost>(right);
         c.scale_down[static_cast<std::size_t>(cy) * CW + cx] = static_cast<Cost>(down);
       }

@@ -72,9 +72,13 @@ Image ConvertChannels(Image img, int channels) {
   return rgb;
 }
 
-// Binary PGM (P5) and PPM (P6), 8 or 16 bits. Parsed here rather than by stb, whose PNM reader
-// trusts the header's size (found by fuzzing: a short file made it read past the buffer).
-Image DecodePnm(const std::string& bytes, const std::string& name) {
+// A binary PGM/PPM header: the size, the maximum sample value, and where the pixels start.
+struct PnmHeader {
+  std::int64_t width = 0, height = 0, maxval = 0;
+  std::size_t pixels_at = 0;
+};
+
+PnmHeader ReadPnmHeader(const std::string& bytes, const std::string& name) {
   std::size_t pos = 2;
   auto skip_space = [&] {
     while (pos < bytes.size()) {
@@ -98,12 +102,24 @@ Image DecodePnm(const std::string& bytes, const std::string& name) {
     if (pos == start) Fail(name, std::string("PNM header has no ") + what);
     return value;
   };
-  const int channels = bytes[1] == '5' ? 1 : 3;
-  const std::int64_t w = number("width"), h = number("height"), maxval = number("maximum value");
-  CheckShape(name, w, h);
-  if (maxval < 1 || maxval > 65535) Fail(name, "PNM maximum value " + std::to_string(maxval) + " is out of range");
+  PnmHeader h;
+  h.width = number("width");
+  h.height = number("height");
+  h.maxval = number("maximum value");
+  CheckShape(name, h.width, h.height);
+  if (h.maxval < 1 || h.maxval > 65535) Fail(name, "PNM maximum value " + std::to_string(h.maxval) + " is out of range");
   if (pos >= bytes.size() || !std::isspace(static_cast<unsigned char>(bytes[pos]))) Fail(name, "PNM header is malformed");
-  ++pos;
+  h.pixels_at = pos + 1;
+  return h;
+}
+
+// Binary PGM (P5) and PPM (P6), 8 or 16 bits. Parsed here rather than by stb, whose PNM reader
+// trusts the header's size (found by fuzzing: a short file made it read past the buffer).
+Image DecodePnm(const std::string& bytes, const std::string& name) {
+  const int channels = bytes[1] == '5' ? 1 : 3;
+  const PnmHeader header = ReadPnmHeader(bytes, name);
+  const std::int64_t w = header.width, h = header.height, maxval = header.maxval;
+  std::size_t pos = header.pixels_at;
   const int sample_bytes = maxval < 256 ? 1 : 2;
   const std::int64_t needed = w * h * channels * sample_bytes;
   if (static_cast<std::int64_t>(bytes.size() - pos) < needed)
@@ -369,13 +385,7 @@ Image LoadGreyValues(const std::string& path) {
     const int depth = static_cast<unsigned char>(bytes[24]), colour = static_cast<unsigned char>(bytes[25]);
     if (depth != 8 && colour != 3) stored = std::to_string(depth) + "-bit samples";  // (palette: indices)
   } else if (bytes.compare(0, 2, "P5") == 0 || bytes.compare(0, 2, "P6") == 0) {
-    std::istringstream header(bytes.substr(2, 256));
-    std::int64_t w = 0, h = 0, maxval = 0;
-    std::string token;
-    for (std::int64_t* field : {&w, &h, &maxval}) {  // (comments were checked by the decoder)
-      while (header >> token && token[0] == '#') header.ignore(1 << 20, '\n');
-      *field = std::atoll(token.c_str());
-    }
+    const std::int64_t maxval = ReadPnmHeader(bytes, path).maxval;
     if (maxval != 255) stored = "samples up to " + std::to_string(maxval);
   }
   if (!stored.empty())

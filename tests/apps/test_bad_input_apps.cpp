@@ -260,6 +260,8 @@ std::vector<Case> Cases() {
        "--save-model: folder '$D/no' does not exist"},
       {"labels output folder missing", "mrf-solve", "$D/three.mrf --solver cpu-icm --labels $D/no/labels.txt", 1,
        "--labels: folder '$D/no' does not exist"},
+      {"output folder that is a file", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D/grey.pgm/out.png", 1,
+       "-o: '$D/grey.pgm' is not a folder"},
       {"output a folder", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D", 1, "-o: '$D' is a folder, not a file"},
       // An output never overwrites an input, and two outputs never share a file (devices may repeat).
       {"output over an input", "mrf-stereo", "$D/rgb.ppm $D/rgb.ppm --labels 2 -o $D/rgb.ppm", 1,

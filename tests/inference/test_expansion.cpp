@@ -144,6 +144,14 @@ TEST(Expansion, AutoTurnsToTheNextAlgorithmWhenItsChoiceRefusesTheModel) {
   EXPECT_EQ(r.energy, swap.energy);
   EXPECT_EQ(r.labels, swap.labels);
 
+  // A mistake in the options is not the model refused: swap's refusal of the label order stands, rather
+  // than auto running ICM.
+  SolveOptions frequent = automatic;
+  frequent.label_order = LabelOrder::kFrequent;
+  const Result mistaken = Solve(m, frequent);
+  EXPECT_FALSE(mistaken.ok) << mistaken.backend_used << ": " << mistaken.fallback_reason;
+  EXPECT_NE(mistaken.message.find("label order frequent orders labels"), std::string::npos) << mistaken.message;
+
   SolveOptions named_solver = OptionsFor("tbb-bp"), named_algorithm = automatic;
   named_algorithm.algorithm = Algorithm::kBeliefPropagation;
   for (const SolveOptions& o : {named_solver, named_algorithm}) {

@@ -154,6 +154,9 @@ TEST(Image, GreyValuesAreReadUnscaledOrRefused) {
   const std::string pgm255 = write("v255.pgm", std::string("P5\n# values\n3 2\n255\n") +
                                                    std::string("\x00\x03\x07\x0f\x10\xc8", 6));
   EXPECT_EQ(LoadGreyValues(pgm255).pixels, map.pixels);
+  const std::string long_comment = write("comment.pgm", "P5\n#" + std::string(300, 'c') + "\n3 2\n255\n" +
+                                                            std::string("\x00\x03\x07\x0f\x10\xc8", 6));
+  EXPECT_EQ(LoadGreyValues(long_comment).pixels, map.pixels);
   const std::string pgm16 = write("v16.pgm", std::string("P5 3 2 65535\n", 13) + std::string(12, '\x02'));
   const std::string pgm15 = write("v15.pgm", std::string("P5 3 2 15\n", 10) + std::string(6, '\x02'));
   for (const auto& [path, stored] : {std::pair<std::string, std::string>{pgm16, "samples up to 65535"},
