@@ -224,14 +224,14 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
     std::string note;
     const SolverEntry* entry = &registry.Choose(options.solver, algorithm, options.device, &note, accepts);
     result.fallback_reason = note;
-    // Starts over with `next`, the result recording `why`.
+    // Starts over with `next`, the result recording `why` and `note` (what choosing `next` skipped).
     auto start_over = [&](const SolverEntry& next, const std::string& why) {
       entry = &next;
       const std::string requested = result.backend_requested;
       result = Result{};
       result.backend_requested = requested;
       result.cost_scale = model.cost_scale;
-      result.fallback_reason = why + "; ran " + entry->name + " instead";
+      result.fallback_reason = why + (note.empty() ? "" : "; " + note) + "; ran " + entry->name + " instead";
     };
     while (true) {
       try {
@@ -244,7 +244,7 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
         // A GPU failure at run time falls back to the CPU when the device was left to us.
         if (automatic && options.device == Device::kAuto && entry->device == Device::kCuda) {
           const SolverEntry& cpu = registry.Choose("auto", entry->algorithm, Device::kCpu, &note, accepts);
-          start_over(cpu, before + entry->name + " failed: " + e.what() + (note.empty() ? "" : "; " + note));
+          start_over(cpu, before + entry->name + " failed: " + e.what());
           continue;
         }
         // An algorithm that auto chose and that cannot represent this model's values (ModelRefused:
@@ -262,8 +262,7 @@ Result SolveInThisArena(const Model& model, const SolveOptions& options) {
         } catch (const Error&) {  // no solver of the next algorithm on this device: the refusal says more
           std::rethrow_exception(refused);
         }
-        start_over(*next_entry, before + entry->name + " cannot solve this model: " + e.what() +
-                                    (note.empty() ? "" : "; " + note));
+        start_over(*next_entry, before + entry->name + " cannot solve this model: " + e.what());
       }
     }
     result.backend_used = entry->name;

@@ -110,8 +110,8 @@ namespace {
 // the 64-bit range is clamped to it. An integer option takes a plain decimal number: checked here on the
 // text given, after the parse (a check added to the option would run after its Range check).
 // Numbers with a fraction are read by strtod, which also takes hexadecimal ("0x1p3"): refused too, so
-// that every number is written one way.
-void CheckDecimalNumbers(const CLI::App& cli) {
+// that every number is written one way. Empty texts are refused as well.
+void CheckOptionValues(const CLI::App& cli) {
   for (const CLI::Option* option : cli.get_options()) {
     const std::string type = option->get_type_name();
     // An empty text ('' for a path) is a mistake, not "not given": it would quietly run the default input.
@@ -161,7 +161,7 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
       ->capture_default_str();
   try {
     cli.parse(argc, argv);
-    CheckDecimalNumbers(cli);
+    CheckOptionValues(cli);
   } catch (const CLI::CallForHelp& e) {
     return cli.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

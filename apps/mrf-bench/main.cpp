@@ -1,11 +1,7 @@
 // mrf-bench: times every available solver on the reference problems and prints tables of medians
 // and ratios against a baseline measured in the same run.
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -83,11 +79,8 @@ int main(int argc, char** argv) {
     // (with --suite all, one per suite), in folders that exist and can be written, never a model read.
     std::vector<mrf::app::NamedFile> inputs, outputs;
     for (const std::string& model : options.models) inputs.push_back({"--model", model});
-    if (!options.model_dirs.empty() && (suite == "models" || suite == "all")) {
-      mrf::bench::BenchOptions folders;
-      folders.model_dirs = options.model_dirs;
-      for (const std::string& model : mrf::bench::ModelFiles(folders)) inputs.push_back({"--models", model});
-    }
+    if (suite == "models" || suite == "all")
+      for (const std::string& model : ModelFolderFiles(options.model_dirs)) inputs.push_back({"--models", model});
     for (const Suite& s : Suites()) {
       if (suite != "all" && suite != s.name) continue;
       for (const auto& [option, given] : {std::pair<const char*, std::string>{"--json", options.json_path},

@@ -17,9 +17,9 @@
 
 namespace mrf::bench {
 
-std::vector<std::string> ModelFiles(const BenchOptions& options) {
-  std::vector<std::string> files = options.models;
-  for (const std::string& dir : options.model_dirs) {
+std::vector<std::string> ModelFolderFiles(const std::vector<std::string>& dirs) {
+  std::vector<std::string> files;
+  for (const std::string& dir : dirs) {
     std::error_code ec;
     std::vector<std::string> found;
     for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
@@ -33,6 +33,13 @@ std::vector<std::string> ModelFiles(const BenchOptions& options) {
 }
 
 namespace {
+
+// The model files --model and --models stand for, in the order given.
+std::vector<std::string> ModelFiles(const BenchOptions& options) {
+  std::vector<std::string> files = options.models;
+  for (const std::string& file : ModelFolderFiles(options.model_dirs)) files.push_back(file);
+  return files;
+}
 
 // Empty when solvers of `algorithm` can take the model; otherwise why not.
 std::string WhyNotApplicable(Algorithm algorithm, const Model& model) {

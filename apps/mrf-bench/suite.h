@@ -25,9 +25,9 @@ struct BenchOptions {
   double time_limit_s = 0;     ///< Time limit of slow baseline solves in seconds (gpuexpansion: Aloe); 0 = none.
 };
 
-/// The model files --model and --models stand for, in the order given (a folder's *.mrf files sorted by
-/// name). Throws mrf::Error for a folder that cannot be read or holds no .mrf file.
-std::vector<std::string> ModelFiles(const BenchOptions& options);
+/// The *.mrf files of the --models folders, in the order given (a folder's files sorted by name). Throws
+/// mrf::Error for a folder that cannot be read or holds no .mrf file.
+std::vector<std::string> ModelFolderFiles(const std::vector<std::string>& dirs);
 
 /// What a suite returns when it measured nothing (every problem or solver skipped, each with its reason
 /// printed): an error when the suite was asked for alone, not with --suite all.
