@@ -79,7 +79,7 @@ std::unique_ptr<CudaStartInBackground> StartGpuIfUsed(const std::string& solver,
 }
 
 void Progress(const std::string& program, const std::string& message) {
-  if (!g_quiet) std::fprintf(stderr, "%s: %s\n", program.c_str(), message.c_str());
+  if (!g_quiet) std::fprintf(stderr, "%s: %s\n", program.c_str(), OneLine(message).c_str());
 }
 
 namespace {
@@ -223,11 +223,14 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
   return status;
 }
 
-void PrintError(const std::string& program, const std::string& message) {
-  std::string line = message;
-  for (char& c : line)  // a path holding a newline must not split the line
+std::string OneLine(std::string text) {
+  for (char& c : text)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  std::fprintf(stderr, "%s: error: %s\n", program.c_str(), line.c_str());
+  return text;
+}
+
+void PrintError(const std::string& program, const std::string& message) {
+  std::fprintf(stderr, "%s: error: %s\n", program.c_str(), OneLine(message).c_str());
 }
 
 std::string JsonText(const nlohmann::json& j, int indent) {
@@ -245,6 +248,20 @@ struct FileIdentity {
   std::filesystem::path path;
 };
 
+// Where writing a path that does not exist yet creates the file: at the end of its chain of dangling
+// symbolic links, if it is one.
+std::filesystem::path WhereNewFileGoes(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path where = fs::absolute(path, ec);
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(where, ec)); ++hops) {
+    const fs::path target = fs::read_symlink(where, ec);
+    if (ec) break;
+    where = target.is_absolute() ? target : where.parent_path() / target;
+  }
+  return where;
+}
+
 // False for paths that are not regular files or new ones (devices, pipes): those may repeat.
 bool Identify(const std::string& path, FileIdentity* id) {
   std::error_code ec;
@@ -254,12 +271,7 @@ bool Identify(const std::string& path, FileIdentity* id) {
     *id = {true, path};
     return true;
   }
-  std::filesystem::path where = std::filesystem::absolute(path, ec);
-  for (int hops = 0; hops < 40 && std::filesystem::is_symlink(std::filesystem::symlink_status(where, ec)); ++hops) {
-    const std::filesystem::path target = std::filesystem::read_symlink(where, ec);
-    if (ec) break;
-    where = target.is_absolute() ? target : where.parent_path() / target;
-  }
+  const std::filesystem::path where = WhereNewFileGoes(path);
   *id = {false, std::filesystem::weakly_canonical(where, ec)};
   return !ec;
 }
@@ -282,10 +294,14 @@ void CheckWritable(const NamedFile& out) {
   const bool exists = fs::exists(status);
   if (exists && !fs::is_regular_file(status)) return;
   fs::path parent = fs::path(out.path).parent_path();
+  // A dangling link creates its target: that target's folder must exist.
+  const bool dangling_link = !exists && fs::is_symlink(fs::symlink_status(out.path, ec));
+  if (dangling_link) parent = WhereNewFileGoes(out.path).parent_path();
   if (parent.empty()) parent = ".";
+  const std::string via = dangling_link ? " (where the link '" + out.path + "' points)" : "";
   if (!exists && !fs::is_directory(parent, ec))
-    throw Error(out.option + (fs::exists(parent, ec) ? ": '" + parent.string() + "' is not a folder"
-                                                     : ": folder '" + parent.string() + "' does not exist"));
+    throw Error(out.option + (fs::exists(parent, ec) ? ": '" + parent.string() + "' is not a folder" + via
+                                                     : ": folder '" + parent.string() + "' does not exist" + via));
   if (::access(exists ? out.path.c_str() : parent.c_str(), exists ? W_OK : W_OK | X_OK) != 0)
     throw Error(out.option + ": cannot write '" + out.path + "': " + std::strerror(errno));
 }

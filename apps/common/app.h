@@ -24,7 +24,7 @@ double MsSince(std::chrono::steady_clock::time_point start);
 /// Exit codes: 0 success, 1 bad input or failed solve, 2 bad command line.
 int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const std::function<int()>& body);
 
-/// Prints "NAME: MESSAGE" to stderr unless quiet; for progress on long runs.
+/// Prints "NAME: MESSAGE" (OneLine) to stderr unless quiet; for progress on long runs.
 void Progress(const std::string& program, const std::string& message);
 
 /// Sets whether Progress() prints (programs turn it off with --quiet or --json).
@@ -55,7 +55,11 @@ struct NamedFile {
 /// are compared as files (links and "./" resolved); devices such as /dev/null may be named twice.
 void CheckOutputs(const std::vector<NamedFile>& inputs, const std::vector<NamedFile>& outputs);
 
-/// Prints "NAME: error: MESSAGE" on stderr as one line (control characters, a path's newline say, as '?').
+/// `text` with its control characters (a path's newline, say) shown as '?', so that a report line
+/// naming a path stays one line.
+std::string OneLine(std::string text);
+
+/// Prints "NAME: error: MESSAGE" on stderr as one line (OneLine).
 void PrintError(const std::string& program, const std::string& message);
 
 /// `j` as JSON text (compact, or indented by `indent`); bytes that are not UTF-8 (in paths) become U+FFFD.

@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
       for (std::size_t p = 0; p < out.pixels.size(); ++p)
         out.pixels[p] = static_cast<std::uint8_t>(std::lround(level(result.labels[p])));
       mrf::SavePng(output_path, out);
-      std::printf("wrote:       %s\n", output_path.c_str());
+      std::printf("wrote:       %s\n", mrf::app::OneLine(output_path).c_str());
     }
     return 0;
   });

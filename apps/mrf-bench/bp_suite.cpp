@@ -14,6 +14,7 @@
 #include "energies/stereo.h"
 #include "mrf-bench/suite.h"
 #include "mrf/device.h"
+#include "mrf/io/image.h"
 #include "mrf/threads.h"
 
 namespace mrf::bench {
@@ -71,7 +72,7 @@ bool LoadTsukuba(const BenchOptions& o, Dataset* d) {
   d->name = "Tsukuba";
   d->model = BuildStereoModel(LoadImage(dir + "tsukuba-imL.png", 3), LoadImage(dir + "tsukuba-imR.png", 3),
                               StereoParams::Preset("tsukuba"));
-  d->truth = LoadImage(dir + "tsukuba-truedispL.png", 1);
+  d->truth = LoadGreyValues(dir + "tsukuba-truedispL.png");
   d->truth_scale = 16;
   return true;
 }
@@ -87,7 +88,7 @@ bool LoadAloe(const BenchOptions& o, Dataset* d) {
   params.num_labels = 230;
   params.truncation = 16;
   d->model = BuildStereoModel(LoadImage(dir + "aloeL.jpg", 3), LoadImage(dir + "aloeR.jpg", 3), params);
-  d->truth = LoadImage(dir + "aloeGT.png", 1);
+  d->truth = LoadGreyValues(dir + "aloeGT.png");
   d->truth_scale = 1;
   return true;
 }

@@ -161,7 +161,7 @@ int RunExpansionSuite(const BenchOptions& options) {
     const std::string left_path = options.data_dir + "/middlebury/" + problem.name + "-imL.png";
     const std::string right_path = options.data_dir + "/middlebury/" + problem.name + "-imR.png";
     if (!Exists(left_path) || !Exists(right_path)) {
-      std::printf("# %s skipped: %s not found (--data-dir)\n", problem.name.c_str(), left_path.c_str());
+      std::printf("# %s skipped: %s not found (--data-dir)\n", problem.name.c_str(), app::OneLine(left_path).c_str());
       continue;
     }
     app::Progress("mrf-bench", "expansion: building " + problem.name);

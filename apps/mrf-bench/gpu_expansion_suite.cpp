@@ -85,7 +85,7 @@ bool LoadAloe(const std::string& dir, Problem* p) {
   }
   app::Progress("mrf-bench", "gpuexpansion: building aloe");
   const Image left = LoadImage(folder + "/aloeL.jpg", 3), right = LoadImage(folder + "/aloeR.jpg", 3);
-  const Image gt = LoadImage(folder + "/aloeGT.png", 1);
+  const Image gt = LoadGreyValues(folder + "/aloeGT.png");
   const int largest = *std::max_element(gt.pixels.begin(), gt.pixels.end());
   StereoParams params = StereoParams::Preset("tsukuba");
   params.preset = "aloe";

@@ -57,7 +57,7 @@ bool LoadMiddlebury(const std::string& data_dir, const std::string& name, double
   const std::string base = data_dir + "/middlebury/" + name;
   for (const char* suffix : {"-imL.png", "-imR.png", "-truedispL.png"})
     if (!Exists(base + suffix)) {
-      std::printf("# %s skipped: %s%s not found (--data-dir)\n", name.c_str(), base.c_str(), suffix);
+      std::printf("# %s skipped: %s%s not found (--data-dir)\n", name.c_str(), app::OneLine(base).c_str(), suffix);
       return false;
     }
   app::Progress("mrf-bench", "multilabel: building " + name);
@@ -66,7 +66,7 @@ bool LoadMiddlebury(const std::string& data_dir, const std::string& name, double
   problem->model = BuildStereoModel(left, right, StereoParams::Preset(name));
   problem->width = left.width;
   problem->height = left.height;
-  problem->ground_truth = LoadImage(base + "-truedispL.png", 1);
+  problem->ground_truth = LoadGreyValues(base + "-truedispL.png");
   problem->gt_scale = gt_scale;
   if (name == "tsukuba") {
     problem->reference = {{Algorithm::kExpansion, 370825},
@@ -99,7 +99,7 @@ bool LoadAloe(int factor, Problem* problem) {
   app::Progress("mrf-bench", "multilabel: building " + name);
   const Image left = ShrinkImage(LoadImage(dir + "/aloeL.jpg"), factor);
   const Image right = ShrinkImage(LoadImage(dir + "/aloeR.jpg"), factor);
-  const Image gt = LoadImage(dir + "/aloeGT.png", 1);
+  const Image gt = LoadGreyValues(dir + "/aloeGT.png");
   const int largest = *std::max_element(gt.pixels.begin(), gt.pixels.end());
   StereoParams params = StereoParams::Preset("tsukuba");
   params.preset = "aloe";
@@ -352,7 +352,7 @@ int RunMultilabel(const BenchOptions& options) {
   if (!options.json_path.empty()) WriteJson(options.json_path, rows);
   if (!options.plot_path.empty()) {
     WritePlot(options.plot_path, rows);
-    std::printf("# plot: %s (energy above the best seen against time, per problem)\n", options.plot_path.c_str());
+    std::printf("# plot: %s (energy above the best seen against time, per problem)\n", app::OneLine(options.plot_path).c_str());
   }
   return status;
 }

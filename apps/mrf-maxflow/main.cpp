@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
       const mrf::Topology grid = mrf::ParseGridShape(size_text);
       const mrf::StGraph g = ExampleGraph(grid, seed, max_capacity);
       mrf::WriteDimacs(g, example_path);
-      std::printf("wrote %s: %s, seed %llu\n", example_path.c_str(), grid.Describe().c_str(),
+      std::printf("wrote %s: %s, seed %llu\n", mrf::app::OneLine(example_path).c_str(), grid.Describe().c_str(),
                   static_cast<unsigned long long>(seed));
       return 0;
     }
@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
       print_json(&cut);
       return 0;
     }
-    std::printf("file:      %s (%d nodes, %lld arcs; %s)\n", file.c_str(), info.num_nodes,
+    std::printf("file:      %s (%d nodes, %lld arcs; %s)\n", mrf::app::OneLine(file).c_str(), info.num_nodes,
                 static_cast<long long>(info.num_arcs), shape.c_str());
     if (info.ignored_arcs > 0)
       std::printf("note:      %lld arcs cannot carry flow (into the source, out of the sink, loops) and were ignored\n",
@@ -296,7 +296,7 @@ int main(int argc, char** argv) {
     std::printf("\ntimes:     read %s, setup %s, transfer %s, solve %s, total %s\n", Ms(read_ms).c_str(),
                 Ms(result.timings.setup_ms).c_str(), Ms(result.timings.transfer_ms).c_str(),
                 Ms(result.timings.solve_ms).c_str(), Ms(total_ms).c_str());
-    if (!cut_path.empty()) std::printf("cut file:  %s (sink-side DIMACS ids)\n", cut_path.c_str());
+    if (!cut_path.empty()) std::printf("cut file:  %s (sink-side DIMACS ids)\n", mrf::app::OneLine(cut_path).c_str());
     return 0;
   });
 }

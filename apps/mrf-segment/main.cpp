@@ -313,7 +313,7 @@ int main(int argc, char** argv) {
     const mrf::SegmentationRound& last = seg.rounds.back();
     const std::string sigma_text =
         sigma > 0 ? Number(sigma) : Number(mrf::EstimateContrastSigma(image, connectivity)) + " (estimated)";
-    std::printf("input:       %s\n", source.c_str());
+    std::printf("input:       %s\n", mrf::app::OneLine(source).c_str());
     std::printf("image:       %s\n", image.Describe().c_str());
     std::printf("model:       data = -log P(colour) by %s; pairwise lambda %g, sigma %s, %d-connected; costs x%g\n",
                 last.foreground_model.rfind("histogram", 0) == 0
@@ -347,8 +347,8 @@ int main(int argc, char** argv) {
     if (mask_path.empty() && overlay_path.empty()) {
       std::printf("wrote:       nothing (use --output-dir DIR, -o mask.png or --overlay overlay.png)\n");
     } else {
-      if (!mask_path.empty()) std::printf("wrote:       %s (mask, white = foreground)\n", mask_path.c_str());
-      if (!overlay_path.empty()) std::printf("wrote:       %s (overlay)\n", overlay_path.c_str());
+      if (!mask_path.empty()) std::printf("wrote:       %s (mask, white = foreground)\n", mrf::app::OneLine(mask_path).c_str());
+      if (!overlay_path.empty()) std::printf("wrote:       %s (overlay)\n", mrf::app::OneLine(overlay_path).c_str());
     }
     return 0;
   });

@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
       std::printf("%s\n", mrf::app::JsonText(j).c_str());
       return 0;
     }
-    std::printf("problem:   %s, %s\n", problem.c_str(), left.Describe().c_str());
+    std::printf("problem:   %s, %s\n", mrf::app::OneLine(problem).c_str(), left.Describe().c_str());
     mrf::app::PrintReport(params.Describe(), result, split, verbose);
     if (bad >= 0)
       std::printf("bad pixels: %.2f%% of %lld pixels with known disparity (error > %g)\n", bad,

@@ -164,6 +164,16 @@ std::uint32_t Crc32(const unsigned char* data, std::size_t size) {
   return c ^ 0xFFFFFFFFu;
 }
 
+// A PNG's sample format, from its IHDR chunk (bytes 24 and 25: the file is at least that long once
+// CheckPngChunks has passed it).
+struct PngSampleFormat {
+  int bit_depth;
+  int colour_type;  // 0 grey, 2 RGB, 3 palette, 4 grey + alpha, 6 RGBA
+};
+PngSampleFormat ReadPngSampleFormat(const std::string& bytes) {
+  return {static_cast<unsigned char>(bytes[24]), static_cast<unsigned char>(bytes[25])};
+}
+
 // Walks a PNG's chunks up to IEND and checks each one's length and CRC, then the header's bit depth: stb_image checks none, so
 // a damaged file could otherwise decode to wrong pixels without a word. Bytes after IEND are ignored,
 // as other decoders do (the image itself is whole).
@@ -196,7 +206,7 @@ void CheckPngChunks(const std::string& bytes, const std::string& name) {
   // (After the walk, so that a damaged header is reported by its CRC.)
   if (be32(8) != 13 || bytes.compare(12, 4, "IHDR") != 0)
     Fail(name, "PNG does not start with its IHDR header chunk (the file is damaged)");
-  const unsigned depth = data[24], colour = data[25];
+  const auto [depth, colour] = ReadPngSampleFormat(bytes);
   const bool depth_allowed = colour == 0   ? depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16
                              : colour == 3 ? depth == 1 || depth == 2 || depth == 4 || depth == 8
                              : colour == 2 || colour == 4 || colour == 6 ? depth == 8 || depth == 16
@@ -382,7 +392,7 @@ Image LoadGreyValues(const std::string& path) {
   // LoadImage scales samples of other depths to 0..255, which is right for intensities only.
   std::string stored;
   if (bytes.compare(0, 4, "\x89PNG", 4) == 0) {
-    const int depth = static_cast<unsigned char>(bytes[24]), colour = static_cast<unsigned char>(bytes[25]);
+    const auto [depth, colour] = ReadPngSampleFormat(bytes);
     if (depth != 8 && colour != 3) stored = std::to_string(depth) + "-bit samples";  // (palette: indices)
   } else if (bytes.compare(0, 2, "P5") == 0 || bytes.compare(0, 2, "P6") == 0) {
     const std::int64_t maxval = ReadPnmHeader(bytes, path).maxval;

@@ -76,6 +76,8 @@ std::string MakeSamples() {
   std::filesystem::create_hard_link(d + "/three.mrf", d + "/hard.mrf");
   std::filesystem::remove(d + "/dangling.png");
   std::filesystem::create_symlink("not-yet.png", d + "/dangling.png");
+  std::filesystem::remove(d + "/astray.png");
+  std::filesystem::create_symlink("no/such/out.png", d + "/astray.png");  // into a folder that is missing
   return d;
 }
 
@@ -262,6 +264,8 @@ std::vector<Case> Cases() {
        "--labels: folder '$D/no' does not exist"},
       {"output folder that is a file", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D/grey.pgm/out.png", 1,
        "-o: '$D/grey.pgm' is not a folder"},
+      {"output through a link into a missing folder", "mrf-stereo", "--synthetic-size 16 --labels 4 -o $D/astray.png", 1,
+       "-o: folder '$D/no/such' does not exist (where the link '$D/astray.png' points)"},
       {"output a folder", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D", 1, "-o: '$D' is a folder, not a file"},
       // An output never overwrites an input, and two outputs never share a file (devices may repeat).
       {"output over an input", "mrf-stereo", "$D/rgb.ppm $D/rgb.ppm --labels 2 -o $D/rgb.ppm", 1,

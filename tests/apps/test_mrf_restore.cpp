@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "energies/restoration.h"
@@ -67,6 +68,21 @@ TEST(MrfRestore, JsonReportMatchesTheWrittenImage) {
   }
   EXPECT_EQ(EvaluateEnergy(model, labels).total, j["energy"].get<Energy>());
   EXPECT_DOUBLE_EQ(j["rms_error"].get<double>(), RootMeanSquareError(out, s.clean));
+}
+
+TEST(MrfRestore, PathsWithNewlinesStayOnTheirReportLines) {
+  if (!HasSolver(Algorithm::kExpansion)) GTEST_SKIP() << "no expansion solver in this build";
+  const std::string dir = test::ScratchDir("mrf_restore_newline");
+  const std::string image = dir + "/two\nlines.png";
+  SavePng(image, Image::Filled(12, 8, 1, 100));
+  const test::CommandResult r = test::RunCommand(Restore("\"" + image + "\" --levels 4 -o \"" + dir + "/out\nput.png\""));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("problem:   " + dir + "/two?lines.png, 12x8 grey"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("mrf-restore: wrote " + dir + "/out?put.png\n"), std::string::npos) << r.err;
+  for (const std::string& text : {r.out, r.err})
+    for (const char* tail : {"\nlines.png", "\nput.png"})
+      EXPECT_EQ(text.find(tail), std::string::npos) << "a path split its line:\n" << text;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/out\nput.png"));  // the file keeps its real name
 }
 
 TEST(MrfRestore, BadInputIsAOneLineError) {

@@ -26,7 +26,7 @@ bool LoadProblem(const std::string& name, double gt_scale, Problem* problem) {
   const std::string gt = test::SharedDataPath("middlebury/" + name + "-truedispL.png");
   if (left.empty() || right.empty() || gt.empty()) return false;
   problem->model = BuildStereoModel(LoadImage(left), LoadImage(right), StereoParams::Preset(name));
-  problem->ground_truth = LoadImage(gt, 1);
+  problem->ground_truth = LoadGreyValues(gt);
   problem->gt_scale = gt_scale;
   return true;
 }
