@@ -253,7 +253,7 @@ struct FileIdentity {
 std::filesystem::path WhereNewFileGoes(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::path where = fs::absolute(path, ec);
+  fs::path where = path;  // kept relative when it is, so that messages show the folder as the user would
   for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(where, ec)); ++hops) {
     const fs::path target = fs::read_symlink(where, ec);
     if (ec) break;
@@ -271,7 +271,7 @@ bool Identify(const std::string& path, FileIdentity* id) {
     *id = {true, path};
     return true;
   }
-  const std::filesystem::path where = WhereNewFileGoes(path);
+  const std::filesystem::path where = std::filesystem::absolute(WhereNewFileGoes(path), ec);
   *id = {false, std::filesystem::weakly_canonical(where, ec)};
   return !ec;
 }
