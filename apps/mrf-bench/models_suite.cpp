@@ -103,8 +103,8 @@ int RunModelsSuite(const BenchOptions& options) {
     app::Progress("mrf-bench", "models: reading " + file);
     const Model model = LoadModel(file);
     const std::string name = std::filesystem::path(file).filename().string();
-    std::printf("# %s: %s, %d labels, %s pairwise\n", app::OneLine(name).c_str(), model.topology.Describe().c_str(), model.num_labels,
-                ToString(model.pairwise.kind));
+    std::printf("# %s: %s, %d labels, %s pairwise\n", app::OneLine(name).c_str(), model.topology.Describe().c_str(),
+                model.num_labels, ToString(model.pairwise.kind));
     std::vector<Row> cells;
     for (const SolverEntry& e : registry.entries()) {
       if (!IsWanted(wanted, e.name)) continue;
@@ -175,9 +175,9 @@ int RunModelsSuite(const BenchOptions& options) {
       }
       if (c.lower_bound >= 0) std::snprintf(bound, sizeof bound, "%lld", static_cast<long long>(c.lower_bound));
       if (base_ms > 0 && c.time_ms >= 0) std::snprintf(ratio, sizeof ratio, "%.2f", c.time_ms / base_ms);
-      std::printf("%-24s %-14s %-10s %14s %14s %10s %6lld %11.2f %7s  %s%s\n", app::OneLine(c.model).c_str(), c.solver.c_str(),
-                  c.algorithm.c_str(), energy, bound, gap, static_cast<long long>(c.iterations), c.time_ms, ratio,
-                  c.ok ? "" : "FAILED: ", c.message.c_str());
+      std::printf("%-24s %-14s %-10s %14s %14s %10s %6lld %11.2f %7s  %s%s\n", app::OneLine(c.model).c_str(),
+                  c.solver.c_str(), c.algorithm.c_str(), energy, bound, gap, static_cast<long long>(c.iterations),
+                  c.time_ms, ratio, c.ok ? "" : "FAILED: ", c.message.c_str());
       rows.push_back(c);
     }
     std::fflush(stdout);

@@ -352,7 +352,8 @@ int RunMultilabel(const BenchOptions& options) {
   if (!options.json_path.empty()) WriteJson(options.json_path, rows);
   if (!options.plot_path.empty()) {
     WritePlot(options.plot_path, rows);
-    std::printf("# plot: %s (energy above the best seen against time, per problem)\n", app::OneLine(options.plot_path).c_str());
+    std::printf("# plot: %s (energy above the best seen against time, per problem)\n",
+                app::OneLine(options.plot_path).c_str());
   }
   return status;
 }

@@ -128,8 +128,8 @@ int main(int argc, char** argv) {
       std::printf("%s\n", mrf::app::JsonText(j).c_str());
       return 0;
     }
-    std::printf("problem:   %s, %s, %lld missing pixels\n", mrf::app::OneLine(problem).c_str(), observed.Describe().c_str(),
-                static_cast<long long>(missing));
+    std::printf("problem:   %s, %s, %lld missing pixels\n", mrf::app::OneLine(problem).c_str(),
+                observed.Describe().c_str(), static_cast<long long>(missing));
     mrf::app::PrintReport(params.Describe(), result, split, verbose);
     if (rms_after >= 0)
       std::printf("RMS error: %.2f grey levels (input %.2f, holes included)\n", rms_after, rms_before);

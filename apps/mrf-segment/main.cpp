@@ -347,7 +347,8 @@ int main(int argc, char** argv) {
     if (mask_path.empty() && overlay_path.empty()) {
       std::printf("wrote:       nothing (use --output-dir DIR, -o mask.png or --overlay overlay.png)\n");
     } else {
-      if (!mask_path.empty()) std::printf("wrote:       %s (mask, white = foreground)\n", mrf::app::OneLine(mask_path).c_str());
+      if (!mask_path.empty())
+        std::printf("wrote:       %s (mask, white = foreground)\n", mrf::app::OneLine(mask_path).c_str());
       if (!overlay_path.empty()) std::printf("wrote:       %s (overlay)\n", mrf::app::OneLine(overlay_path).c_str());
     }
     return 0;

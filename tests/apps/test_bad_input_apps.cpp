@@ -264,8 +264,8 @@ std::vector<Case> Cases() {
        "--labels: folder '$D/no' does not exist"},
       {"output folder that is a file", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D/grey.pgm/out.png", 1,
        "-o: '$D/grey.pgm' is not a folder"},
-      {"output through a link into a missing folder", "mrf-stereo", "--synthetic-size 16 --labels 4 -o $D/astray.png", 1,
-       "-o: folder '$D/no/such' does not exist (where the link '$D/astray.png' points)"},
+      {"output through a link into a missing folder", "mrf-stereo", "--synthetic-size 16 --labels 4 -o $D/astray.png",
+       1, "-o: folder '$D/no/such' does not exist (where the link '$D/astray.png' points)"},
       {"output a folder", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D", 1, "-o: '$D' is a folder, not a file"},
       // An output never overwrites an input, and two outputs never share a file (devices may repeat).
       {"output over an input", "mrf-stereo", "$D/rgb.ppm $D/rgb.ppm --labels 2 -o $D/rgb.ppm", 1,
@@ -356,9 +356,8 @@ TEST(BadInputApps, EveryCaseEndsWithItsOneLineError) {
   for (const Case& c : Cases()) {
     const std::string args = Expand(c.args, dir), message = Expand(c.message, dir);
     SCOPED_TRACE(std::string(c.what) + ": " + c.program + " " + args);
-    // Quiet where the program has it (mrf-bench has no progress to silence before these errors).
+    // Quiet where the program has it: example-custom-energy prints no progress and has no -q.
     const std::string program = c.program;
-    // example-custom-energy prints no progress, so it has no -q.
     const std::string quiet =
         program == "example-custom-energy" ? "" : program == "mrf-solve" ? " --quiet" : " -q";
     const test::CommandResult r = test::RunCommand(test::AppPath(program) + " " + args + quiet);

@@ -260,7 +260,8 @@ TEST_F(MrfMaxflow, MissingFileUnknownBackendAndBadCommandLines) {
                      "--cut: folder '" + dir_ + "/no/such/dir' does not exist");
   // A write that fails after the solve (a full disk) still ends in one line.
   if (std::filesystem::exists("/dev/full"))
-    ExpectOneLineError(Maxflow(example_ + " --cut /dev/full"), 1, "cannot write cut file '/dev/full': No space left on device");
+    ExpectOneLineError(Maxflow(example_ + " --cut /dev/full"), 1,
+                       "cannot write cut file '/dev/full': No space left on device");
   // Options that only a solve reads are refused where none runs, not ignored.
   ExpectOneLineError(Maxflow("--write-example " + dir_ + "/x.max --json"), 2, "--json excludes --write-example");
   ExpectOneLineError(Maxflow("--write-example " + dir_ + "/x.max --cut " + dir_ + "/c.txt"), 2, "excludes");

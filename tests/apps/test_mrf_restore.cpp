@@ -75,7 +75,8 @@ TEST(MrfRestore, PathsWithNewlinesStayOnTheirReportLines) {
   const std::string dir = test::ScratchDir("mrf_restore_newline");
   const std::string image = dir + "/two\nlines.png";
   SavePng(image, Image::Filled(12, 8, 1, 100));
-  const test::CommandResult r = test::RunCommand(Restore("\"" + image + "\" --levels 4 -o \"" + dir + "/out\nput.png\""));
+  const test::CommandResult r =
+      test::RunCommand(Restore("\"" + image + "\" --levels 4 -o \"" + dir + "/out\nput.png\""));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("problem:   " + dir + "/two?lines.png, 12x8 grey"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("mrf-restore: wrote " + dir + "/out?put.png\n"), std::string::npos) << r.err;
