@@ -253,7 +253,7 @@ struct FileIdentity {
 std::filesystem::path WhereNewFileGoes(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::path where = path;  // kept relative when it is, so that messages show the folder as the user would
+  fs::path where = path;  // not made absolute: a message then shows the folder relative to where the user is
   for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(where, ec)); ++hops) {
     const fs::path target = fs::read_symlink(where, ec);
     if (ec) break;
@@ -290,6 +290,8 @@ void CheckWritable(const NamedFile& out) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(out.path, ec);
+  if (ec == std::errc::too_many_symbolic_link_levels)  // a loop of links: the write would fail after the solve
+    throw Error(out.option + ": cannot write '" + out.path + "': " + std::strerror(ELOOP));
   if (fs::is_directory(status)) throw Error(out.option + ": '" + out.path + "' is a folder, not a file");
   const bool exists = fs::exists(status);
   if (exists && !fs::is_regular_file(status)) return;
@@ -298,7 +300,7 @@ void CheckWritable(const NamedFile& out) {
   const bool dangling_link = !exists && fs::is_symlink(fs::symlink_status(out.path, ec));
   if (dangling_link) parent = WhereNewFileGoes(out.path).parent_path();
   if (parent.empty()) parent = ".";
-  const std::string via = dangling_link ? " (where the link '" + out.path + "' points)" : "";
+  const std::string via = dangling_link ? " (the link '" + out.path + "' points into it)" : "";
   if (!exists && !fs::is_directory(parent, ec))
     throw Error(out.option + (fs::exists(parent, ec) ? ": '" + parent.string() + "' is not a folder" + via
                                                      : ": folder '" + parent.string() + "' does not exist" + via));

@@ -56,7 +56,8 @@ struct NamedFile {
 void CheckOutputs(const std::vector<NamedFile>& inputs, const std::vector<NamedFile>& outputs);
 
 /// `text` with its control characters (a path's newline, say) shown as '?', so that a report line
-/// naming a path stays one line.
+/// naming a path stays one line. Only ASCII controls (bytes below 0x20, and 0x7f) are replaced: bytes
+/// from 0x80 up belong to UTF-8 names.
 std::string OneLine(std::string text);
 
 /// Prints "NAME: error: MESSAGE" on stderr as one line (OneLine).

@@ -53,7 +53,7 @@ struct Problem {
 bool LoadMiddlebury(const std::string& dir, const std::string& name, Problem* p) {
   const std::string base = dir + "/middlebury/" + name;
   if (!Exists(base + "-imL.png") || !Exists(base + "-imR.png")) {
-    std::printf("# %s skipped: %s-imL.png not found (--data-dir)\n", name.c_str(), base.c_str());
+    std::printf("# %s skipped: %s-imL.png not found (--data-dir)\n", name.c_str(), app::OneLine(base).c_str());
     return false;
   }
   app::Progress("mrf-bench", "gpuexpansion: building " + name);

@@ -78,6 +78,9 @@ std::string MakeSamples() {
   std::filesystem::create_symlink("not-yet.png", d + "/dangling.png");
   std::filesystem::remove(d + "/astray.png");
   std::filesystem::create_symlink("no/such/out.png", d + "/astray.png");  // into a folder that is missing
+  for (const char* name : {"/loop-a.png", "/loop-b.png"}) std::filesystem::remove(d + name);
+  std::filesystem::create_symlink("loop-b.png", d + "/loop-a.png");  // two links naming each other
+  std::filesystem::create_symlink("loop-a.png", d + "/loop-b.png");
   return d;
 }
 
@@ -265,7 +268,9 @@ std::vector<Case> Cases() {
       {"output folder that is a file", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D/grey.pgm/out.png", 1,
        "-o: '$D/grey.pgm' is not a folder"},
       {"output through a link into a missing folder", "mrf-stereo", "--synthetic-size 16 --labels 4 -o $D/astray.png",
-       1, "-o: folder '$D/no/such' does not exist (where the link '$D/astray.png' points)"},
+       1, "-o: folder '$D/no/such' does not exist (the link '$D/astray.png' points into it)"},
+      {"output through a loop of links", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D/loop-a.png", 1,
+       "-o: cannot write '$D/loop-a.png': Too many levels of symbolic links"},
       {"output a folder", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D", 1, "-o: '$D' is a folder, not a file"},
       // An output never overwrites an input, and two outputs never share a file (devices may repeat).
       {"output over an input", "mrf-stereo", "$D/rgb.ppm $D/rgb.ppm --labels 2 -o $D/rgb.ppm", 1,

@@ -86,6 +86,16 @@ TEST(MrfRestore, PathsWithNewlinesStayOnTheirReportLines) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/out\nput.png"));  // the file keeps its real name
 }
 
+TEST(MrfRestore, OutputThroughADanglingLinkIsWrittenWhereItPoints) {
+  if (!HasSolver(Algorithm::kExpansion)) GTEST_SKIP() << "no expansion solver in this build";
+  const std::string dir = test::ScratchDir("mrf_restore_link");
+  std::filesystem::create_directories(dir + "/real");
+  std::filesystem::create_symlink("real/out.png", dir + "/link.png");  // its folder exists, the file not yet
+  const test::CommandResult r = test::RunCommand(Restore("--synthetic-size 16 --levels 4 -q -o " + dir + "/link.png"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(LoadImage(dir + "/real/out.png", 1).width, 16);
+}
+
 TEST(MrfRestore, BadInputIsAOneLineError) {
   const std::string dir = test::ScratchDir("mrf_restore_bad");
   SavePng(dir + "/image.png", Image::Filled(20, 10, 1, 100));
