@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "energies/stereo.h"
@@ -146,6 +147,21 @@ TEST(MrfStereo, ImagesWithGroundTruthAndColourOutput) {
   const Image colour = LoadImage(f.dir + "/c.png");
   EXPECT_EQ(colour.width, 48);
   EXPECT_EQ(colour.channels, 3);
+}
+
+TEST(MrfStereo, PathsWithNewlinesStayOnTheirReportLines) {
+  if (!HasSolver(Algorithm::kExpansion)) GTEST_SKIP() << "no expansion solver in this build";
+  const Files f = WritePair();
+  const std::string left = f.dir + "/le\nft.png";
+  std::filesystem::copy_file(f.left, left, std::filesystem::copy_options::overwrite_existing);
+  const test::CommandResult r =
+      test::RunCommand(Stereo("\"" + left + "\" " + f.right + " --labels 4 --colour \"" + f.dir + "/co\nlour.png\""));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("problem:   " + f.dir + "/le?ft.png, 48x36 RGB\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("mrf-stereo: wrote " + f.dir + "/co?lour.png"), std::string::npos) << r.err;
+  for (const std::string& text : {r.out, r.err})
+    for (const char* tail : {"\nft.png", "\nlour.png"})
+      EXPECT_EQ(text.find(tail), std::string::npos) << "a path split its line:\n" << text;
 }
 
 // Outputs may share a device (only files are checked for overwriting inputs or each other).
