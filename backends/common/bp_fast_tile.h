@@ -13,7 +13,8 @@
 /// another writes, so the host emulation may run a phase's chains one after the other. On the GPU a chain
 /// of a local form (8 labels or more) is split over a pair of lanes that exchange words by shuffles every
 /// step (LaneGroup, ChainLanes()); the host holds each chain whole, with the same arithmetic. Every
-/// function here is MRF_HD; device-only details (vector loads, cp.async, flags) stay in bp_cuda.cu.
+/// function here is MRF_HD; device-only details (vector loads, cp.async, flags) stay in
+/// backends/cuda/bp_fast_kernels.cuh.
 
 #include <cstddef>
 #include <cstdint>

@@ -290,8 +290,9 @@ TEST(BpFastTile, PipelinePlanVisitsEveryTileInSerialOrder) {
 
 // ---- Host emulation of the GPU pipeline ------------------------------------------------------------------
 
-// The GPU loader's TakeMail (bp_cuda.cu) without its spinning: copies the mailed message entering tile t by
-// `edge` into the staging buffer once every slot carries at least `stamp`; returns whether it had.
+// The GPU loader's TakeMail (backends/cuda/bp_fast_kernels.cuh) without its spinning: copies the mailed
+// message entering tile t by `edge` into the staging buffer once every slot carries at least `stamp`;
+// returns whether it had.
 template <int NW>
 bool TakeMailIfPosted(const fast::Params& P, const fast::Tile& t, Word* stage, int edge, int stamp) {
   for (int i = 0; i < fast::EdgeLines(t, edge); ++i)
