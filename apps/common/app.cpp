@@ -238,18 +238,6 @@ std::string JsonText(const nlohmann::json& j, int indent) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-
-namespace {
-
-// Which file a path names. An existing one is compared by identity (device and inode: links and other
-// spellings of it are the same file); a new one by where it would be created (dangling links followed).
-struct FileIdentity {
-  bool exists = false;
-  std::filesystem::path path;
-};
-
-// Where writing a path that does not exist yet creates the file: at the end of its chain of dangling
-// symbolic links, if it is one.
 std::filesystem::path WhereNewFileGoes(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -261,6 +249,15 @@ std::filesystem::path WhereNewFileGoes(const std::string& path) {
   }
   return where;
 }
+
+namespace {
+
+// Which file a path names. An existing one is compared by identity (device and inode: links and other
+// spellings of it are the same file); a new one by where it would be created (dangling links followed).
+struct FileIdentity {
+  bool exists = false;
+  std::filesystem::path path;
+};
 
 // False for paths that are not regular files or new ones (devices, pipes): those may repeat.
 bool Identify(const std::string& path, FileIdentity* id) {

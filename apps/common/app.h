@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -54,6 +55,12 @@ struct NamedFile {
 /// as an input or as another output ("-o: 'left.png' is also LEFT: the output would overwrite it"). Paths
 /// are compared as files (links and "./" resolved); devices such as /dev/null may be named twice.
 void CheckOutputs(const std::vector<NamedFile>& inputs, const std::vector<NamedFile>& outputs);
+
+/// Where writing `path` puts the file: `path` itself, or, when it is a symbolic link, the end of its chain
+/// of links (a dangling link creates its target). Relative targets are taken from the link's folder and
+/// the result is not made absolute. Stops after 40 links: a loop gives one of its own links (status()
+/// reports ELOOP for those; CheckOutputs refuses them).
+std::filesystem::path WhereNewFileGoes(const std::string& path);
 
 /// `text` with its control characters (a path's newline, say) shown as '?', so that a report line
 /// naming a path stays one line. Only ASCII controls (bytes below 0x20, and 0x7f) are replaced: bytes

@@ -95,8 +95,13 @@ mrf::Image OverlayImage(const mrf::Image& image, const mrf::Labeling& mask) {
   return out;
 }
 
+// Creates the folder that a new output file goes into (WhereNewFileGoes): for a dangling symbolic link, the
+// folder the link points into, not the link's own. A loop of links is left to CheckOutputs, which refuses it.
 void EnsureParentDir(const std::string& path) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code status_ec;
+  (void)std::filesystem::status(path, status_ec);
+  if (status_ec == std::errc::too_many_symbolic_link_levels) return;
+  const std::filesystem::path parent = mrf::app::WhereNewFileGoes(path).parent_path();
   if (parent.empty()) return;
   std::error_code ec;
   std::filesystem::create_directories(parent, ec);
@@ -149,7 +154,9 @@ int main(int argc, char** argv) {
   cli.add_option("--backend", backend,
                  "Max-flow backend: auto or one of " + mrf::Registry::Global().NameList(mrf::Algorithm::kMaxFlow))
       ->capture_default_str();
-  cli.add_option("--output-dir", output_dir, "Write mask.png and overlay.png into this folder (created if needed)");
+  cli.add_option("--output-dir", output_dir,
+                 "Write mask.png and overlay.png into this folder (created if needed, as are the folders of -o, "
+                 "--overlay and --save-model; for an output that is a dangling link, the folder it points into)");
   cli.add_option("-o,--output", mask_path, "Write the mask here (PNG, white = foreground)");
   cli.add_option("--overlay", overlay_path, "Write the overlay here (PNG: background dimmed, outline in red)");
   cli.add_option("--save-model", save_model_path,

@@ -123,6 +123,31 @@ TEST(MrfSegment, RectangleWithGrabCutRounds) {
   EXPECT_EQ(j["colour_model"], "gmm");
 }
 
+// Output folders are created as needed; for an output that is a dangling symbolic link, the folder created
+// is the one the link points into (the link's own folder exists), and the file is written there.
+TEST(MrfSegment, OutputThroughADanglingLinkGoesWhereItPoints) {
+  const std::string dir = test::ScratchDir("mrf_segment_link");
+  std::filesystem::create_symlink("masks/new/mask.png", dir + "/link.png");  // masks/ does not exist yet
+  const test::CommandResult r = test::RunCommand(Segment("--size 32x32 -q -o " + dir + "/link.png"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const Image mask = LoadImage(dir + "/masks/new/mask.png");
+  EXPECT_EQ(mask.width, 32);
+  EXPECT_EQ(mask.height, 32);
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link.png"));
+  // The same for a file of --output-dir: the link's target is taken from the link's folder.
+  std::filesystem::create_directories(dir + "/out");
+  std::filesystem::create_symlink("../overlays/o.png", dir + "/out/overlay.png");
+  const test::CommandResult in_dir = test::RunCommand(Segment("--size 32x32 -q --output-dir " + dir + "/out"));
+  ASSERT_EQ(in_dir.exit_code, 0) << in_dir.out << in_dir.err;
+  EXPECT_EQ(LoadImage(dir + "/overlays/o.png").channels, 3);
+  EXPECT_EQ(LoadImage(dir + "/out/mask.png").channels, 1);
+  // A loop of links is still refused before the solve, with the message the other programs give.
+  std::filesystem::create_symlink("loop-b.png", dir + "/loop-a.png");
+  std::filesystem::create_symlink("loop-a.png", dir + "/loop-b.png");
+  ExpectOneLineError(test::RunCommand(Segment("--size 32x32 -q -o " + dir + "/loop-a.png")),
+                     "the mask (-o): cannot write '" + dir + "/loop-a.png': Too many levels of symbolic links");
+}
+
 TEST(MrfSegment, HelpListsEveryOption) {
   const test::CommandResult r = test::RunCommand(Segment("--help"));
   ASSERT_EQ(r.exit_code, 0);
