@@ -91,6 +91,28 @@ TEST(BenchModels, ReplaysSavedModelsWithEveryApplicableSolver) {
   EXPECT_LT(first, second);
 }
 
+// A newline in a model's path shows as '?' on its heading, its rows and the progress lines, and the --json
+// file keeps its name.
+TEST(BenchModels, PathsWithNewlinesStayOnTheirReportLines) {
+  const std::string dir = test::ScratchDir("bench_models_newline");
+  const std::string model = dir + "/bi\nnary.mrf", json = dir + "/ro\nws.json";
+  SaveModel(BinaryModel(), model);
+  const test::CommandResult r = test::RunCommand(test::AppPath("mrf-bench") + " --suite models --repeat 1 --solvers " +
+                                                 "cpu-bk,cpu-icm --model \"" + model + "\" --json \"" + json + "\"");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("\n# bi?nary.mrf: grid"), std::string::npos) << r.out;
+  std::size_t rows_shown = 0;  // one a solver
+  for (auto at = r.out.find("\nbi?nary.mrf "); at != std::string::npos; at = r.out.find("\nbi?nary.mrf ", at + 1))
+    ++rows_shown;
+  EXPECT_EQ(rows_shown, 2u) << r.out;
+  EXPECT_NE(r.err.find("mrf-bench: models: reading " + dir + "/bi?nary.mrf\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("mrf-bench: models: bi?nary.mrf: cpu-icm (run 1)\n"), std::string::npos) << r.err;
+  test::ExpectNoLineSplitByPaths(r, {model, json});
+  const nlohmann::json rows = ReadJson(json);  // the file keeps its real name, and the rows the model's
+  ASSERT_EQ(rows.size(), 2u) << rows.dump();
+  EXPECT_EQ(rows[0]["model"], "bi\nnary.mrf");
+}
+
 TEST(BenchModels, BadInputIsAOneLineError) {
   const std::string dir = test::ScratchDir("bench_models_bad");
   struct Case {

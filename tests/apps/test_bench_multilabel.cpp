@@ -83,6 +83,22 @@ TEST(BenchMultilabel, MissingDataIsSkippedWithAReason) {
       << r.out;
 }
 
+// A newline in --data-dir shows as '?' on the skipped line that names the missing file (the suite then
+// measured nothing: exit 1, as above).
+TEST(BenchMultilabel, PathsWithNewlinesStayOnTheirReportLines) {
+  const std::string data = test::ScratchDir("bench_multilabel_newline") + "/da\nta";
+  std::filesystem::create_directories(data);
+  const test::CommandResult r =
+      test::RunCommand(test::AppPath("mrf-bench") + " --suite multilabel --quick --data-dir \"" + data + "\"");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err, "mrf-bench: error: the multilabel suite measured nothing (its skipped lines say why)\n");
+  if (r.out.find("multilabel skipped: no available") != std::string::npos) GTEST_SKIP() << "no multilabel solver";
+  const std::string shown = data.substr(0, data.size() - 5) + "da?ta";
+  EXPECT_NE(r.out.find("\n# tsukuba skipped: " + shown + "/middlebury/tsukuba-imL.png not found (--data-dir)\n"),
+            std::string::npos) << r.out;
+  test::ExpectNoLineSplitByPaths(r, {data});
+}
+
 TEST(BenchMultilabel, MissingDataFolderIsAOneLineError) {
   // A folder named explicitly that does not exist is a mistake, not a run with nothing in it.
   const test::CommandResult r =

@@ -125,6 +125,22 @@ TEST_F(MrfMaxflow, TextReportShowsFlowCutBackendAndTimes) {
     EXPECT_NE(run.out.find(part), std::string::npos) << part << " missing in\n" << run.out;
 }
 
+// A newline in a path shows as '?' on the report lines naming the file, the cut file and a written
+// example, and the files keep their names.
+TEST_F(MrfMaxflow, PathsWithNewlinesStayOnTheirReportLines) {
+  const std::string file = dir_ + "/exam\nple.max", cut = dir_ + "/c\nut.txt";
+  const test::CommandResult wrote = Maxflow("--write-example \"" + file + "\" --size 23x17 --seed 5");
+  ASSERT_EQ(wrote.exit_code, 0) << wrote.out << wrote.err;
+  EXPECT_EQ(wrote.out.rfind("wrote " + dir_ + "/exam?ple.max: ", 0), 0u) << wrote.out;
+  const test::CommandResult r = Maxflow("\"" + file + "\" --cut \"" + cut + "\"");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("file:      " + dir_ + "/exam?ple.max ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cut file:  " + dir_ + "/c?ut.txt (sink-side DIMACS ids)\n"), std::string::npos) << r.out;
+  for (const test::CommandResult& run : {wrote, r}) test::ExpectNoLineSplitByPaths(run, {file, cut});
+  EXPECT_EQ(Slurp(file), Slurp(example_));  // the files keep their real names
+  EXPECT_FALSE(Slurp(cut).empty());
+}
+
 TEST_F(MrfMaxflow, CutFileIsAMinimumCut) {
   const std::string cut_path = dir_ + "/cut.txt";
   const nlohmann::json j = ParseJson(Maxflow(example_ + " --json --cut " + cut_path));

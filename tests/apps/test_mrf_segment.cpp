@@ -148,6 +148,28 @@ TEST(MrfSegment, OutputThroughADanglingLinkGoesWhereItPoints) {
                      "the mask (-o): cannot write '" + dir + "/loop-a.png': Too many levels of symbolic links");
 }
 
+// A newline in a path shows as '?' on the report, progress and input lines, and the files keep their names.
+TEST(MrfSegment, PathsWithNewlinesStayOnTheirReportLines) {
+  const std::string dir = test::ScratchDir("mrf_segment_newline");
+  WriteDiscAndScribbles(dir, 40, 30);
+  const std::string image = dir + "/di\nsc.png", scribbles = dir + "/scrib\nbles.png";
+  std::filesystem::rename(dir + "/disc.png", image);
+  std::filesystem::rename(dir + "/scribbles.png", scribbles);
+  const std::string mask = dir + "/ma\nsk.png", overlay = dir + "/over\nlay.png", model = dir + "/mo\ndel.mrf";
+  const test::CommandResult r = test::RunCommand(Segment("\"" + image + "\" --scribbles \"" + scribbles + "\" -o \"" +
+                                                         mask + "\" --overlay \"" + overlay + "\" --save-model \"" +
+                                                         model + "\""));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("input:       " + dir + "/di?sc.png, scribbles " + dir + "/scrib?bles.png ("),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wrote:       " + dir + "/ma?sk.png (mask, white = foreground)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wrote:       " + dir + "/over?lay.png (overlay)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("mrf-segment: model saved to " + dir + "/mo?del.mrf\n"), std::string::npos) << r.err;
+  test::ExpectNoLineSplitByPaths(r, {image, scribbles, mask, overlay, model});
+  for (const std::string& written : {mask, overlay, model})
+    EXPECT_TRUE(std::filesystem::exists(written)) << written;  // the file keeps its real name
+}
+
 TEST(MrfSegment, HelpListsEveryOption) {
   const test::CommandResult r = test::RunCommand(Segment("--help"));
   ASSERT_EQ(r.exit_code, 0);

@@ -112,6 +112,21 @@ TEST(ModelFile, MrfSolveSolvesASavedModel) {
   EXPECT_NE(unknown.err.find("unknown backend 'nope'"), std::string::npos) << unknown.err;
 }
 
+// A newline in a path shows as '?' on the progress line naming the model, and the labels file keeps its name.
+TEST(ModelFile, MrfSolvePathsWithNewlinesStayOnTheirReportLines) {
+  std::mt19937_64 rng(3);
+  const Model m = test::RandomModel(rng, Topology::Grid2D(4, 3, 4), 2, 30, {PairwiseKind::kPotts, 7, 0, {}});
+  const std::string dir = test::ScratchDir("mrf_solve_newline");
+  const std::string model = dir + "/mo\ndel.mrf", labels = dir + "/la\nbels.txt";
+  SaveModel(m, model);
+  const auto r = test::RunCommand(test::AppPath("mrf-solve") + " \"" + model + "\" --labels \"" + labels + "\"");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("mrf-solve: reading " + dir + "/mo?del.mrf\n"), std::string::npos) << r.err;
+  test::ExpectNoLineSplitByPaths(r, {model, labels});
+  std::ifstream written(labels);  // the file keeps its real name: one label a node
+  EXPECT_EQ(std::count(std::istreambuf_iterator<char>(written), std::istreambuf_iterator<char>(), '\n'), 12);
+}
+
 // --list-solvers --json: one JSON array with every registry entry, its availability as the library sees it.
 TEST(ModelFile, MrfSolveListsSolversAsJson) {
   const auto r = test::RunCommand(test::AppPath("mrf-solve") + " --list-solvers --json");

@@ -76,6 +76,20 @@ void ExpectOneLineError(const std::string& program, const std::string& args, con
   EXPECT_NE(r.err.find(phrase), std::string::npos) << args << ": expected '" << phrase << "' in: " << r.err;
 }
 
+void ExpectNoLineSplitByPaths(const CommandResult& r, const std::vector<std::string>& paths) {
+  auto control = [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; };
+  for (const std::string& path : paths)
+    for (std::size_t i = 0; i < path.size(); ++i) {
+      if (!control(path[i])) continue;
+      std::size_t end = i + 1;
+      while (end < path.size() && !control(path[end])) ++end;
+      const std::string rest = path.substr(i + 1, end - i - 1);  // what would start a line of its own
+      if (rest.empty()) continue;
+      for (const std::string& text : {r.out, r.err})
+        EXPECT_EQ(text.find("\n" + rest), std::string::npos) << "a path split its line:\n" << text;
+    }
+}
+
 void ExpectGpuSolverRegisteredWithCpuFallback(const std::string& gpu_solver, Algorithm algorithm,
                                               const std::string& cpu_solver) {
   const SolverEntry* e = Registry::Global().Find(gpu_solver);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "mrf/device.h"
 #include "mrf/model.h"
@@ -36,6 +37,10 @@ std::string AppPath(const std::string& program);
 /// line CLI11 rejects) and exactly one line on stderr, "PROGRAM: error: ...", containing `phrase`.
 void ExpectOneLineError(const std::string& program, const std::string& args, const std::string& phrase,
                         int exit_code = 1);
+/// For a run given paths that hold control characters (a newline, say): checks that no line of its stdout
+/// or stderr was split by one, that is, that no line starts with what follows such a character in one of
+/// `paths`. The lines that name a path show it with '?' (app::OneLine); callers check those lines.
+void ExpectNoLineSplitByPaths(const CommandResult& r, const std::vector<std::string>& paths);
 /// The four bytes of v, most significant first (PNG fields and lengths).
 std::string BigEndian32(std::uint32_t v);
 /// One PNG chunk (length, type, data, CRC-32), for crafting PNG files in tests. Computes the CRC bit by
