@@ -95,17 +95,32 @@ mrf::Image OverlayImage(const mrf::Image& image, const mrf::Labeling& mask) {
   return out;
 }
 
+// Creates `folder` and the folders above it, as create_directories does, except that a dangling link
+// among them (the folder itself or one above it) gets the folder it points to, as a new file does.
+void CreateFolder(const std::string& what, const std::filesystem::path& folder, int links_followed = 0) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (folder.empty() || fs::is_directory(fs::status(folder, ec))) return;
+  if (fs::is_symlink(fs::symlink_status(folder, ec))) {
+    if (links_followed >= 40)
+      throw mrf::Error(what + ": cannot create folder '" + folder.string() + "': Too many levels of symbolic links");
+    CreateFolder(what, mrf::app::WhereNewFileGoes(folder.string()), links_followed + 1);
+    return;
+  }
+  if (fs::exists(fs::symlink_status(folder, ec)))
+    throw mrf::Error(what + ": '" + folder.string() + "' is not a folder");
+  CreateFolder(what, folder.parent_path(), links_followed);
+  fs::create_directory(folder, ec);
+  if (ec) throw mrf::Error(what + ": cannot create folder '" + folder.string() + "': " + ec.message());
+}
+
 // Creates the folder that a new output file goes into (WhereNewFileGoes): for a dangling symbolic link, the
 // folder the link points into, not the link's own. A loop of links is left to CheckOutputs, which refuses it.
-void EnsureParentDir(const std::string& path) {
+void EnsureParentDir(const mrf::app::NamedFile& output) {
   std::error_code status_ec;
-  (void)std::filesystem::status(path, status_ec);
+  (void)std::filesystem::status(output.path, status_ec);
   if (status_ec == std::errc::too_many_symbolic_link_levels) return;
-  const std::filesystem::path parent = mrf::app::WhereNewFileGoes(path).parent_path();
-  if (parent.empty()) return;
-  std::error_code ec;
-  std::filesystem::create_directories(parent, ec);
-  if (ec) throw mrf::Error("cannot create folder '" + parent.string() + "': " + ec.message());
+  CreateFolder(output.option, mrf::app::WhereNewFileGoes(output.path).parent_path());
 }
 
 }  // namespace
@@ -192,11 +207,11 @@ int main(int argc, char** argv) {
     if (histogram && components_opt->count() > 0) throw mrf::Error("--components applies to --model gmm");
     if (!histogram && bins_opt->count() > 0) throw mrf::Error("--bins applies to --model histogram");
     // Output folders are created as needed (--output-dir's promise), before the outputs are checked.
-    for (const std::string& path : {mask_path, overlay_path, save_model_path})
-      if (!path.empty()) EnsureParentDir(path);
-    mrf::app::CheckOutputs({{"IMAGE", image_path}, {"--scribbles", scribbles_path}},
-                                      {{"the mask (-o)", mask_path}, {"the overlay (--overlay)", overlay_path},
-                                       {"--save-model", save_model_path}});
+    const std::vector<mrf::app::NamedFile> outputs = {
+        {"the mask (-o)", mask_path}, {"the overlay (--overlay)", overlay_path}, {"--save-model", save_model_path}};
+    for (const mrf::app::NamedFile& output : outputs)
+      if (!output.path.empty()) EnsureParentDir(output);
+    mrf::app::CheckOutputs({{"IMAGE", image_path}, {"--scribbles", scribbles_path}}, outputs);
 
     options.histogram_bins = bins > 0 ? bins : (synthetic ? 32 : 16);
     options.gmm.components = components;

@@ -267,6 +267,8 @@ std::vector<Case> Cases() {
        "--labels: folder '$D/no' does not exist"},
       {"output folder that is a file", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D/grey.pgm/out.png", 1,
        "-o: '$D/grey.pgm' is not a folder"},
+      {"output folder that is a file, where folders are made", "mrf-segment", "--size 16 -o $D/grey.pgm/sub/m.png", 1,
+       "the mask (-o): '$D/grey.pgm' is not a folder"},
       {"output through a link into a missing folder", "mrf-stereo", "--synthetic-size 16 --labels 4 -o $D/astray.png",
        1, "-o: folder '$D/no/such' does not exist (the link '$D/astray.png' points into it)"},
       {"output through a loop of links", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D/loop-a.png", 1,

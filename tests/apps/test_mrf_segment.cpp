@@ -141,6 +141,20 @@ TEST(MrfSegment, OutputThroughADanglingLinkGoesWhereItPoints) {
   ASSERT_EQ(in_dir.exit_code, 0) << in_dir.out << in_dir.err;
   EXPECT_EQ(LoadImage(dir + "/overlays/o.png").channels, 3);
   EXPECT_EQ(LoadImage(dir + "/out/mask.png").channels, 1);
+  // --output-dir itself a dangling link, and a folder above -o's file one: their targets are created.
+  std::filesystem::create_symlink("made/by/link", dir + "/out-link");
+  const test::CommandResult dir_link = test::RunCommand(Segment("--size 32x32 -q --output-dir " + dir + "/out-link"));
+  ASSERT_EQ(dir_link.exit_code, 0) << dir_link.out << dir_link.err;
+  EXPECT_EQ(LoadImage(dir + "/made/by/link/mask.png").channels, 1);
+  std::filesystem::create_symlink("elsewhere", dir + "/up");
+  const test::CommandResult above = test::RunCommand(Segment("--size 32x32 -q -o " + dir + "/up/sub/m.png"));
+  ASSERT_EQ(above.exit_code, 0) << above.out << above.err;
+  EXPECT_EQ(LoadImage(dir + "/elsewhere/sub/m.png").width, 32);
+  // Folders that are a loop of links are refused in one line.
+  std::filesystem::create_symlink("loop-d2", dir + "/loop-d1");
+  std::filesystem::create_symlink("loop-d1", dir + "/loop-d2");
+  ExpectOneLineError(test::RunCommand(Segment("--size 32x32 -q --output-dir " + dir + "/loop-d1")),
+                     "Too many levels of symbolic links");
   // A loop of links is still refused before the solve, with the message the other programs give.
   std::filesystem::create_symlink("loop-b.png", dir + "/loop-a.png");
   std::filesystem::create_symlink("loop-a.png", dir + "/loop-b.png");
