@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "mrf/io/image.h"
 #include "mrf/registry.h"
@@ -11,19 +12,23 @@
 namespace mrf {
 namespace {
 
+// Whether this build has an expansion solver for the example (why not, in *why).
+bool ExpansionSolvable(std::string* why) {
+  try {
+    Registry::Global().Choose("auto", Algorithm::kExpansion, Device::kAuto);
+    return true;
+  } catch (const Error& e) {
+    *why = e.what();
+    return false;
+  }
+}
+
 TEST(ExampleCustomEnergy, RunsAndItsEnergiesAgree) {
   const std::string dir = test::ScratchDir("example_custom_energy");
   const test::CommandResult r =
       test::RunCommand(test::AppPath("example-custom-energy") + " --classes 4 -o " + dir + "/classes.png");
   std::string note;
-  bool solvable = true;
-  try {
-    Registry::Global().Choose("auto", Algorithm::kExpansion, Device::kAuto);
-  } catch (const Error& e) {
-    solvable = false;
-    note = e.what();
-  }
-  if (!solvable) {
+  if (!ExpansionSolvable(&note)) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("no available expansion solver"), std::string::npos) << r.err;
     GTEST_SKIP() << "no expansion solver in this build (" << note << "): checked the error only";
@@ -42,6 +47,19 @@ TEST(ExampleCustomEnergy, RunsAndItsEnergiesAgree) {
   const Image classes = LoadImage(dir + "/classes.png", 1);
   EXPECT_EQ(classes.width, 96);
   for (std::uint8_t v : classes.pixels) EXPECT_TRUE(v == 0 || v == 85 || v == 170 || v == 255) << int(v);
+}
+
+// A newline in the output's name shows as '?' on the 'wrote' line, and the file keeps its name.
+TEST(ExampleCustomEnergy, PathsWithNewlinesStayOnTheirReportLines) {
+  std::string why;
+  if (!ExpansionSolvable(&why)) GTEST_SKIP() << "no expansion solver in this build (" << why << ")";
+  const std::string dir = test::ScratchDir("example_custom_energy_newline"), output = dir + "/cla\nsses.png";
+  const test::CommandResult r =
+      test::RunCommand(test::AppPath("example-custom-energy") + " --classes 3 -o \"" + output + "\"");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("wrote:       " + dir + "/cla?sses.png\n"), std::string::npos) << r.out;
+  test::ExpectNoLineSplitByPaths(r, {output});
+  EXPECT_TRUE(std::filesystem::exists(output));
 }
 
 TEST(ExampleCustomEnergy, BadOptionIsAOneLineError) {
