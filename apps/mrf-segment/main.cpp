@@ -96,30 +96,33 @@ mrf::Image OverlayImage(const mrf::Image& image, const mrf::Labeling& mask) {
 }
 
 // Creates `folder` and the folders above it, as create_directories does, except that a dangling link
-// among them (the folder itself or one above it) gets the folder it points to, as a new file does.
+// among them (the folder itself or one above it) gets the folder it points to, as a new file does. A file
+// in the way, or a link to one, is refused by the name the user gave.
 void CreateFolder(const std::string& what, const std::filesystem::path& folder, int links_followed = 0) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (folder.empty() || fs::is_directory(fs::status(folder, ec))) return;
+  const fs::file_status target = fs::status(folder, ec);
+  if (folder.empty() || fs::is_directory(target)) return;
+  if (fs::exists(target)) throw mrf::Error(what + ": '" + folder.string() + "' is not a folder");
   if (fs::is_symlink(fs::symlink_status(folder, ec))) {
+    // (A guard only: status() reports a chain this long as a loop, which EnsureParentDir leaves alone.)
     if (links_followed >= 40)
       throw mrf::Error(what + ": cannot create folder '" + folder.string() + "': Too many levels of symbolic links");
     CreateFolder(what, mrf::app::WhereNewFileGoes(folder.string()), links_followed + 1);
     return;
   }
-  if (fs::exists(fs::symlink_status(folder, ec)))
-    throw mrf::Error(what + ": '" + folder.string() + "' is not a folder");
   CreateFolder(what, folder.parent_path(), links_followed);
   fs::create_directory(folder, ec);
   if (ec) throw mrf::Error(what + ": cannot create folder '" + folder.string() + "': " + ec.message());
 }
 
 // Creates the folder that a new output file goes into (WhereNewFileGoes): for a dangling symbolic link, the
-// folder the link points into, not the link's own. A loop of links is left to CheckOutputs, which refuses it.
+// folder the link points into, not the link's own. An output that exists (a file, /dev/stdout) needs no
+// folder, and a loop of links is left to CheckOutputs, which refuses both kinds with their messages.
 void EnsureParentDir(const mrf::app::NamedFile& output) {
   std::error_code status_ec;
-  (void)std::filesystem::status(output.path, status_ec);
-  if (status_ec == std::errc::too_many_symbolic_link_levels) return;
+  const std::filesystem::file_status status = std::filesystem::status(output.path, status_ec);
+  if (std::filesystem::exists(status) || status_ec == std::errc::too_many_symbolic_link_levels) return;
   CreateFolder(output.option, mrf::app::WhereNewFileGoes(output.path).parent_path());
 }
 

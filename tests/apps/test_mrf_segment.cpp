@@ -150,6 +150,11 @@ TEST(MrfSegment, OutputThroughADanglingLinkGoesWhereItPoints) {
   const test::CommandResult above = test::RunCommand(Segment("--size 32x32 -q -o " + dir + "/up/sub/m.png"));
   ASSERT_EQ(above.exit_code, 0) << above.out << above.err;
   EXPECT_EQ(LoadImage(dir + "/elsewhere/sub/m.png").width, 32);
+  // A link to a file, where a folder should be, is refused by the name given (as the other programs do).
+  std::ofstream(dir + "/plain.txt") << "not a folder";
+  std::filesystem::create_symlink("plain.txt", dir + "/file-link");
+  ExpectOneLineError(test::RunCommand(Segment("--size 32x32 -q -o " + dir + "/file-link/m.png")),
+                     "the mask (-o): '" + dir + "/file-link' is not a folder");
   // Folders that are a loop of links are refused in one line.
   std::filesystem::create_symlink("loop-d2", dir + "/loop-d1");
   std::filesystem::create_symlink("loop-d1", dir + "/loop-d2");
