@@ -12,23 +12,12 @@
 namespace mrf {
 namespace {
 
-// Whether this build has an expansion solver for the example (why not, in *why).
-bool ExpansionSolvable(std::string* why) {
-  try {
-    Registry::Global().Choose("auto", Algorithm::kExpansion, Device::kAuto);
-    return true;
-  } catch (const Error& e) {
-    *why = e.what();
-    return false;
-  }
-}
-
 TEST(ExampleCustomEnergy, RunsAndItsEnergiesAgree) {
   const std::string dir = test::ScratchDir("example_custom_energy");
   const test::CommandResult r =
       test::RunCommand(test::AppPath("example-custom-energy") + " --classes 4 -o " + dir + "/classes.png");
   std::string note;
-  if (!ExpansionSolvable(&note)) {
+  if (!test::HasSolver(Algorithm::kExpansion, &note)) {
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("no available expansion solver"), std::string::npos) << r.err;
     GTEST_SKIP() << "no expansion solver in this build (" << note << "): checked the error only";
@@ -52,7 +41,8 @@ TEST(ExampleCustomEnergy, RunsAndItsEnergiesAgree) {
 // A newline in the output's name shows as '?' on the 'wrote' line, and the file keeps its name.
 TEST(ExampleCustomEnergy, PathsWithNewlinesStayOnTheirReportLines) {
   std::string why;
-  if (!ExpansionSolvable(&why)) GTEST_SKIP() << "no expansion solver in this build (" << why << ")";
+  if (!test::HasSolver(Algorithm::kExpansion, &why))
+    GTEST_SKIP() << "no expansion solver in this build (" << why << ")";
   const std::string dir = test::ScratchDir("example_custom_energy_newline"), output = dir + "/cla\nsses.png";
   const test::CommandResult r =
       test::RunCommand(test::AppPath("example-custom-energy") + " --classes 3 -o \"" + output + "\"");

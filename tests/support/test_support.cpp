@@ -116,11 +116,12 @@ void ExpectGpuSolverRegisteredWithCpuFallback(const std::string& gpu_solver, Alg
   }
 }
 
-bool HasSolver(Algorithm algorithm) {
+bool HasSolver(Algorithm algorithm, std::string* why) {
   try {
     Registry::Global().Choose("auto", algorithm, Device::kAuto);
     return true;
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    if (why) *why = e.what();
     return false;
   }
 }

@@ -46,8 +46,9 @@ std::string BigEndian32(std::uint32_t v);
 /// One PNG chunk (length, type, data, CRC-32), for crafting PNG files in tests. Computes the CRC bit by
 /// bit, independently of the image reader's table.
 std::string PngChunk(const std::string& type, const std::string& data);
-/// True when the registry's `auto` choice finds a solver of this algorithm on some device.
-bool HasSolver(Algorithm algorithm);
+/// True when the registry's `auto` choice finds a solver of this algorithm on some device; otherwise the
+/// registry's reason goes to *why (when given).
+bool HasSolver(Algorithm algorithm, std::string* why = nullptr);
 /// Checks a GPU move solver's registry entry (algorithm, device, compiled in exactly when CUDA is) and, where no GPU
 /// is usable, that asking for it by name fails naming it while `auto` runs `cpu_solver` instead.
 void ExpectGpuSolverRegisteredWithCpuFallback(const std::string& gpu_solver, Algorithm algorithm,
