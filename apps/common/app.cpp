@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "mrf/config.h"
 #include "mrf/model.h"
 #include "mrf/registry.h"
 #include "mrf/threads.h"
@@ -154,6 +155,10 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
       "  MRF_CUDA_UPLOAD=staged|pageable           GPU uploads through a pinned buffer, or plain copies\n"
       "  MRF_CUDA_DEBUG_SYNC=1, MRF_INJECT_CUDA_FAULT=oom|launch|nodevice  debugging and fault tests");
   cli.formatter(std::make_shared<HelpFormatter>());
+  cli.set_version_flag("--version",
+                       program + " (mrf " + MRF_VERSION + ", " +
+                           (MRF_HAVE_CUDA ? "CUDA backends compiled in" : "CPU-only build") + ")",
+                       "Print the program's version and whether this build has the CUDA backends, and exit");
   int threads = 0;
   cli.add_option("--threads", threads,
                  "CPU threads for the run's parallel loops (0 = every core; more than the cores = every core)")
@@ -281,6 +286,14 @@ bool SameFile(const FileIdentity& a, const FileIdentity& b) {
 
 }  // namespace
 
+void RefuseFolderName(const NamedFile& out) {
+  // "out/", or a dangling link to "t2/", names a folder that does not exist yet: no file can be written there.
+  const std::filesystem::path where = WhereNewFileGoes(out.path);
+  if (!where.has_filename() && !out.path.empty())
+    throw Error(out.option + ": '" + out.path + "' names a folder, not a file" +
+                (where.string() != out.path ? " (the link points to '" + where.string() + "')" : ""));
+}
+
 // A new file needs a folder that exists and can be written; an existing one, write permission. Devices
 // (/dev/null, /dev/stdout) pass.
 void CheckWritable(const NamedFile& out) {
@@ -292,15 +305,21 @@ void CheckWritable(const NamedFile& out) {
   if (fs::is_directory(status)) throw Error(out.option + ": '" + out.path + "' is a folder, not a file");
   const bool exists = fs::exists(status);
   if (exists && !fs::is_regular_file(status)) return;
+  RefuseFolderName(out);
   fs::path parent = fs::path(out.path).parent_path();
   // A dangling link creates its target: that target's folder must exist.
   const bool dangling_link = !exists && fs::is_symlink(fs::symlink_status(out.path, ec));
   if (dangling_link) parent = WhereNewFileGoes(out.path).parent_path();
   if (parent.empty()) parent = ".";
   const std::string via = dangling_link ? " (the link '" + out.path + "' points into it)" : "";
-  if (!exists && !fs::is_directory(parent, ec))
+  std::error_code parent_ec;
+  if (!exists && !fs::is_directory(parent, parent_ec)) {
+    // A folder that exists but cannot be searched is not a missing one.
+    if (parent_ec && parent_ec != std::errc::no_such_file_or_directory && parent_ec != std::errc::not_a_directory)
+      throw Error(out.option + ": cannot reach folder '" + parent.string() + "': " + parent_ec.message() + via);
     throw Error(out.option + (fs::exists(parent, ec) ? ": '" + parent.string() + "' is not a folder" + via
                                                      : ": folder '" + parent.string() + "' does not exist" + via));
+  }
   if (::access(exists ? out.path.c_str() : parent.c_str(), exists ? W_OK : W_OK | X_OK) != 0)
     throw Error(out.option + ": cannot write '" + out.path + "': " + std::strerror(errno));
 }

@@ -62,6 +62,11 @@ void CheckOutputs(const std::vector<NamedFile>& inputs, const std::vector<NamedF
 /// reports ELOOP for those; CheckOutputs refuses them).
 std::filesystem::path WhereNewFileGoes(const std::string& path);
 
+/// Throws mrf::Error when an output path that does not exist yet names a folder: it ends in a separator
+/// ("out/"), or is a dangling link to such a path. Writing it would fail, and a program that creates
+/// folders for its outputs would first create that one. CheckOutputs calls it.
+void RefuseFolderName(const NamedFile& out);
+
 /// `text` with its control characters (a path's newline, say) shown as '?', so that a report line
 /// naming a path stays one line. Only ASCII controls (bytes below 0x20, and 0x7f) are replaced: bytes
 /// from 0x80 up belong to UTF-8 names.

@@ -155,6 +155,15 @@ TEST(MrfSegment, OutputThroughADanglingLinkGoesWhereItPoints) {
   std::filesystem::create_symlink("plain.txt", dir + "/file-link");
   ExpectOneLineError(test::RunCommand(Segment("--size 32x32 -q -o " + dir + "/file-link/m.png")),
                      "the mask (-o): '" + dir + "/file-link' is not a folder");
+  // A link to a folder's name ("t2/") names no file: refused before any folder is made.
+  std::filesystem::create_symlink("t2/", dir + "/dir-link.png");
+  ExpectOneLineError(test::RunCommand(Segment("--size 32x32 -q -o " + dir + "/dir-link.png")),
+                     "the mask (-o): '" + dir + "/dir-link.png' names a folder, not a file (the link points to '" +
+                         dir + "/t2/')");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t2"));
+  ExpectOneLineError(test::RunCommand(Segment("--size 32x32 -q -o " + dir + "/new-folder/")),
+                     "the mask (-o): '" + dir + "/new-folder/' names a folder, not a file");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/new-folder"));
   // Folders that are a loop of links are refused in one line.
   std::filesystem::create_symlink("loop-d2", dir + "/loop-d1");
   std::filesystem::create_symlink("loop-d1", dir + "/loop-d2");
