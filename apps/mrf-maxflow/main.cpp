@@ -131,9 +131,9 @@ int main(int argc, char** argv) {
   int max_capacity = 100;
   double time_limit = 0;
   auto* file_opt = cli.add_option("FILE", file, "DIMACS max-flow file to solve");
-  auto* backend_opt = cli.add_option("--backend", backend,
+  auto* backend_opt = cli.add_option("--backend,--solver", backend,
                  "Max-flow engine: auto or one of " + mrf::Registry::Global().NameList(mrf::Algorithm::kMaxFlow) +
-                     " (see --list-backends)")
+                     " (see --list-backends; --solver is the other programs' name for it)")
       ->check(CLI::Validator(CheckBackend, "NAME"))
       ->capture_default_str();
   auto* json_opt = cli.add_flag("--json", json,

@@ -174,8 +174,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--connectivity", connectivity, "4 or 8 neighbours (diagonal weights divided by sqrt 2)")
       ->check(CLI::IsMember({4, 8}))->capture_default_str();
-  cli.add_option("--backend", backend,
-                 "Max-flow backend: auto or one of " + mrf::Registry::Global().NameList(mrf::Algorithm::kMaxFlow))
+  cli.add_option("--backend,--solver", backend,
+                 "Max-flow backend: auto or one of " + mrf::Registry::Global().NameList(mrf::Algorithm::kMaxFlow) +
+                     " (--solver is the other programs' name for it)")
       ->capture_default_str();
   cli.add_option("--output-dir", output_dir,
                  "Write mask.png and overlay.png into this folder (created if needed, as are the folders of -o, "

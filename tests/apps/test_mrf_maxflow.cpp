@@ -114,6 +114,10 @@ TEST_F(MrfMaxflow, EveryMaxFlowBackendGivesTheSameFlow) {
     const nlohmann::json j = ParseJson(Maxflow(example_ + " --json --backend " + name));
     EXPECT_EQ(j["backend"], name);
     EXPECT_EQ(j["flow"].get<Energy>(), expected) << name;
+    // --solver, the name the other programs give the option, picks the same engine.
+    const nlohmann::json by_solver = ParseJson(Maxflow(example_ + " --json --solver " + name));
+    EXPECT_EQ(by_solver["backend"], name);
+    EXPECT_EQ(by_solver["backend_requested"], name);
   }
 }
 

@@ -92,6 +92,12 @@ TEST(MrfSegment, JsonMatchesAnInProcessSolve) {
   const nlohmann::json j1 = nlohmann::json::parse(one.out);
   EXPECT_EQ(j1["threads"], 1) << one.out;
   EXPECT_EQ(j1["energy"].get<Energy>(), reference.energy);
+  // --solver, the name the other programs give the option, picks the engine as --backend does.
+  const test::CommandResult by_solver = test::RunCommand(Segment("--size 96x64 --seed 5 --json --solver boost-bk"));
+  ASSERT_EQ(by_solver.exit_code, 0) << by_solver.err;
+  const nlohmann::json j2 = nlohmann::json::parse(by_solver.out);
+  EXPECT_EQ(j2["backend"], "boost-bk") << by_solver.out;
+  EXPECT_EQ(j2["energy"].get<Energy>(), reference.energy);
 }
 
 TEST(MrfSegment, ScribblesAreRespected) {
