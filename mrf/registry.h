@@ -21,7 +21,8 @@ struct SolverEntry {
   Algorithm algorithm = Algorithm::kMaxFlow;  ///< What it computes.
   Device device = Device::kCpu;            ///< Where it runs.
   std::string summary;                     ///< One line for listings and --help.
-  int priority = 0;                        ///< `auto` prefers higher values.
+  int priority = 0;                        ///< `auto` prefers higher values among solvers of one device
+                                           ///< (with the device on auto, GPU solvers come first).
   bool compiled_in = true;                 ///< False for GPU solvers in a CPU-only build.
   /// Empty when the solver can run now; otherwise why not ("no CUDA device found").
   std::function<std::string()> unavailable_reason;

@@ -271,8 +271,8 @@ int RunGpuExpansion(const BenchOptions& options) {
     tunings.push_back({"cuda-expansion " + t, tuning});
   }
   std::printf("# labels start at 0, sequential label order (rows 'same, --label-order frequent': the labels most nodes\n"
-              "#   find cheapest first; 'same, --start bp': from tiled BP's labels), at most 500 cycles; Venus truncates\n"
-              "#   non-submodular terms.\n"
+              "#   find cheapest first; 'same, --start bp': from tiled BP's labels), at most %d cycles%s; Venus\n"
+              "#   truncates non-submodular terms.\n"
               "# ms: end to end, median of %d runs after a warm-up (cuda: RunCudaExpansion, model upload, labels back and\n"
               "#   EvaluateEnergy included; 'via mrf::Solve': the whole Solve call); cpu-expansion: mrf::Solve, median of\n"
               "#   %d runs (one run on aloe%s).\n"
@@ -280,7 +280,8 @@ int RunGpuExpansion(const BenchOptions& options) {
               "#   graph capture and instantiation / download; relab., pushes: global relabels and push rounds of\n"
               "#   all moves; cpu/gpu: cpu-expansion's ms over the row's ('>': the baseline was stopped early).\n"
               "# cuda-expansion tuning: %s\n",
-              repeat, repeat,
+              options.cycles > 0 ? options.cycles : 500,
+              options.cycles > 0 ? " (--cycles: a run may stop before a cycle that changes nothing)" : "", repeat, repeat,
               options.time_limit_s > 0 ? (", stopped after " + mrf::NumberText(options.time_limit_s) + " s").c_str() : "",
               tunings.front().second.Describe().c_str());
   std::vector<Row> rows;
@@ -298,7 +299,7 @@ int RunGpuExpansion(const BenchOptions& options) {
       std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     }
     SolveOptions base;
-    base.max_iterations = 500;
+    base.max_iterations = options.cycles > 0 ? options.cycles : 500;
     base.label_order = LabelOrder::kSequential;
     base.truncate_nonsubmodular = problem.truncate;
     // The baseline first (its time is every row's ratio).

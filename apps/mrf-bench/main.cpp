@@ -71,6 +71,12 @@ int main(int argc, char** argv) {
                      "gpuexpansion suite: stop the cpu-expansion baseline on aloe after this many seconds (0: none)")
           ->check(mrf::app::FiniteNonNegative())
           ->capture_default_str();
+  CLI::Option* cycles_opt =
+      cli.add_option("--cycles", options.cycles,
+                     "gpuexpansion suite: stop every expansion and swap after this many cycles, to time what a "
+                     "short run reaches (0: until a cycle changes nothing, at most 500)")
+          ->check(CLI::Range(0, 500))
+          ->capture_default_str();
   return mrf::app::Run("mrf-bench", argc, argv, cli, [&] {
     mrf::app::SetQuiet(quiet);
     const std::string gpu = mrf::CudaDeviceDescription();
@@ -101,6 +107,7 @@ int main(int argc, char** argv) {
         {tuning_opt, {"pushrelabel", "gpuexpansion"}},
         {problems_opt, {"gpuexpansion"}},
         {time_limit_opt, {"gpuexpansion"}},
+        {cycles_opt, {"gpuexpansion"}},
         {plot_opt, {"multilabel"}},
         {sizes_opt, {"binary", "pushrelabel"}}};
     const bool one_suite = std::any_of(Suites().begin(), Suites().end(), [&](const Suite& s) { return s.name == suite; });

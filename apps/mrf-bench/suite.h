@@ -23,6 +23,7 @@ struct BenchOptions {
   std::vector<std::string> model_dirs;  ///< Folders whose *.mrf files are replayed too (models suite).
   std::string problems;        ///< Comma-separated problem names (gpuexpansion suite); empty = suite default.
   double time_limit_s = 0;     ///< Time limit of slow baseline solves in seconds (gpuexpansion: Aloe); 0 = none.
+  int cycles = 0;              ///< Most cycles of every expansion and swap (gpuexpansion suite); 0 = to convergence.
 };
 
 /// The *.mrf files of the --models folders, in the order given (a folder's files sorted by name). Throws

@@ -358,6 +358,8 @@ std::vector<Case> Cases() {
        "--synthetic-size, --noise and --holes apply to the generated picture only (no IMAGE)"},
       {"option of another suite", "mrf-bench", "--suite binary --problems tsukuba", 1,
        "--problems applies to the gpuexpansion suite, not binary"},
+      {"cycle limit for a suite without cycles", "mrf-bench", "--suite pushrelabel --cycles 1", 1,
+       "--cycles applies to the gpuexpansion suite, not pushrelabel"},
       {"failed solve with --json", "mrf-solve", "$D/three.mrf --solver cpu-bk --json", 1,
        "backend 'cpu-bk' cannot solve this problem: max-flow solves two-label models only"},
   };

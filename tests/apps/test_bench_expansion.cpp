@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "support/test_support.h"
 
@@ -28,6 +29,35 @@ TEST(BenchExpansion, QuickTsukubaRowReachesTheReferenceEnergy) {
   EXPECT_EQ(rows[0]["engine"], "cpu-bk");
   EXPECT_LE(rows[0]["energy"].get<long long>(), 370825);
   EXPECT_EQ(rows[0]["reference_energy"].get<long long>(), 370825);
+}
+
+// --cycles stops the gpuexpansion suite's runs early (here its CPU rows, which run without a GPU too): a
+// one-cycle run stops after cycle 1, above the energy the same rows reach when they run to convergence.
+TEST(BenchExpansion, GpuExpansionSuiteStopsAfterTheCyclesAsked) {
+  const std::string image = test::SharedDataPath("middlebury/tsukuba-imL.png");
+  if (image.empty()) GTEST_SKIP() << "Middlebury Tsukuba images not found under the shared data directory";
+  const std::string data_dir = image.substr(0, image.rfind("/middlebury/"));
+  const std::string dir = test::ScratchDir("bench_gpuexpansion_cycles");
+  auto rows_of = [&](const std::string& extra, const std::string& json) {
+    const test::CommandResult r = test::RunCommand(
+        test::AppPath("mrf-bench") + " -q --suite gpuexpansion --problems tsukuba --repeat 1 --solvers cpu-expansion" +
+        " --data-dir " + data_dir + " --json " + json + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    std::ifstream in(json);
+    return std::make_pair(r.out, nlohmann::json::parse(in));
+  };
+  const auto [short_out, short_rows] = rows_of(" --cycles 1", dir + "/one.json");
+  const auto [full_out, full_rows] = rows_of("", dir + "/full.json");
+  EXPECT_NE(short_out.find("at most 1 cycles (--cycles: a run may stop before a cycle that changes nothing)"),
+            std::string::npos) << short_out;
+  ASSERT_EQ(short_rows.size(), 2u) << short_rows.dump();  // sequential and frequent label orders
+  ASSERT_EQ(full_rows.size(), 2u) << full_rows.dump();
+  for (std::size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(short_rows[i]["method"].get<std::string>());
+    EXPECT_EQ(short_rows[i]["cycles"], 1);
+    EXPECT_GT(full_rows[i]["cycles"].get<int>(), 1);
+    EXPECT_GT(short_rows[i]["energy"].get<long long>(), full_rows[i]["energy"].get<long long>());
+  }
 }
 
 TEST(BenchExpansion, UnknownMethodIsAOneLineError) {
