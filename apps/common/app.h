@@ -22,7 +22,8 @@ double MsSince(std::chrono::steady_clock::time_point start);
 /// Parses the command line, with --threads N added to `cli` (every TBB loop of the run on at most N
 /// threads; 0, the default, leaves TBB's choice), runs `body` and turns any failure into
 /// "NAME: error: MESSAGE" on stderr.
-/// Exit codes: 0 success, 1 bad input or failed solve, 2 bad command line.
+/// Exit codes: 0 success, 1 bad input or failed solve (conflicting options found by `body` included),
+/// 2 a command line the option parser or its validators reject (the message ends with "(see --help)").
 int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const std::function<int()>& body);
 
 /// Prints "NAME: MESSAGE" (OneLine) to stderr unless quiet; for progress on long runs.
