@@ -19,6 +19,7 @@ struct Staging {
   std::mutex mutex;
   char* piece[2] = {nullptr, nullptr};
   bool failed = false;  // pinned memory could not be had: plain copies from then on
+  std::size_t copied_plainly = 0;  // bytes of stageable copies made without the buffer, before it existed
   bool fail_for_tests = false;
 };
 
@@ -104,6 +105,7 @@ void ResetStagingForTests(bool fail_allocation) {
     p = nullptr;
   }
   s.failed = false;
+  s.copied_plainly = 0;
   s.fail_for_tests = fail_allocation;
 }
 
@@ -114,7 +116,10 @@ cudaError_t UploadFromPageable(void* dst, const void* src, std::size_t bytes, cu
   Staging& s = TheStaging();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.piece[0]) {
-    if (s.failed || std::max(bytes, transfer_bytes) < kAllocateFromBytes) return plain();
+    // Pinning pays for itself in a process that goes on uploading: allocate once one transfer, or all
+    // the plain copies so far with this one, reach kAllocateFromBytes (about what pinning costs in time).
+    s.copied_plainly += bytes;
+    if (s.failed || std::max({bytes, transfer_bytes, s.copied_plainly}) < kAllocateFromBytes) return plain();
     for (char*& p : s.piece)
       if (s.fail_for_tests ||
           cudaHostAlloc(reinterpret_cast<void**>(&p), kPieceBytes, cudaHostAllocPortable) != cudaSuccess)

@@ -17,8 +17,10 @@ namespace mrf::cuda_upload {
 /// cudaMemcpyAsync from pageable memory does. Safe to call from several threads (they take turns).
 ///
 /// The pinned buffer is the process's, taken under a lock: two pieces of kPieceBytes, allocated by
-/// the first copy of kAllocateFromBytes or more (pinning costs about 0.4 ms per MB, so a smaller
-/// first copy would lose by it) and kept until the process ends. Once it exists, every copy of
+/// the first copy of kAllocateFromBytes or more, or by the copy that brings the process's copies of
+/// kStageFromBytes or more to that many bytes (pinning costs about 0.4 ms per MB, so one smaller copy
+/// would lose by it, while a process that goes on uploading wins it back), and kept until the process
+/// ends. Once it exists, every copy of
 /// kStageFromBytes or more uses it; smaller copies, and every copy when pinned memory cannot be had
 /// or MRF_CUDA_UPLOAD=pageable, are plain cudaMemcpyAsync calls. Throws mrf::Error for a bad
 /// MRF_CUDA_UPLOAD value; returns the first CUDA error of the copies.

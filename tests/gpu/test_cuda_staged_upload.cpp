@@ -2,7 +2,8 @@
 // cuda-expansion, cuda-swap and cuda-bp upload their inputs with: every byte arrives, whatever the
 // size (below the staging threshold, whole pieces, pieces and a remainder) and alignment, through the
 // pinned buffer and without it, behind work that holds the stream up and from two threads at once;
-// the buffer is allocated only by a large enough transfer; a bad MRF_CUDA_UPLOAD value is an error.
+// the buffer is allocated only by a large enough transfer, or by copies that add up to one; a bad
+// MRF_CUDA_UPLOAD value is an error.
 // This program links the CUDA backend's static library directly. Tests named *Small* are the ones
 // compute-sanitizer runs.
 #include <gtest/gtest.h>
@@ -133,6 +134,19 @@ TEST(CudaStagedUpload, SmallEveryByteArrivesWithAndWithoutThePinnedBuffer) {
   EXPECT_FALSE(cuda_upload::StagingAllocated());
   CheckUpload(source, cuda_upload::kAllocateFromBytes, 0, 0, 0, "a large copy after the reset");
   EXPECT_TRUE(cuda_upload::StagingAllocated());
+
+  // A process that goes on uploading smaller inputs pins the buffer once its copies add up to the
+  // threshold; copies too small to stage do not count.
+  cuda_upload::ResetStagingForTests(false);
+  for (int i = 0; i < 80; ++i)
+    CheckUpload(source, cuda_upload::kStageFromBytes - 1, 0, 0, 0, "a copy too small to count");
+  EXPECT_FALSE(cuda_upload::StagingAllocated());
+  const std::size_t part = cuda_upload::kAllocateFromBytes / 8;
+  for (int i = 1; i <= 8; ++i) {
+    CheckUpload(source, part, static_cast<std::size_t>(i), 0, 0, "copy " + std::to_string(i) + " of 8");
+    EXPECT_EQ(cuda_upload::StagingAllocated(), i == 8) << "after " << i << " copies of an eighth of the threshold";
+  }
+  CheckUpload(source, part + 5, 3, 1, 0, "a copy through the buffer the small ones pinned");
 }
 
 #else
