@@ -287,9 +287,11 @@ bool SameFile(const FileIdentity& a, const FileIdentity& b) {
 }  // namespace
 
 void RefuseFolderName(const NamedFile& out) {
-  // "out/", or a dangling link to "t2/", names a folder that does not exist yet: no file can be written there.
+  // "out/", "out/." or "out/..", or a dangling link to one, names a folder that does not exist yet: no
+  // file can be written there.
   const std::filesystem::path where = WhereNewFileGoes(out.path);
-  if (!where.has_filename() && !out.path.empty())
+  const std::filesystem::path name = where.filename();
+  if ((name.empty() || name == "." || name == "..") && !out.path.empty())
     throw Error(out.option + ": '" + out.path + "' names a folder, not a file" +
                 (where.string() != out.path ? " (the link points to '" + where.string() + "')" : ""));
 }

@@ -63,8 +63,8 @@ void CheckOutputs(const std::vector<NamedFile>& inputs, const std::vector<NamedF
 /// reports ELOOP for those; CheckOutputs refuses them).
 std::filesystem::path WhereNewFileGoes(const std::string& path);
 
-/// Throws mrf::Error when an output path that does not exist yet names a folder: it ends in a separator
-/// ("out/"), or is a dangling link to such a path. Writing it would fail, and a program that creates
+/// Throws mrf::Error when an output path that does not exist yet names a folder: it ends in a separator,
+/// "." or ".." ("out/", "out/."), or is a dangling link to such a path. Writing it would fail, and a program that creates
 /// folders for its outputs would first create that one. CheckOutputs calls it.
 void RefuseFolderName(const NamedFile& out);
 

@@ -109,7 +109,8 @@ struct Row {
   std::int64_t cycles = 0, moves = 0, resolved = 0, skipped = 0, relabels = 0, pushes = 0, kept = 0;
   double ms = -1, build = -1, solve = -1, update = -1, upload = -1, graph = -1, download = -1, cycles_ms = -1;
   double base_ms = -1;
-  bool base_complete = true;  // the baseline ran to convergence (else no ratio)
+  bool base_complete = true;   // the baseline was not stopped by the time limit (else the ratio is a lower bound)
+  bool base_converged = true;  // the baseline ended at a cycle that changed nothing (not at --cycles, say)
   int runs = 0;
 };
 
@@ -199,6 +200,7 @@ Row TimeCpuMoves(const Problem& problem, const SolveOptions& o, int runs, const 
   row.runs = static_cast<int>(times.size());
   row.note = r.message;
   row.base_complete = r.message.find("time limit") == std::string::npos;
+  row.base_converged = r.message.find("converged") != std::string::npos;
   if (!row.base_complete) std::printf("# %s on %s: %s\n", method.c_str(), problem.name.c_str(), r.message.c_str());
   return row;
 }
@@ -262,6 +264,7 @@ int RunGpuExpansion(const BenchOptions& options) {
   const bool gpu = CudaUnavailableReason().empty();
   if (!gpu) std::printf("# cuda-expansion rows skipped: %s\n", CudaUnavailableReason().c_str());
   const int repeat = options.quick ? std::min(options.repeat, 2) : options.repeat;
+  const int max_cycles = options.cycles > 0 ? options.cycles : 500;
   // cuda-expansion rows: the default, then one per --tuning.
   std::vector<std::pair<std::string, CudaExpansionTuning>> tunings;
   tunings.push_back({"cuda-expansion", CudaExpansionTuning::FromEnvironment()});
@@ -271,7 +274,7 @@ int RunGpuExpansion(const BenchOptions& options) {
     tunings.push_back({"cuda-expansion " + t, tuning});
   }
   std::printf("# labels start at 0, sequential label order (rows 'same, --label-order frequent': the labels most nodes\n"
-              "#   find cheapest first; 'same, --start bp': from tiled BP's labels), at most %d cycles%s; Venus\n"
+              "#   find cheapest first; 'same, --start bp': from tiled BP's labels), at most %d cycle%s%s; Venus\n"
               "#   truncates non-submodular terms.\n"
               "# ms: end to end, median of %d runs after a warm-up (cuda: RunCudaExpansion, model upload, labels back and\n"
               "#   EvaluateEnergy included; 'via mrf::Solve': the whole Solve call); cpu-expansion: mrf::Solve, median of\n"
@@ -280,7 +283,7 @@ int RunGpuExpansion(const BenchOptions& options) {
               "#   graph capture and instantiation / download; relab., pushes: global relabels and push rounds of\n"
               "#   all moves; cpu/gpu: cpu-expansion's ms over the row's ('>': the baseline was stopped early).\n"
               "# cuda-expansion tuning: %s\n",
-              options.cycles > 0 ? options.cycles : 500,
+              max_cycles, max_cycles == 1 ? "" : "s",
               options.cycles > 0 ? " (--cycles: a run may stop before a cycle that changes nothing)" : "", repeat, repeat,
               options.time_limit_s > 0 ? (", stopped after " + mrf::NumberText(options.time_limit_s) + " s").c_str() : "",
               tunings.front().second.Describe().c_str());
@@ -299,7 +302,7 @@ int RunGpuExpansion(const BenchOptions& options) {
       std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     }
     SolveOptions base;
-    base.max_iterations = options.cycles > 0 ? options.cycles : 500;
+    base.max_iterations = max_cycles;
     base.label_order = LabelOrder::kSequential;
     base.truncate_nonsubmodular = problem.truncate;
     // The baseline first (its time is every row's ratio).
@@ -321,6 +324,7 @@ int RunGpuExpansion(const BenchOptions& options) {
         Row frequent = TimeCpuMoves(problem, o, repeat, "same, --label-order frequent", problem.reference);
         frequent.base_ms = cpu.ms;
         frequent.base_complete = cpu.base_complete;
+        frequent.base_converged = cpu.base_converged;
         PrintRow(frequent);
         rows.push_back(frequent);
       }
@@ -339,6 +343,7 @@ int RunGpuExpansion(const BenchOptions& options) {
       row.reference = problem.reference;
       row.base_ms = cpu.ms;
       row.base_complete = cpu.base_complete;
+      row.base_converged = cpu.base_converged;
       const CudaExpansionStats s = TimeGpuMoves(
           problem, name, label, "cuda-expansion", o, repeat,
           [&](const Model& m, const SolveOptions& so, Result* r, CudaExpansionStats* st) {
@@ -390,6 +395,7 @@ int RunGpuExpansion(const BenchOptions& options) {
       row.runs = static_cast<int>(times.size());
       row.base_ms = cpu.ms;
       row.base_complete = cpu.base_complete;
+      row.base_converged = cpu.base_converged;
       row.note = r.message;
       PrintRow(row);
       rows.push_back(row);
@@ -433,7 +439,8 @@ int RunGpuExpansion(const BenchOptions& options) {
           << ", \"device_build_ms\": " << r.build << ", \"device_maxflow_ms\": " << r.solve
           << ", \"device_update_ms\": " << r.update << ", \"upload_ms\": " << r.upload << ", \"graph_ms\": " << r.graph
           << ", \"download_ms\": " << r.download << ", \"cycles_ms\": " << r.cycles_ms << ", \"baseline_ms\": " << r.base_ms
-          << ", \"baseline_converged\": " << (r.base_complete ? "true" : "false")
+          << ", \"baseline_converged\": " << (r.base_converged ? "true" : "false")
+          << ", \"max_cycles\": " << max_cycles
           << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
     }
     out << "]\n";

@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   auto* file_opt = cli.add_option("FILE", file, "DIMACS max-flow file to solve");
   auto* backend_opt = cli.add_option("--backend,--solver", backend,
                  "Max-flow engine: auto or one of " + mrf::Registry::Global().NameList(mrf::Algorithm::kMaxFlow) +
-                     " (see --list-backends; --solver is the other programs' name for it)")
+                     " (see --list-backends; --solver is the other programs' name for it; messages call it --backend)")
       ->check(CLI::Validator(CheckBackend, "NAME"))
       ->capture_default_str();
   auto* json_opt = cli.add_flag("--json", json,

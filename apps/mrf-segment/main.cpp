@@ -127,7 +127,6 @@ void EnsureParentDir(const mrf::app::NamedFile& output) {
   std::error_code status_ec;
   const std::filesystem::file_status status = std::filesystem::status(output.path, status_ec);
   if (std::filesystem::exists(status) || status_ec == std::errc::too_many_symbolic_link_levels) return;
-  mrf::app::RefuseFolderName(output);  // before its folder is made
   CreateFolder(output.option, mrf::app::WhereNewFileGoes(output.path).parent_path());
 }
 
@@ -176,7 +175,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({4, 8}))->capture_default_str();
   cli.add_option("--backend,--solver", backend,
                  "Max-flow backend: auto or one of " + mrf::Registry::Global().NameList(mrf::Algorithm::kMaxFlow) +
-                     " (--solver is the other programs' name for it)")
+                     " (--solver is the other programs' name for it; messages call it --backend)")
       ->capture_default_str();
   cli.add_option("--output-dir", output_dir,
                  "Write mask.png and overlay.png into this folder (created if needed, as are the folders of -o, "
@@ -218,6 +217,8 @@ int main(int argc, char** argv) {
     // Output folders are created as needed (--output-dir's promise), before the outputs are checked.
     const std::vector<mrf::app::NamedFile> outputs = {
         {"the mask (-o)", mask_path}, {"the overlay (--overlay)", overlay_path}, {"--save-model", save_model_path}};
+    for (const mrf::app::NamedFile& output : outputs)  // every output named as a folder, before any folder is made
+      if (!output.path.empty()) mrf::app::RefuseFolderName(output);
     for (const mrf::app::NamedFile& output : outputs)
       if (!output.path.empty()) EnsureParentDir(output);
     mrf::app::CheckOutputs({{"IMAGE", image_path}, {"--scribbles", scribbles_path}}, outputs);

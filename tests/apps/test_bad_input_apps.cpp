@@ -278,6 +278,8 @@ std::vector<Case> Cases() {
        "-o: cannot write '$D/loop-a.png': Too many levels of symbolic links"},
       {"output named as a folder", "mrf-stereo", "--synthetic-size 16 --labels 4 -o $D/new/", 1,
        "-o: '$D/new/' names a folder, not a file"},
+      {"output named as a folder, by '..'", "mrf-solve", "$D/three.mrf --solver cpu-icm --labels $D/new/..", 1,
+       "--labels: '$D/new/..' names a folder, not a file"},
       {"output a folder", "mrf-restore", "--synthetic-size 16 --levels 4 -o $D", 1, "-o: '$D' is a folder, not a file"},
       // An output never overwrites an input, and two outputs never share a file (devices may repeat).
       {"output over an input", "mrf-stereo", "$D/rgb.ppm $D/rgb.ppm --labels 2 -o $D/rgb.ppm", 1,
@@ -405,13 +407,17 @@ TEST(BadInputApps, UnknownMaxflowBackendIsRefusedEvenWhereNoMoveUsesIt) {
 TEST(BadInputApps, OutputFolderThatCannotBeSearchedIsNotCalledMissing) {
   const std::string dir = test::ScratchDir("bad_input_unsearchable");
   std::filesystem::create_directories(dir + "/locked/sub");  // it exists, but no one may look inside locked
-  std::filesystem::permissions(dir + "/locked", std::filesystem::perms::none);
   const std::string as_other = ::geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
-  const test::CommandResult probe = test::RunCommand(as_other + test::AppPath("mrf-restore") + " --version");
-  if (probe.exit_code != 0) {
-    std::filesystem::permissions(dir + "/locked", std::filesystem::perms::owner_all);
-    GTEST_SKIP() << "cannot run the programs as another user here: " << probe.err;
-  }
+  // The user must reach the scratch folder, or every message below would be about another folder.
+  const test::CommandResult probe = test::RunCommand(as_other + test::AppPath("mrf-restore") + " --version && " +
+                                                     as_other + "test -x '" + dir + "/locked/sub'");
+  if (probe.exit_code != 0)
+    GTEST_SKIP() << "cannot run the programs as another user with the scratch folder in reach here: " << probe.err;
+  std::filesystem::permissions(dir + "/locked", std::filesystem::perms::none);
+  struct Unlock {  // on every way out, so that the next run can remove the folder
+    std::string path;
+    ~Unlock() { std::filesystem::permissions(path, std::filesystem::perms::owner_all); }
+  } unlock{dir + "/locked"};
   const struct {
     const char* program;
     std::string args, message;
@@ -426,7 +432,6 @@ TEST(BadInputApps, OutputFolderThatCannotBeSearchedIsNotCalledMissing) {
     EXPECT_EQ(r.exit_code, 1) << c.program << ": " << r.err;
     EXPECT_EQ(r.err, std::string(c.program) + ": error: " + c.message + "\n");
   }
-  std::filesystem::permissions(dir + "/locked", std::filesystem::perms::owner_all);
 }
 
 const char* const kPrograms[] = {"mrf-stereo", "mrf-restore", "mrf-segment", "mrf-maxflow", "mrf-solve", "mrf-bench",

@@ -48,7 +48,7 @@ TEST(BenchExpansion, GpuExpansionSuiteStopsAfterTheCyclesAsked) {
   };
   const auto [short_out, short_rows] = rows_of(" --cycles 1", dir + "/one.json");
   const auto [full_out, full_rows] = rows_of("", dir + "/full.json");
-  EXPECT_NE(short_out.find("at most 1 cycles (--cycles: a run may stop before a cycle that changes nothing)"),
+  EXPECT_NE(short_out.find("at most 1 cycle (--cycles: a run may stop before a cycle that changes nothing)"),
             std::string::npos) << short_out;
   ASSERT_EQ(short_rows.size(), 2u) << short_rows.dump();  // sequential and frequent label orders
   ASSERT_EQ(full_rows.size(), 2u) << full_rows.dump();
@@ -57,6 +57,11 @@ TEST(BenchExpansion, GpuExpansionSuiteStopsAfterTheCyclesAsked) {
     EXPECT_EQ(short_rows[i]["cycles"], 1);
     EXPECT_GT(full_rows[i]["cycles"].get<int>(), 1);
     EXPECT_GT(short_rows[i]["energy"].get<long long>(), full_rows[i]["energy"].get<long long>());
+    // The rows say that the short runs were cut, not converged.
+    EXPECT_EQ(short_rows[i]["max_cycles"], 1);
+    EXPECT_EQ(short_rows[i]["baseline_converged"], false);
+    EXPECT_EQ(full_rows[i]["max_cycles"], 500);
+    EXPECT_EQ(full_rows[i]["baseline_converged"], true);
   }
 }
 

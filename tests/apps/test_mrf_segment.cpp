@@ -170,6 +170,14 @@ TEST(MrfSegment, OutputThroughADanglingLinkGoesWhereItPoints) {
   ExpectOneLineError(test::RunCommand(Segment("--size 32x32 -q -o " + dir + "/new-folder/")),
                      "the mask (-o): '" + dir + "/new-folder/' names a folder, not a file");
   EXPECT_FALSE(std::filesystem::exists(dir + "/new-folder"));
+  for (const char* dots : {"/dot-folder/.", "/dot-folder/.."})
+    ExpectOneLineError(test::RunCommand(Segment(std::string("--size 32x32 -q -o ") + dir + dots)),
+                       "the mask (-o): '" + dir + dots + "' names a folder, not a file");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/dot-folder"));
+  // Every output is checked before any folder is made: the mask's folder is not left behind.
+  ExpectOneLineError(test::RunCommand(Segment("--size 32x32 -q -o " + dir + "/made1/m.png --overlay " + dir + "/made2/")),
+                     "the overlay (--overlay): '" + dir + "/made2/' names a folder, not a file");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/made1"));
   // Folders that are a loop of links are refused in one line.
   std::filesystem::create_symlink("loop-d2", dir + "/loop-d1");
   std::filesystem::create_symlink("loop-d1", dir + "/loop-d2");

@@ -40,7 +40,15 @@ std::string SourcePath(const std::string& relative) {
 }
 
 std::string ScratchDir(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::path(MRF_BINARY_DIR) / "test-scratch" / name;
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(MRF_BINARY_DIR) / "test-scratch" / name;
+  // A test killed midway may have left a folder no one may enter (the unsearchable-folder test): open
+  // every folder up before removing them.
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (fs::is_directory(it->symlink_status(ec)))  // (not through links: nothing outside is touched)
+      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add | fs::perm_options::nofollow, ec);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
