@@ -286,6 +286,10 @@ bool SameFile(const FileIdentity& a, const FileIdentity& b) {
 
 }  // namespace
 
+bool CannotLookUp(const std::error_code& ec) {
+  return ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory;
+}
+
 void RefuseFolderName(const NamedFile& out) {
   // "out/", "out/." or "out/..", or a dangling link to one, names a folder that does not exist yet: no
   // file can be written there.
@@ -316,8 +320,7 @@ void CheckWritable(const NamedFile& out) {
   const std::string via = dangling_link ? " (the link '" + out.path + "' points into it)" : "";
   std::error_code parent_ec;
   if (!exists && !fs::is_directory(parent, parent_ec)) {
-    // A folder that exists but cannot be searched is not a missing one.
-    if (parent_ec && parent_ec != std::errc::no_such_file_or_directory && parent_ec != std::errc::not_a_directory)
+    if (CannotLookUp(parent_ec))  // a folder that may exist, but cannot be searched, is not a missing one
       throw Error(out.option + ": cannot reach folder '" + parent.string() + "': " + parent_ec.message() + via);
     throw Error(out.option + (fs::exists(parent, ec) ? ": '" + parent.string() + "' is not a folder" + via
                                                      : ": folder '" + parent.string() + "' does not exist" + via));

@@ -63,6 +63,11 @@ void CheckOutputs(const std::vector<NamedFile>& inputs, const std::vector<NamedF
 /// reports ELOOP for those; CheckOutputs refuses them).
 std::filesystem::path WhereNewFileGoes(const std::string& path);
 
+/// Whether `ec`, from looking a path up, says the path may exist but cannot be looked at (a folder above
+/// it that cannot be searched, say), rather than that it is not there: such a folder is "cannot reach",
+/// not "does not exist".
+bool CannotLookUp(const std::error_code& ec);
+
 /// Throws mrf::Error when an output path that does not exist yet names a folder: it ends in a separator,
 /// "." or ".." ("out/", "out/."), or is a dangling link to such a path. Writing it would fail, and a program that creates
 /// folders for its outputs would first create that one. CheckOutputs calls it.

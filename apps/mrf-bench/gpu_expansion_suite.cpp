@@ -112,6 +112,13 @@ struct Row {
   bool base_complete = true;   // the baseline was not stopped by the time limit (else the ratio is a lower bound)
   bool base_converged = true;  // the baseline ended at a cycle that changed nothing (not at --cycles, say)
   int runs = 0;
+
+  // Takes the baseline's time and how its run ended: the ratio column and the JSON compare against it.
+  void CompareWith(const Row& baseline) {
+    base_ms = baseline.ms;
+    base_complete = baseline.base_complete;
+    base_converged = baseline.base_converged;
+  }
 };
 
 void PrintRow(const Row& r) {
@@ -236,7 +243,7 @@ void SwapRows(const Problem& problem, SolveOptions base, int repeat, bool gpu, c
   row.problem = name;
   row.method = "cuda-swap";
   row.reference = problem.swap_reference;
-  row.base_ms = cpu.ms;
+  row.CompareWith(cpu);
   const CudaExpansionStats s = TimeGpuMoves(
       problem, name, "cuda-swap", "cuda-swap", o, repeat,
       [&](const Model& m, const SolveOptions& so, Result* r, CudaExpansionStats* st) { RunCudaSwap(m, so, r, tuning, st); },
@@ -322,9 +329,7 @@ int RunGpuExpansion(const BenchOptions& options) {
       if (!slow) {  // (Aloe's baseline stops at the time limit: no order would compare there)
         o.label_order = LabelOrder::kFrequent;
         Row frequent = TimeCpuMoves(problem, o, repeat, "same, --label-order frequent", problem.reference);
-        frequent.base_ms = cpu.ms;
-        frequent.base_complete = cpu.base_complete;
-        frequent.base_converged = cpu.base_converged;
+        frequent.CompareWith(cpu);
         PrintRow(frequent);
         rows.push_back(frequent);
       }
@@ -341,9 +346,7 @@ int RunGpuExpansion(const BenchOptions& options) {
       row.problem = name;
       row.method = label;
       row.reference = problem.reference;
-      row.base_ms = cpu.ms;
-      row.base_complete = cpu.base_complete;
-      row.base_converged = cpu.base_converged;
+      row.CompareWith(cpu);
       const CudaExpansionStats s = TimeGpuMoves(
           problem, name, label, "cuda-expansion", o, repeat,
           [&](const Model& m, const SolveOptions& so, Result* r, CudaExpansionStats* st) {
@@ -393,9 +396,7 @@ int RunGpuExpansion(const BenchOptions& options) {
       row.cycles = r.iterations;
       row.ms = Median(times);
       row.runs = static_cast<int>(times.size());
-      row.base_ms = cpu.ms;
-      row.base_complete = cpu.base_complete;
-      row.base_converged = cpu.base_converged;
+      row.CompareWith(cpu);
       row.note = r.message;
       PrintRow(row);
       rows.push_back(row);

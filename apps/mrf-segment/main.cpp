@@ -104,9 +104,9 @@ void CreateFolder(const std::string& what, const std::filesystem::path& folder, 
   const fs::file_status target = fs::status(folder, ec);
   if (folder.empty() || fs::is_directory(target)) return;
   if (fs::exists(target)) throw mrf::Error(what + ": '" + folder.string() + "' is not a folder");
-  // A folder above that cannot be searched hides whether this one exists: say so, as CheckOutputs does.
-  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory &&
-      ec != std::errc::too_many_symbolic_link_levels)
+  // A folder above that cannot be searched hides whether this one exists: say so, as CheckOutputs does
+  // (a loop of links is left to the link walk below).
+  if (mrf::app::CannotLookUp(ec) && ec != std::errc::too_many_symbolic_link_levels)
     throw mrf::Error(what + ": cannot reach folder '" + folder.string() + "': " + ec.message());
   if (fs::is_symlink(fs::symlink_status(folder, ec))) {
     // (A guard only: status() reports a chain this long as a loop, which EnsureParentDir leaves alone.)
