@@ -153,7 +153,8 @@ int Run(const std::string& program, int argc, char** argv, CLI::App& cli, const 
       "  MRF_BP_CUDA_MAIL=0|1                      cuda-bp's handoff between tile columns (1: mailbox)\n"
       "  MRF_BP_CUDA_SETUP=device|host             cuda-bp's coarse levels and buffers (host: the older setup)\n"
       "  MRF_CUDA_UPLOAD=staged|pageable           GPU uploads through a pinned buffer, or plain copies\n"
-      "  MRF_CUDA_DEBUG_SYNC=1, MRF_INJECT_CUDA_FAULT=oom|launch|nodevice  debugging and fault tests");
+      "  MRF_CUDA_DEBUG_SYNC=1, MRF_INJECT_CUDA_FAULT=oom|launch|nodevice  debugging and fault tests\n"
+      "  MRF_CUDA_KEPT_POISON=1                    GPU memory kept between solves handed out as 0xff bytes (tests)");
   cli.formatter(std::make_shared<HelpFormatter>());
   cli.set_version_flag("--version",
                        program + " (mrf " + MRF_VERSION + ", " +

@@ -20,6 +20,7 @@
 
 // The sections before the runner, in order (each opens mrf::bp's anonymous namespace itself):
 #include "backends/cuda/bp_cuda_common.cuh"   // error checks, DeviceArena, DeviceBuffer
+#include "backends/cuda/kept_context.h"
 #include "backends/cuda/bp_tile_kernels.cuh"  // the general tile kernel
 #include "backends/cuda/bp_fast_kernels.cuh"  // the fast tile kernel (fastk)
 #include "backends/cuda/bp_grid_kernels.cuh"  // synchronous schedule, labels, energy, coarse-to-fine, unary costs
@@ -71,7 +72,8 @@ struct Level {
 // ---- The runner -----------------------------------------------------------------------------------
 
 struct CudaRunner::Impl {
-  DeviceArena arena;  // first: it holds the buffers below, so it is released after them
+  cuda_kept::Context* kept = nullptr;  // stream, device block (the arena's) and pinned words, kept between runs
+  DeviceArena arena;
   Problem problem;  // the fine problem (host copy: energies, sizes)
   Config config;
   CudaTuning tuning;
@@ -93,9 +95,9 @@ struct CudaRunner::Impl {
   DeviceBuffer<unsigned long long> energy_sum;
   DeviceBuffer<int> changed;
   DeviceBuffer<int> coarse_changed;  // one flag per coarse-level iteration (device-side early stop)
-  unsigned long long* host_energy = nullptr;  // pinned
-  int* host_changed = nullptr;                // pinned
-  cudaStream_t stream = nullptr;
+  unsigned long long* host_energy = nullptr;  // pinned (kept->pinned)
+  int* host_changed = nullptr;                // pinned (kept->pinned)
+  cudaStream_t stream = nullptr;              // kept->stream
   cudaEvent_t start = nullptr, stop = nullptr;
   cudaGraphExec_t graph = nullptr;
   DiagonalKernel diagonal_kernel = nullptr;
@@ -118,12 +120,12 @@ struct CudaRunner::Impl {
   std::size_t estimated = 0;
 
   ~Impl() {
+    // Kept only when nothing failed; the next runner reuses the block once this one's work has ended.
+    const bool healthy = kept && cudaGetLastError() == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess;
     if (graph) cudaGraphExecDestroy(graph);
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
-    if (stream) cudaStreamDestroy(stream);
-    if (host_energy) cudaFreeHost(host_energy);
-    if (host_changed) cudaFreeHost(host_changed);
+    if (kept) cuda_kept::ReturnContext(kept, healthy);
     cudaGetLastError();  // leave no error behind for the next CUDA user of this thread
   }
 
@@ -412,6 +414,9 @@ struct CudaRunner::Impl {
     estimated = EstimateBytes();
     std::size_t free_bytes = 0, total_bytes = 0;
     MRF_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    kept = cuda_kept::TakeContext("cuda-bp");
+    stream = kept->stream;
+    free_bytes += kept->device_bytes;  // the kept block is this runner's to reuse or replace
     if (t.free_bytes_override) free_bytes = t.free_bytes_override;
     if (estimated > free_bytes)
       throw Error("cuda-bp: out of GPU memory: this problem needs " + MiB(estimated) + " of GPU memory, " +
@@ -419,12 +424,13 @@ struct CudaRunner::Impl {
                   std::to_string(p.height) + ", " + std::to_string(L) + " labels); use tbb-bp");
 
     // One block for the buffers below: EstimateBytes() counts them, and each piece rounds up to 256 bytes.
-    if (!t.host_setup) arena.Reserve(estimated + 256 * kArenaPieces);
-    MRF_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const std::size_t block = estimated + 256 * kArenaPieces;
+    if (!t.host_setup && kept->EnsureDevice(block) == cudaSuccess) arena.Use(kept->device, block);
     MRF_CUDA_CHECK(cudaEventCreate(&start));
     MRF_CUDA_CHECK(cudaEventCreate(&stop));
-    MRF_CUDA_CHECK(cudaMallocHost(&host_energy, sizeof(unsigned long long)));
-    MRF_CUDA_CHECK(cudaMallocHost(&host_changed, sizeof(int)));
+    MRF_CUDA_CHECK(kept->EnsurePinned(2 * sizeof(unsigned long long)));
+    host_energy = reinterpret_cast<unsigned long long*>(kept->pinned);
+    host_changed = reinterpret_cast<int*>(kept->pinned + sizeof(unsigned long long));
     if (inject == "oom") {
       DeviceBuffer<char> impossible;
       impossible.Allocate(std::size_t{1} << 50, "fault injection (MRF_INJECT_CUDA_FAULT=oom)");

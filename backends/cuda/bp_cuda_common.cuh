@@ -52,26 +52,20 @@ void CheckLaunch(const char* kernel, cudaStream_t stream, bool capturing, const 
 
 #define MRF_CHECK_LAUNCH(name, stream, capturing) CheckLaunch(name, stream, capturing, __FILE__, __LINE__)
 
-// One cudaMalloc for all of a runner's buffers, handed out in 256-byte aligned pieces: the 68 separate
-// allocations and frees of a coarse-to-fine run cost about 3 ms on Venus (docs/bp.md). Where the reserve
-// runs out (or could not be made), buffers fall back to their own cudaMalloc.
+// One block of device memory for all of a runner's buffers, handed out in 256-byte aligned pieces: the 68
+// separate allocations and frees of a coarse-to-fine run cost about 3 ms on Venus (docs/bp.md). The block
+// belongs to the runner's kept context (kept_context.h), which outlives the buffers. Where it runs out (or
+// there is none), buffers fall back to their own cudaMalloc.
 class DeviceArena {
  public:
   DeviceArena() = default;
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
-  ~DeviceArena() {
-    if (base_) cudaFree(base_);
-  }
-  // Reserves `bytes`; false (and no reserve) when the device has no such block free.
-  bool Reserve(std::size_t bytes) {
-    if (cudaMalloc(&base_, bytes) != cudaSuccess) {
-      cudaGetLastError();
-      base_ = nullptr;
-      return false;
-    }
+  // Hands out `bytes` from `base` (not owned).
+  void Use(void* base, std::size_t bytes) {
+    base_ = base;
     size_ = bytes;
-    return true;
+    used_ = 0;
   }
   // A piece of `bytes`, or null when the reserve cannot hold it.
   void* Take(std::size_t bytes) {

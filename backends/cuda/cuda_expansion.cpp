@@ -17,12 +17,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/device_stack.h"
 #include "backends/cuda/expansion_kernels.h"
+#include "backends/cuda/kept_context.h"
 #include "backends/cuda/push_relabel_kernels.h"
 #include "backends/cuda/staged_upload.h"
 #include "inference/cuda_expansion.h"
@@ -46,56 +46,6 @@ double MsSince(Clock::time_point start) {
 
 // Milliseconds between two device clock stamps (%globaltimer, nanoseconds).
 double StampMs(std::int64_t from, std::int64_t to) { return 1e-6 * static_cast<double>(to - from); }
-
-// Streams, device and pinned memory kept between solves of one process (allocation and stream
-// creation cost as much as a small solve); one solve at a time uses them, others make their own.
-struct Context {
-  cudaStream_t stream = nullptr;  // everything runs here
-  cudaStream_t side = nullptr;    // captures the bodies of conditional nodes
-  char* arena = nullptr;
-  std::size_t arena_bytes = 0;
-  char* pinned = nullptr;
-  std::size_t pinned_bytes = 0;
-
-  void Release() {
-    if (arena) cudaFree(arena);
-    if (pinned) cudaFreeHost(pinned);
-    if (stream) cudaStreamDestroy(stream);
-    if (side) cudaStreamDestroy(side);
-    arena = pinned = nullptr;
-    arena_bytes = pinned_bytes = 0;
-    stream = side = nullptr;
-    cudaGetLastError();
-  }
-};
-
-std::mutex cache_mutex;
-Context* cached_context = nullptr;  // deliberately never destroyed: process exit reclaims it
-constexpr std::size_t kKeepArenaBytes = std::size_t{2} << 30;
-
-Context* TakeContext() {
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  Context* c = cached_context;
-  cached_context = nullptr;
-  return c ? c : new Context;
-}
-
-void ReturnContext(Context* c, bool healthy) {
-  if (healthy && c->arena_bytes > kKeepArenaBytes) {
-    cudaFree(c->arena);
-    c->arena = nullptr;
-    c->arena_bytes = 0;
-  }
-  if (healthy) {
-    std::lock_guard<std::mutex> lock(cache_mutex);
-    if (!cached_context) {
-      cached_context = c;
-      return;
-    }
-  }
-  c->Release();
-  delete c;
-}
 
 // Aligned buffers cut from one allocation; with a null base it only counts bytes.
 class Arena {
@@ -128,7 +78,7 @@ class Runner {
     if (exec_) cudaGraphExecDestroy(exec_);
     if (ctx_) {
       const bool healthy = cudaGetLastError() == cudaSuccess && healthy_;
-      ReturnContext(ctx_, healthy);
+      cuda_kept::ReturnContext(ctx_, healthy);
     }
   }
 
@@ -143,12 +93,9 @@ class Runner {
     cudaGetLastError();  // an error left by other code must not be reported as ours
     Labeling initial = InitialLabels(m_, o_);
     MakeLayout();
-    ctx_ = TakeContext();
+    ctx_ = cuda_kept::TakeContext(name_);  // kept between solves (kept_context.h)
     healthy_ = false;  // until the solve finishes
-    if (!ctx_->stream) {
-      Check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "creating a stream");
-      Check(cudaStreamCreateWithFlags(&ctx_->side, cudaStreamNonBlocking), "creating a stream");
-    }
+    if (!ctx_->side) Check(cudaStreamCreateWithFlags(&ctx_->side, cudaStreamNonBlocking), "creating a stream");
     st_ = ctx_->stream;
     ReserveStack();
     Allocate();
@@ -326,7 +273,7 @@ class Runner {
   std::int64_t AvailableBytes(std::size_t* total_bytes) {
     std::size_t free_bytes = 0;
     Check(cudaMemGetInfo(&free_bytes, total_bytes), "querying GPU memory");
-    std::int64_t available = static_cast<std::int64_t>(free_bytes) + static_cast<std::int64_t>(ctx_->arena_bytes);
+    std::int64_t available = static_cast<std::int64_t>(free_bytes) + static_cast<std::int64_t>(ctx_->device_bytes);
     available -= std::min<std::int64_t>(available / 16, std::int64_t{512} << 20);
     if (t_.memory_limit > 0) available = std::min<std::int64_t>(available, t_.memory_limit);
     return available;
@@ -357,23 +304,12 @@ class Runner {
       ReleaseStack();
     }
     const std::int64_t bytes = Carve(nullptr, slots);
-    if (static_cast<std::size_t>(bytes) > ctx_->arena_bytes) {
-      if (ctx_->arena) cudaFree(ctx_->arena);
-      ctx_->arena = nullptr;
-      ctx_->arena_bytes = 0;
-      void* p = nullptr;
-      const cudaError_t status = cudaMalloc(&p, static_cast<std::size_t>(bytes));
-      if (status != cudaSuccess) {
-        cudaGetLastError();
-        throw Error(name_ + ": out of GPU memory: " + MiB(bytes) + " needed, " + MiB(available) + " seemed available (" +
-                    describe_ + "; " + cudaGetErrorString(status) + ")");
-      }
-      ctx_->arena = static_cast<char*>(p);
-      ctx_->arena_bytes = static_cast<std::size_t>(bytes);
-    }
-    Carve(ctx_->arena, slots);
+    cudaError_t status = ctx_->EnsureDevice(static_cast<std::size_t>(bytes));
+    if (status != cudaSuccess)
+      throw Error(name_ + ": out of GPU memory: " + MiB(bytes) + " needed, " + MiB(available) + " seemed available (" +
+                  describe_ + "; " + cudaGetErrorString(status) + ")");
+    Carve(ctx_->device, slots);
     slots_ = slots;
-    cudaError_t status = cudaSuccess;
     solve_blocks_ = cuda_xp::SolveBlocks(dev_, solve_config_, &status);
     Check(status, "sizing the solve kernel");
     if (solve_blocks_ <= 0) throw Error(name_ + ": the solve kernel cannot run on this GPU (" + describe_ + ")");
@@ -382,15 +318,7 @@ class Runner {
     stats_->kept_graphs = slots;
     stats_->device_bytes = bytes;
     const std::size_t pinned = sizeof(xp::MoveControl) + 256 + static_cast<std::size_t>(moves_) * (sizeof(xp::MoveRecord) + 4);
-    if (pinned > ctx_->pinned_bytes) {
-      if (ctx_->pinned) cudaFreeHost(ctx_->pinned);
-      ctx_->pinned = nullptr;
-      ctx_->pinned_bytes = 0;
-      void* p = nullptr;
-      Check(cudaMallocHost(&p, pinned), "allocating pinned host memory");
-      ctx_->pinned = static_cast<char*>(p);
-      ctx_->pinned_bytes = pinned;
-    }
+    Check(ctx_->EnsurePinned(pinned), "allocating pinned host memory");
     host_ctl_ = reinterpret_cast<xp::MoveControl*>(ctx_->pinned);
     host_records_ = reinterpret_cast<xp::MoveRecord*>(ctx_->pinned + (sizeof(xp::MoveControl) + 255) / 256 * 256);
     host_order_ = reinterpret_cast<std::int32_t*>(host_records_ + moves_);
@@ -729,7 +657,7 @@ class Runner {
   xp::MoveKind kind_;
   std::string name_;       // the solver's registry name, first word of every message
   std::int64_t moves_ = 0;  // moves per cycle: labels (expansion) or label pairs (swap)
-  Context* ctx_ = nullptr;
+  cuda_kept::Context* ctx_ = nullptr;
   bool healthy_ = true;
   cudaStream_t st_ = nullptr;
   cudaStream_t capturing_ = nullptr;

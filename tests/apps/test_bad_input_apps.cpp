@@ -445,7 +445,7 @@ TEST(BadInputApps, EveryHelpNamesTheEnvironmentVariables) {
     EXPECT_EQ(r.exit_code, 0) << program;
     for (const char* name : {"MRF_PR_TUNING", "MRF_CUDA_EXPANSION_TUNING", "MRF_BP_CUDA_LAUNCH", "MRF_BP_CUDA_KERNEL",
                              "MRF_BP_LABELS_PER_LANE", "MRF_BP_CUDA_MAIL", "MRF_BP_CUDA_SETUP", "MRF_CUDA_UPLOAD", "MRF_CUDA_DEBUG_SYNC", "MRF_INJECT_CUDA_FAULT",
-                             "docs/environment.md", "--threads", "--version"})
+                             "MRF_CUDA_KEPT_POISON", "docs/environment.md", "--threads", "--version"})
       EXPECT_NE(r.out.find(name), std::string::npos) << program << " --help lacks " << name;
   }
 }

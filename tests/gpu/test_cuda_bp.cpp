@@ -63,24 +63,7 @@ Config Tiled(int iterations, int tile, int inner, bool c2f = false) {
   return c;
 }
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using test::ScopedEnv;
 
 void ExpectEqualRuns(const bp::RunOutput& gpu, const bp::RunOutput& cpu, const Config& config, const std::string& what) {
   EXPECT_EQ(gpu.iterations, cpu.iterations) << what;
@@ -396,6 +379,13 @@ TEST(CudaBp, BadInputsGiveClearErrors) {
     EXPECT_FALSE(bad.ok);
     EXPECT_NE(bad.message.find("MRF_BP_CUDA_SETUP must be host or device"), std::string::npos) << bad.message;
   }
+  {
+    const ScopedEnv poison("MRF_CUDA_KEPT_POISON", "yes");
+    const Result bad = Solve(wide, o);
+    EXPECT_FALSE(bad.ok);
+    EXPECT_NE(bad.message.find("cuda-bp: MRF_CUDA_KEPT_POISON must be 0 or 1 (got 'yes')"), std::string::npos)
+        << bad.message;
+  }
 }
 
 // ---- The fast kernel -----------------------------------------------------------------------------
@@ -575,6 +565,41 @@ TEST(CudaBp, FastKernelWithCoarseToFineAndTheAutomaticTileEqualsCpu) {
     ExpectFastSameAsCpu(m, Tiled(2, 0, 1, true), bp::CudaLaunch::kSplit, std::string("c2f split ") + ToString(pw.kind));
     ExpectFastSameAsCpu(m, Tiled(2, 0, 1), bp::CudaLaunch::kGraph, std::string("auto tile ") + ToString(pw.kind));
   }
+}
+
+// Runners keep their device block, stream and pinned words for the next one (kept_context.h). With every
+// kept block handed out poisoned (each byte 0xff), runs of several shapes in a row, the largest first so
+// that the others reuse its block, still equal the CPU bit for bit: no runner reads memory it did not write.
+TEST(CudaBp, KeptMemoryLeftByEarlierRunsChangesNothing) {
+  MRF_SKIP_WITHOUT_CUDA();
+  const ScopedEnv poison("MRF_CUDA_KEPT_POISON", "1");
+  std::mt19937_64 rng(31);
+  const Pairwise potts{PairwiseKind::kPotts, 1, kMaxCost, {}};
+  const Pairwise linear{PairwiseKind::kTruncatedLinear, 1, 2, {}};
+  ExpectSameAsCpu(RandomGrid(rng, 90, 70, 24, linear), Tiled(2, 0, 2, true), "largest first, coarse-to-fine");
+  ExpectSameAsCpu(RandomGrid(rng, 37, 29, 5, potts), Tiled(3, 8, 1), "smaller, tile 8");
+  Config sync;
+  sync.schedule = Schedule::kSync;
+  sync.iterations = 3;
+  ExpectSameAsCpu(RandomGrid(rng, 41, 33, 7, linear), sync, "sync");
+  ExpectFastSameAsCpu(RandomGrid(rng, 70, 53, 16, linear), Tiled(2, 0, 2, true), bp::CudaLaunch::kPipeline,
+                      "fast kernel, coarse-to-fine");
+  // Through the registry: the runner built from the model shifts the costs and sums the coarse levels on the
+  // device, in memory the runs above wrote.
+  const Model m = RandomGrid(rng, 64, 48, 12, linear);
+  SolveOptions o;
+  o.bp.schedule = "tiled";
+  o.bp.inner_iterations = 2;
+  o.bp.coarse_to_fine = true;
+  o.max_iterations = 3;
+  o.solver = "cuda-bp";
+  const Result gpu = Solve(m, o);
+  o.solver = "tbb-bp";
+  const Result cpu = Solve(m, o);
+  ASSERT_TRUE(gpu.ok) << gpu.message;
+  ASSERT_TRUE(cpu.ok) << cpu.message;
+  EXPECT_EQ(gpu.labels, cpu.labels);
+  EXPECT_EQ(gpu.energy, cpu.energy);
 }
 
 TEST(CudaBp, FastKernelRunsUntilConvergedLikeTheCpu) {

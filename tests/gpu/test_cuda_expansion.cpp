@@ -337,6 +337,9 @@ TEST(CudaExpansion, AutomaticEarlyStopsOnlyFromLabelZero) {
 // record's energy is the CPU's), and the moves from it are exactly cuda-expansion's from those labels.
 TEST(CudaExpansion, StartsFromTheBpLabellingOnTheDevice) {
   MRF_SKIP_WITHOUT_CUDA();
+  // cuda-bp hands its kept context (kept_context.h) to the moves: poisoned, so that neither may read
+  // memory it did not write, whatever the other left in it.
+  const test::ScopedEnv poison("MRF_CUDA_KEPT_POISON", "1");
   int checked = 0;
   for (const Case& c : RandomCases(11, 9, 2)) {
     if (c.model.topology.kind() != TopologyKind::kGrid4) continue;

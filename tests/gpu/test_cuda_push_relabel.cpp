@@ -38,16 +38,7 @@ std::unique_ptr<PushRelabelEngine> MakeCuda(const PushRelabelTuning& t = {}) { r
 std::unique_ptr<PushRelabelEngine> MakeCuda(const PushRelabelTuning& = {}) { return nullptr; }
 #endif
 
-// Sets an environment variable for the lifetime of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
-
+using test::ScopedEnv;
 using test::CopyOfCapacities;
 
 // The exact CPU engines this build has: boost-bk always, cpu-bk when registered.

@@ -1,0 +1,113 @@
+// The context cache of kept_context.h: one slot, guarded by a mutex.
+#include "backends/cuda/kept_context.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "mrf/types.h"
+
+namespace mrf::cuda_kept {
+namespace {
+
+std::mutex cache_mutex;
+Context* cached = nullptr;  // deliberately never destroyed: process exit reclaims it
+constexpr std::size_t kKeepDeviceBytes = std::size_t{2} << 30;
+
+// MRF_CUDA_KEPT_POISON=1 (for tests): a device block is handed out filled with 0xff bytes, so that a solver
+// that reads memory it did not write first gives a wrong answer instead of zeros or the last run's leftovers.
+bool PoisonRequested(const std::string& who) {
+  const char* v = std::getenv("MRF_CUDA_KEPT_POISON");
+  if (!v || !*v || std::strcmp(v, "0") == 0) return false;
+  if (std::strcmp(v, "1") == 0) return true;
+  throw Error(who + ": MRF_CUDA_KEPT_POISON must be 0 or 1 (got '" + v + "')");
+}
+
+}  // namespace
+
+cudaError_t Context::EnsureDevice(std::size_t bytes) {
+  if (bytes <= device_bytes) return cudaSuccess;
+  if (device) cudaFree(device);
+  device = nullptr;
+  device_bytes = 0;
+  void* p = nullptr;
+  const cudaError_t status = cudaMalloc(&p, bytes);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return status;
+  }
+  device = static_cast<char*>(p);
+  device_bytes = bytes;
+  if (poison) return cudaMemsetAsync(device, 0xff, bytes, stream);
+  return cudaSuccess;
+}
+
+cudaError_t Context::EnsurePinned(std::size_t bytes) {
+  if (bytes <= pinned_bytes) return cudaSuccess;
+  if (pinned) cudaFreeHost(pinned);
+  pinned = nullptr;
+  pinned_bytes = 0;
+  void* p = nullptr;
+  const cudaError_t status = cudaMallocHost(&p, bytes);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return status;
+  }
+  pinned = static_cast<char*>(p);
+  pinned_bytes = bytes;
+  return cudaSuccess;
+}
+
+void Context::Release() {
+  if (device) cudaFree(device);
+  if (pinned) cudaFreeHost(pinned);
+  if (stream) cudaStreamDestroy(stream);
+  if (side) cudaStreamDestroy(side);
+  device = pinned = nullptr;
+  device_bytes = pinned_bytes = 0;
+  stream = side = nullptr;
+  cudaGetLastError();
+}
+
+Context* TakeContext(const std::string& who) {
+  const bool poison = PoisonRequested(who);  // before anything is taken: a bad value leaves the cache as it is
+  Context* c = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    c = cached;
+    cached = nullptr;
+  }
+  if (!c) c = new Context;
+  c->poison = poison;
+  if (!c->stream) {
+    const cudaError_t status = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      c->stream = nullptr;
+      ReturnContext(c, false);
+      throw Error(who + ": creating a stream failed: " + cudaGetErrorString(status));
+    }
+  }
+  if (c->device && poison) cudaMemsetAsync(c->device, 0xff, c->device_bytes, c->stream);
+  return c;
+}
+
+void ReturnContext(Context* c, bool healthy) {
+  if (!c) return;
+  if (healthy && c->device_bytes > kKeepDeviceBytes) {
+    cudaFree(c->device);
+    c->device = nullptr;
+    c->device_bytes = 0;
+  }
+  if (healthy) {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    if (!cached) {
+      cached = c;
+      return;
+    }
+  }
+  c->Release();
+  delete c;
+}
+
+}  // namespace mrf::cuda_kept
