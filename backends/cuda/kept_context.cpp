@@ -23,39 +23,37 @@ bool PoisonRequested(const std::string& who) {
   throw Error(who + ": MRF_CUDA_KEPT_POISON must be 0 or 1 (got '" + v + "')");
 }
 
-}  // namespace
-
-cudaError_t Context::EnsureDevice(std::size_t bytes) {
-  if (bytes <= device_bytes) return cudaSuccess;
-  if (device) cudaFree(device);
-  device = nullptr;
-  device_bytes = 0;
+// Replaces *block by one of `bytes` when it holds fewer (its contents are not kept).
+cudaError_t Grow(char** block, std::size_t* held, std::size_t bytes, cudaError_t (*allocate)(void**, std::size_t),
+                 cudaError_t (*free)(void*)) {
+  if (bytes <= *held) return cudaSuccess;
+  if (*block) free(*block);
+  *block = nullptr;
+  *held = 0;
   void* p = nullptr;
-  const cudaError_t status = cudaMalloc(&p, bytes);
+  const cudaError_t status = allocate(&p, bytes);
   if (status != cudaSuccess) {
     cudaGetLastError();
     return status;
   }
-  device = static_cast<char*>(p);
-  device_bytes = bytes;
-  if (poison) return cudaMemsetAsync(device, 0xff, bytes, stream);
+  *block = static_cast<char*>(p);
+  *held = bytes;
   return cudaSuccess;
 }
 
+}  // namespace
+
+cudaError_t Context::EnsureDevice(std::size_t bytes) {
+  const bool grows = bytes > device_bytes;
+  const cudaError_t status =
+      Grow(&device, &device_bytes, bytes, [](void** p, std::size_t n) { return cudaMalloc(p, n); }, cudaFree);
+  if (status == cudaSuccess && grows && poison) return cudaMemsetAsync(device, 0xff, bytes, stream);
+  return status;
+}
+
 cudaError_t Context::EnsurePinned(std::size_t bytes) {
-  if (bytes <= pinned_bytes) return cudaSuccess;
-  if (pinned) cudaFreeHost(pinned);
-  pinned = nullptr;
-  pinned_bytes = 0;
-  void* p = nullptr;
-  const cudaError_t status = cudaMallocHost(&p, bytes);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    return status;
-  }
-  pinned = static_cast<char*>(p);
-  pinned_bytes = bytes;
-  return cudaSuccess;
+  return Grow(&pinned, &pinned_bytes, bytes, [](void** p, std::size_t n) { return cudaMallocHost(p, n); },
+              cudaFreeHost);
 }
 
 void Context::Release() {
