@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -574,9 +575,7 @@ TEST(BpSolver, AutoOnTheCpuPicksTbbBp) {
 // automatic choice runs tbb-bp and says why cuda-bp was skipped; naming cuda-bp is an error. The automatic
 // schedule is BP-M on the CPU.
 TEST(BpSolver, WithoutAGpuAutoRunsTbbBpAndRecordsWhy) {
-  const char* old = std::getenv("MRF_INJECT_CUDA_FAULT");
-  const std::string saved = old ? old : "";
-  setenv("MRF_INJECT_CUDA_FAULT", "nodevice", 1);
+  std::optional<test::ScopedEnv> no_device(std::in_place, "MRF_INJECT_CUDA_FAULT", "nodevice");
   std::mt19937_64 rng(30);
   const Model m = RandomGridModel(rng, 12, 9, 4, {PairwiseKind::kTruncatedLinear, 1, 2, {}}, 2);
   SolveOptions o;
@@ -591,10 +590,7 @@ TEST(BpSolver, WithoutAGpuAutoRunsTbbBpAndRecordsWhy) {
   bpm.solver = "tbb-bp";
   bpm.bp.schedule = "bpm";
   const Result reference = Solve(m, bpm);
-  if (old)
-    setenv("MRF_INJECT_CUDA_FAULT", saved.c_str(), 1);
-  else
-    unsetenv("MRF_INJECT_CUDA_FAULT");
+  no_device.reset();
   ASSERT_TRUE(automatic.ok) << automatic.message;
   EXPECT_EQ(automatic.backend_used, "tbb-bp");
   EXPECT_NE(automatic.fallback_reason.find("cuda-bp"), std::string::npos) << automatic.fallback_reason;

@@ -16,6 +16,7 @@
 #include "mrf/st_graph.h"
 #include "support/grid_flow_cases.h"
 #include "support/push_relabel_states.h"
+#include "support/test_support.h"
 
 namespace mrf {
 namespace {
@@ -190,8 +191,8 @@ TEST(PushRelabelLocal, ResolvesEqualBoostAndFreshSolves) {
 
 // Sets MRF_PR_TUNING (read when the registry makes an engine) for the scope.
 struct TuningScope {
-  explicit TuningScope(const char* tuning) { setenv("MRF_PR_TUNING", tuning, 1); }
-  ~TuningScope() { unsetenv("MRF_PR_TUNING"); }
+  explicit TuningScope(const char* tuning) : env("MRF_PR_TUNING", tuning) {}
+  test::ScopedEnv env;
 };
 
 // CheckResolves with MRF_PR_TUNING set to `tuning`.

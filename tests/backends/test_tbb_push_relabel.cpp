@@ -247,13 +247,12 @@ void CheckResolve(const Topology& shape, CapacityProfile profile, std::uint64_t 
 TEST(TbbPushRelabel, ResolveEqualsSolveFromScratch) {
   std::uint64_t seed = 100;
   for (const char* tuning : {"incremental_relabel=1", "incremental_relabel=0", "incremental_relabel=2"}) {
-    setenv("MRF_PR_TUNING", tuning, 1);  // read when the registry makes the engine
+    const test::ScopedEnv scope("MRF_PR_TUNING", tuning);  // read when the registry makes the engine
     for (const Topology& shape : {Topology::Grid2D(45, 38, 4), Topology::Grid2D(33, 29, 8), Topology::Grid3D(9, 10, 7),
                                   Topology::Grid2D(1, 40, 4)})
       for (CapacityProfile p : {CapacityProfile::kUniform, CapacityProfile::kSegmentation, CapacityProfile::kZero})
         CheckResolve(shape, p, seed++);
   }
-  unsetenv("MRF_PR_TUNING");
 }
 
 // Edits of more than half the nodes of a grid of 2^18 nodes or more are solved afresh on the kept
