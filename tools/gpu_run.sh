@@ -3,7 +3,7 @@
 # docs/bp.md. Run from a folder holding bin/ (programs and test binaries), lib/ (libmrf, libtbb, libstb) and
 # data/ (middlebury/ and aloe/ images), as tools/gpu_stage.sh BUILD_DIR makes it; logs go to $OUT.
 # Usage: gpu_run.sh [parts...]   (default: tests memcheck racecheck)
-#   tests      every GPU test program (cuda-pr, cuda-bp, cuda-expansion, cuda-swap)
+#   tests      every GPU test program (cuda-pr, cuda-bp, cuda-expansion, cuda-swap, the kept context)
 #   memcheck   compute-sanitizer memcheck on each program's *Small* tests (fault injection excluded)
 #   racecheck  racecheck (and synccheck for cuda-bp) on the tests written for it, and on tools/racecheck_probe.cu
 #   pr         --suite pushrelabel at $SIZES (cuda-pr against cpu-bk, re-solves), extra rows from $PR_TUNINGS
@@ -26,7 +26,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total 
 echo "cpu: $(nproc) x $(lscpu | sed -n 's/^Model name: *//p')"
 began=$(date +%s)
 budget=${DEADLINE:-500}
-PROGRAMS=${PROGRAMS:-test_cuda_push_relabel test_cuda_bp test_cuda_expansion test_cuda_swap}
+PROGRAMS=${PROGRAMS:-test_cuda_push_relabel test_cuda_bp test_cuda_expansion test_cuda_swap test_cuda_kept_context}
 
 # step NAME SECONDS PATTERN COMMAND...: runs COMMAND with at most SECONDS (and what is left of the budget),
 # output in $O/NAME.log; prints the exit status and the lines matching PATTERN.

@@ -120,8 +120,10 @@ struct CudaRunner::Impl {
   std::size_t estimated = 0;
 
   ~Impl() {
-    // Kept only when nothing failed; the next runner reuses the block once this one's work has ended.
-    const bool healthy = kept && cudaGetLastError() == cudaSuccess && cudaStreamSynchronize(stream) == cudaSuccess;
+    // Kept only when nothing failed; the next runner reuses the block once this one's work has ended, so
+    // the stream is waited for whatever happened.
+    const bool idle = !kept || cudaStreamSynchronize(stream) == cudaSuccess;
+    const bool healthy = kept && idle && cudaGetLastError() == cudaSuccess;
     if (graph) cudaGraphExecDestroy(graph);
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
@@ -416,7 +418,10 @@ struct CudaRunner::Impl {
     MRF_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     kept = cuda_kept::TakeContext("cuda-bp");
     stream = kept->stream;
-    free_bytes += kept->device_bytes;  // the kept block is this runner's to reuse or replace
+    if (t.host_setup)
+      kept->ReleaseDevice();  // the old setup allocates each buffer apart: the block would only take room
+    else
+      free_bytes += kept->device_bytes;  // the kept block is this runner's to reuse or replace
     if (t.free_bytes_override) free_bytes = t.free_bytes_override;
     if (estimated > free_bytes)
       throw Error("cuda-bp: out of GPU memory: this problem needs " + MiB(estimated) + " of GPU memory, " +

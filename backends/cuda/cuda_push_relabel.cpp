@@ -15,6 +15,7 @@
 
 #include "backends/common/push_relabel_local.h"
 #include "backends/cuda/device_stack.h"
+#include "backends/cuda/kept_context.h"
 #include "backends/cuda/push_relabel_kernels.h"
 #include "backends/cuda/staged_upload.h"
 #include "mrf/device.h"
@@ -108,6 +109,9 @@ class CudaPushRelabelEngine final : public PushRelabelEngine {
       }
       std::size_t free_bytes = 0, total_bytes = 0;
       Check(cudaMemGetInfo(&free_bytes, &total_bytes), "querying the free GPU memory");
+      // The other GPU solvers keep a block between solves (kept_context.h): it is given up before refusing.
+      if (needed > free_bytes && cuda_kept::ReleaseCachedDevice() > 0)
+        Check(cudaMemGetInfo(&free_bytes, &total_bytes), "querying the free GPU memory");
       if (needed > free_bytes)
         throw Error("cuda-pr: the problem does not fit: " + describe_ + " needs " + MiB(needed) + " of GPU memory, " +
                     MiB(free_bytes) + " of " + MiB(total_bytes) + " free");

@@ -47,8 +47,19 @@ cudaError_t Context::EnsureDevice(std::size_t bytes) {
   const bool grows = bytes > device_bytes;
   const cudaError_t status =
       Grow(&device, &device_bytes, bytes, [](void** p, std::size_t n) { return cudaMalloc(p, n); }, cudaFree);
-  if (status == cudaSuccess && grows && poison) return cudaMemsetAsync(device, 0xff, bytes, stream);
-  return status;
+  if (status != cudaSuccess || !grows || !poison) return status;
+  const cudaError_t filled = cudaMemsetAsync(device, 0xff, bytes, stream);
+  if (filled != cudaSuccess) {
+    cudaGetLastError();
+    ReleaseDevice();  // not handed out unpoisoned
+  }
+  return filled;
+}
+
+void Context::ReleaseDevice() {
+  if (device) cudaFree(device);
+  device = nullptr;
+  device_bytes = 0;
 }
 
 cudaError_t Context::EnsurePinned(std::size_t bytes) {
@@ -57,46 +68,63 @@ cudaError_t Context::EnsurePinned(std::size_t bytes) {
 }
 
 void Context::Release() {
-  if (device) cudaFree(device);
+  ReleaseDevice();
   if (pinned) cudaFreeHost(pinned);
   if (stream) cudaStreamDestroy(stream);
   if (side) cudaStreamDestroy(side);
-  device = pinned = nullptr;
-  device_bytes = pinned_bytes = 0;
+  pinned = nullptr;
+  pinned_bytes = 0;
   stream = side = nullptr;
   cudaGetLastError();
 }
 
 Context* TakeContext(const std::string& who) {
   const bool poison = PoisonRequested(who);  // before anything is taken: a bad value leaves the cache as it is
+  int device_id = 0;
+  if (cudaGetDevice(&device_id) != cudaSuccess) cudaGetLastError();
   Context* c = nullptr;
   {
     std::lock_guard<std::mutex> lock(cache_mutex);
     c = cached;
     cached = nullptr;
   }
+  if (c && c->device_id != device_id) {  // made for another device: its stream and memory are not usable here
+    ReturnContext(c, false);
+    c = nullptr;
+  }
   if (!c) c = new Context;
+  c->device_id = device_id;
   c->poison = poison;
+  auto fail = [&](const char* what, cudaError_t status) {
+    cudaGetLastError();
+    ReturnContext(c, false);
+    throw Error(who + ": " + what + " failed: " + cudaGetErrorString(status));
+  };
   if (!c->stream) {
     const cudaError_t status = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (status != cudaSuccess) {
-      cudaGetLastError();
       c->stream = nullptr;
-      ReturnContext(c, false);
-      throw Error(who + ": creating a stream failed: " + cudaGetErrorString(status));
+      fail("creating a stream", status);
     }
   }
-  if (c->device && poison) cudaMemsetAsync(c->device, 0xff, c->device_bytes, c->stream);
+  if (c->device && poison) {
+    const cudaError_t status = cudaMemsetAsync(c->device, 0xff, c->device_bytes, c->stream);
+    if (status != cudaSuccess) fail("filling the kept memory (MRF_CUDA_KEPT_POISON)", status);
+  }
   return c;
+}
+
+std::size_t ReleaseCachedDevice() {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  if (!cached || !cached->device) return 0;
+  const std::size_t bytes = cached->device_bytes;
+  cached->ReleaseDevice();
+  return bytes;
 }
 
 void ReturnContext(Context* c, bool healthy) {
   if (!c) return;
-  if (healthy && c->device_bytes > kKeepDeviceBytes) {
-    cudaFree(c->device);
-    c->device = nullptr;
-    c->device_bytes = 0;
-  }
+  if (healthy && c->device_bytes > kKeepDeviceBytes) c->ReleaseDevice();
   if (healthy) {
     std::lock_guard<std::mutex> lock(cache_mutex);
     if (!cached) {

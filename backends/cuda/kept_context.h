@@ -18,6 +18,7 @@
 namespace mrf::cuda_kept {
 
 struct Context {
+  int device_id = -1;             ///< the device current when it was made; another device gets another context
   cudaStream_t stream = nullptr;  ///< non-blocking; made by TakeContext
   cudaStream_t side = nullptr;    ///< made by the solver that needs it (cuda-expansion's graph capture)
   char* device = nullptr;         ///< one block, carved by the solver that holds the context
@@ -31,6 +32,8 @@ struct Context {
   cudaError_t EnsureDevice(std::size_t bytes);
   /// At least `bytes` of pinned host memory at `pinned`, as EnsureDevice.
   cudaError_t EnsurePinned(std::size_t bytes);
+  /// Frees the device block (for a solve that will not use it).
+  void ReleaseDevice();
   /// Frees everything (errors are cleared, not reported: the context is being dropped).
   void Release();
 };
@@ -38,6 +41,10 @@ struct Context {
 /// The cached context, or a new one; its stream exists. Throws mrf::Error with `who` in the message when the
 /// stream cannot be made or MRF_CUDA_KEPT_POISON is neither unset, empty, 0 nor 1.
 Context* TakeContext(const std::string& who);
+
+/// Frees the device block of the cached context, if one is cached: for GPU code that does not take a context
+/// (cuda-pr) and finds too little free memory. Returns the bytes freed.
+std::size_t ReleaseCachedDevice();
 
 /// Hands a context back. `healthy`: the solve ended without a CUDA error and its stream is idle; only such a
 /// context is cached (its device block is freed first when it is over 2 GiB), others are released and deleted.
