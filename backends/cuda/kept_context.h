@@ -2,10 +2,10 @@
 /// @file kept_context.h
 /// @brief A stream, device memory and pinned host memory kept between the GPU solves of one process.
 ///
-/// Making them costs as much as a small solve: on the H100 machines a cudaMallocHost of a few bytes took
-/// 0.9-1.4 ms and its cudaFreeHost 0.2 ms, a cudaMalloc and cudaFree 0.05-0.2 ms each (docs/bp.md). So
-/// cuda-expansion, cuda-swap and cuda-bp take one cached context when they start and hand it back when they
-/// end; a `--start bp` run passes it from the start's BP to the moves. One solve at a time holds it: a solve
+/// Making them can cost as much as a small solve: on an H100 machine the first cudaMallocHost of a few bytes
+/// after a free took 0.9-1.4 ms, a cudaMalloc and cudaFree 0.05-0.2 ms each (docs/bp.md, "Kept between runs",
+/// which also says that keeping cuda-bp's changed no benchmark beyond the spread). So cuda-expansion,
+/// cuda-swap and cuda-bp take one cached context when they start and hand it back when they end; a `--start bp` run passes it from the start's BP to the moves. One solve at a time holds it: a solve
 /// that starts while another holds it makes its own, which is freed when it is handed back.
 ///
 /// Tests set MRF_CUDA_KEPT_POISON=1: every device block is then handed out filled with 0xff bytes, so that

@@ -189,15 +189,9 @@ TEST(PushRelabelLocal, ResolvesEqualBoostAndFreshSolves) {
   EXPECT_GT(counts.fallback, 0) << "the fallback path was never exercised";
 }
 
-// Sets MRF_PR_TUNING (read when the registry makes an engine) for the scope.
-struct TuningScope {
-  explicit TuningScope(const char* tuning) : env("MRF_PR_TUNING", tuning) {}
-  test::ScopedEnv env;
-};
-
 // CheckResolves with MRF_PR_TUNING set to `tuning`.
 ResolveCounts CheckResolvesWith(const char* tuning, std::uint64_t seed) {
-  const TuningScope scope(tuning);
+  const test::ScopedEnv scope("MRF_PR_TUNING", tuning);  // read when the registry makes an engine
   ResolveCounts counts;
   CheckResolves(seed, &counts);
   return counts;
@@ -284,7 +278,7 @@ TEST(PushRelabelLocal, StatesCertifiedAfterRepairsPassTheCertificateOnEveryNode)
 }
 
 TEST(PushRelabelLocal, SwitchedOffItUsesGlobalRelabels) {
-  const TuningScope scope("local_resolve=0");
+  const test::ScopedEnv scope("MRF_PR_TUNING", "local_resolve=0");
   std::mt19937_64 rng(8);
   StGraph g = test::GridFlowCase(rng, Topology::Grid2D(30, 30, 4), CapacityProfile::kSegmentation);
   ASSERT_TRUE(g.maxflow("tbb-pr").ok);

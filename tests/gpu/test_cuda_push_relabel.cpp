@@ -602,9 +602,8 @@ void CheckLocalResolve(const Topology& shape, CapacityProfile profile, std::uint
 }
 
 // These tests ask for each re-solve mode (both engines read MRF_PR_TUNING when the registry makes them).
-struct LocalResolveMode {
-  explicit LocalResolveMode(int mode) { setenv("MRF_PR_TUNING", ("local_resolve=" + std::to_string(mode)).c_str(), 1); }
-  ~LocalResolveMode() { unsetenv("MRF_PR_TUNING"); }
+struct LocalResolveMode : ScopedEnv {
+  explicit LocalResolveMode(int mode) : ScopedEnv("MRF_PR_TUNING", ("local_resolve=" + std::to_string(mode)).c_str()) {}
 };
 
 TEST(CudaPushRelabel, SmallSanitizerLocalResolves) {
